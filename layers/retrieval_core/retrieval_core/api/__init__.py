@@ -1,0 +1,1 @@
+"""The HTTP API: an app factory, routers, and the one place errors become responses."""

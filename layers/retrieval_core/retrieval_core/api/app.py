@@ -1,0 +1,26 @@
+"""The FastAPI app factory shared by the local server and every Lambda handler."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+
+from .. import __version__
+from .errors import install_error_handlers
+
+
+def create_app(*routers: APIRouter) -> FastAPI:
+    """An app serving `routers` (all of them when none are given)."""
+    if not routers:
+        from .routers import chunks, health, retrieve
+
+        routers = (retrieve.router, chunks.router, health.router)
+    app = FastAPI(
+        title="Retrieval service",
+        version=__version__,
+        description="Retrieval for RAG over pgvector. Every `score` is a similarity (1 - cosine distance): "
+        "higher is better.",
+    )
+    for router in routers:
+        app.include_router(router)
+    install_error_handlers(app)
+    return app

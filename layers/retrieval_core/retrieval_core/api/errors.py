@@ -1,0 +1,78 @@
+"""The one place that maps exceptions to HTTP responses: `{"error": {code, message, details}}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..exceptions import RetrievalError
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None
+) -> JSONResponse:
+    """The JSON error body every failure uses."""
+    return JSONResponse(
+        status_code=status, content={"error": {"code": code, "message": message, "details": details or {}}}
+    )
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    # loc starts with where the field lives (body, query, path, header); a field may itself be named "query".
+    parts = (
+        [str(p) for p in loc[1:]]
+        if loc and loc[0] in ("body", "query", "path", "header")
+        else list(map(str, loc))
+    )
+    return ".".join(parts) or (str(loc[0]) if loc else "body")
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {
+            "field": _field_path(tuple(e.get("loc", ()))),
+            "message": e.get("msg", "invalid"),
+            "type": e.get("type"),
+        }
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    return error_response(
+        422, "validation_error", f"{first['field']}: {first['message']}", {"errors": errors}
+    )
+
+
+async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RetrievalError)
+    if exc.status_code >= 500:
+        # The cause (driver error, DSN host) stays in our logs at debug level only.
+        logger.error("%s: %s", exc.code, exc.message, extra={"cause": type(exc.__cause__).__name__})
+    return error_response(exc.status_code, exc.code, exc.message, exc.details)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail))
+
+
+async def _unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+    # Logged with its traceback for us; the caller gets no internals.
+    logger.exception("unhandled error", exc_info=exc)
+    return error_response(500, "internal_error", "internal error; the request was logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register every mapping on `app`."""
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(RetrievalError, _retrieval_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,1 @@
+"""One router per endpoint group; handlers pick the routers they serve."""

@@ -1,0 +1,19 @@
+"""POST /api/v1/chunks/similarity-search."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from ...models import ErrorResponse, SimilaritySearchRequest, SimilaritySearchResponse
+from ..dependencies import ServiceDep
+
+router = APIRouter(prefix="/api/v1/chunks", tags=["chunks"])
+
+_ERRORS = {status: {"model": ErrorResponse} for status in (404, 422, 500)}
+
+
+@router.post("/similarity-search", response_model=SimilaritySearchResponse, responses=_ERRORS)  # type: ignore[arg-type]
+async def similarity_search(body: SimilaritySearchRequest, service: ServiceDep) -> SimilaritySearchResponse:
+    """Return the chunks nearest to a precomputed embedding (cosine), highest similarity first."""
+    return await run_in_threadpool(service.similarity_search, body)

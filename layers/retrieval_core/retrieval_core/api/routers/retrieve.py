@@ -1,0 +1,19 @@
+"""POST /api/v1/rag/retrieve."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from ...models import ErrorResponse, RetrieveRequest, RetrieveResponse
+from ..dependencies import ServiceDep
+
+router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
+
+_ERRORS = {status: {"model": ErrorResponse} for status in (404, 409, 422, 500, 502)}
+
+
+@router.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS)  # type: ignore[arg-type]
+async def retrieve(body: RetrieveRequest, service: ServiceDep) -> RetrieveResponse:
+    """Embed the query and return chunks whose similarity is at least `grade`, highest first."""
+    return await run_in_threadpool(service.retrieve, body)

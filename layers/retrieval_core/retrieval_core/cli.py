@@ -1,0 +1,102 @@
+"""`retrieval`: ingest, delete, migrate, list stores, and serve locally."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .exceptions import RetrievalError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `retrieval` command."""
+    parser = argparse.ArgumentParser(prog="retrieval", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_ingest = sub.add_parser("ingest", help="chunk, embed and store .jsonl (BEIR), .md and .txt files")
+    p_ingest.add_argument("path", type=Path, help="a file or a folder")
+    p_ingest.add_argument("--store", required=True, help="store name (created if missing)")
+    p_ingest.add_argument("--display-name", help="display name of a new store")
+    p_ingest.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    p_delete = sub.add_parser("delete", help="delete documents and their chunks")
+    p_delete.add_argument("--store", required=True)
+    p_delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+
+    sub.add_parser("migrate", help="apply pending schema migrations")
+    sub.add_parser("stores", help="list stores")
+
+    p_serve = sub.add_parser("serve", help="run the HTTP API locally")
+    p_serve.add_argument("--host", default="127.0.0.1")
+    p_serve.add_argument("--port", type=int, default=8000)
+    p_serve.add_argument("--no-sample", action="store_true", help="do not load the sample corpus")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return _run(args)
+    except RetrievalError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import ingest
+    from .runtime import get_service
+    from .settings import get_settings
+
+    settings = get_settings()
+    if args.command == "serve":
+        return _serve(args.host, args.port, load_sample=not args.no_sample)
+    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    if args.command == "migrate":
+        print("schema is up to date")
+    elif args.command == "stores":
+        from .db import repository
+
+        with service.database.connection() as conn:
+            for store in repository.list_stores(conn):
+                chunks = repository.count_chunks(conn, store)
+                columns = (store.name, store.display_name, store.embedding_model, store.dimension)
+                print("\t".join(map(str, columns)) + f"\t{chunks} chunks")
+    elif args.command == "ingest":
+        store = ingest.ensure_store(service.database, service.embedder, args.store, args.display_name)
+        report = ingest.ingest_documents(
+            service.database,
+            service.embedder,
+            store,
+            ingest.read_documents(args.path),
+            settings.chunk_size,
+            settings.chunk_overlap,
+            progress=not args.no_progress,
+        )
+        print(
+            f"{report.documents_written} documents written ({report.chunks_written} chunks), "
+            f"{report.documents_unchanged} unchanged, {report.documents_empty} empty"
+        )
+    elif args.command == "delete":
+        store = service.get_store(args.store)
+        deleted = ingest.delete_documents(service.database, store, args.doc_ids)
+        missing = sorted(set(args.doc_ids) - set(deleted))
+        print(f"deleted {len(deleted)} documents" + (f"; not found: {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+def _serve(host: str, port: int, load_sample: bool) -> int:
+    import uvicorn
+
+    from .api.app import create_app
+    from .runtime import get_service
+    from .sample import load_sample_corpus
+
+    service = get_service()
+    if load_sample:
+        load_sample_corpus(service)
+    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

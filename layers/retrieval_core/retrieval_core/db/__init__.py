@@ -1,0 +1,1 @@
+"""PostgreSQL + pgvector: connections, schema, and the SQL of the retrieval core."""

@@ -1,0 +1,87 @@
+"""Versioned, idempotent schema migrations. Safe to run from many processes at once."""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+
+logger = logging.getLogger(__name__)
+
+# Any constant works; it only serialises concurrent migrators.
+_LOCK_KEY = 7_351_902_114
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "stores, documents, chunks",
+        """
+        CREATE EXTENSION IF NOT EXISTS vector;
+
+        CREATE TABLE stores (
+            id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            name text NOT NULL UNIQUE CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'),
+            display_name text NOT NULL,
+            embedding_model text NOT NULL,
+            dimension integer NOT NULL CHECK (dimension BETWEEN 1 AND 16000),
+            version bigint NOT NULL DEFAULT 0,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            updated_at timestamptz NOT NULL DEFAULT now()
+        );
+
+        CREATE TABLE documents (
+            store_id integer NOT NULL REFERENCES stores (id) ON DELETE CASCADE,
+            id text NOT NULL,
+            title text NOT NULL DEFAULT '',
+            metadata jsonb NOT NULL DEFAULT '{}',
+            content_sha256 text NOT NULL,
+            chunk_count integer NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (store_id, id)
+        );
+
+        -- The embedding column is untyped so stores of different models share the table;
+        -- each store gets a partial HNSW index on embedding::vector(its dimension).
+        CREATE TABLE chunks (
+            store_id integer NOT NULL,
+            document_id text NOT NULL,
+            chunk_index integer NOT NULL CHECK (chunk_index >= 0),
+            id text GENERATED ALWAYS AS (document_id || '#' || chunk_index::text) STORED,
+            content text NOT NULL,
+            metadata jsonb NOT NULL DEFAULT '{}',
+            embedding vector NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+            PRIMARY KEY (store_id, document_id, chunk_index),
+            FOREIGN KEY (store_id, document_id) REFERENCES documents (store_id, id) ON DELETE CASCADE
+        );
+
+        CREATE INDEX chunks_metadata_gin ON chunks USING gin (metadata jsonb_path_ops);
+        CREATE INDEX chunks_tsv_gin ON chunks USING gin (tsv);
+        """,
+    ),
+]
+
+
+def migrate(conninfo: str, connect_timeout_s: int = 5) -> list[int]:
+    """Apply every migration not yet recorded; return the versions applied now."""
+    applied_now: list[int] = []
+    with (
+        psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout_s) as conn,
+        conn.transaction(),
+    ):
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                       version integer PRIMARY KEY,
+                       name text NOT NULL,
+                       applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        for version, name, ddl in MIGRATIONS:
+            if version in done:
+                continue
+            conn.execute(ddl.encode())
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
+            applied_now.append(version)
+            logger.info("applied migration %s: %s", version, name)
+    return applied_now

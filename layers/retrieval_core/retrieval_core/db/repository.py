@@ -1,0 +1,244 @@
+"""The SQL of the retrieval core. Every value a caller sends is a bound parameter.
+
+Two integers are composed into SQL text with `sql.Literal`: a store's id and its
+dimension. Both come from our own `stores` table, never from a request, and must be
+literals so the planner can match the store's partial HNSW index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgvector import Vector
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from ..filters import Predicate
+from ..ranking import ScoredChunk, similarity_from_distance
+from .connection import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """A row of `stores`."""
+
+    id: int
+    name: str
+    display_name: str
+    embedding_model: str
+    dimension: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """A chunk ready to write."""
+
+    document_id: str
+    chunk_index: int
+    content: str
+    metadata: dict[str, Any]
+    embedding: Sequence[float]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    """A document and all of its chunks; written together or not at all."""
+
+    id: str
+    title: str
+    metadata: dict[str, Any]
+    content_sha256: str
+    chunks: list[ChunkRow]
+
+
+_STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version"
+
+
+def _store(row: tuple[Any, ...]) -> Store:
+    return Store(*row)
+
+
+def find_store(conn: Connection, name: str) -> Store | None:
+    """The store called `name`, or whose display name is `name`."""
+    row = conn.execute(
+        f"SELECT {_STORE_COLUMNS} FROM stores WHERE name = %(n)s OR display_name = %(n)s "  # noqa: S608
+        "ORDER BY name = %(n)s DESC, id LIMIT 1",
+        {"n": name},
+    ).fetchone()
+    return _store(row) if row else None
+
+
+def list_stores(conn: Connection) -> list[Store]:
+    """Every store, oldest first."""
+    return [_store(r) for r in conn.execute(f"SELECT {_STORE_COLUMNS} FROM stores ORDER BY id")]  # noqa: S608
+
+
+def create_store(
+    conn: Connection, name: str, display_name: str, embedding_model: str, dimension: int
+) -> Store:
+    """Create a store and its partial HNSW index; return the existing one if it already exists."""
+    with conn.transaction():
+        row = conn.execute(
+            f"""INSERT INTO stores (name, display_name, embedding_model, dimension)
+                VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING
+                RETURNING {_STORE_COLUMNS}""",  # noqa: S608
+            (name, display_name, embedding_model, dimension),
+        ).fetchone()
+        if row is None:
+            existing = find_store(conn, name)
+            assert existing is not None
+            return existing
+        store = _store(row)
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX {index} ON chunks USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                "WHERE store_id = {store_id}"
+            ).format(
+                index=sql.Identifier(f"chunks_embedding_hnsw_store_{store.id}"),
+                dim=sql.Literal(store.dimension),
+                store_id=sql.Literal(store.id),
+            )
+        )
+        return store
+
+
+def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, str]:
+    """Content hashes of those of `document_ids` already stored."""
+    rows = conn.execute(
+        "SELECT id, content_sha256 FROM documents WHERE store_id = %s AND id = ANY(%s::text[])",
+        (store.id, list(document_ids)),
+    )
+    return dict(rows.fetchall())
+
+
+def replace_documents(conn: Connection, store: Store, documents: Sequence[DocumentRow]) -> None:
+    """Write `documents` in one transaction: each one's old chunks go and its new ones come at once."""
+    if not documents:
+        return
+    with conn.transaction():
+        ids = [d.id for d in documents]
+        # Writers of the same document take turns, whether or not it exists yet; sorted ids avoid deadlocks.
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(id)) FROM unnest(%s::text[]) AS id ORDER BY id",
+            (store.id, sorted(ids)),
+        )
+        conn.execute(
+            "DELETE FROM chunks WHERE store_id = %s AND document_id = ANY(%s::text[])", (store.id, ids)
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO documents (store_id, id, title, metadata, content_sha256, chunk_count)
+                   VALUES (%s, %s, %s, %s, %s, %s)
+                   ON CONFLICT (store_id, id) DO UPDATE SET title = EXCLUDED.title,
+                       metadata = EXCLUDED.metadata, content_sha256 = EXCLUDED.content_sha256,
+                       chunk_count = EXCLUDED.chunk_count, updated_at = now()""",
+                [
+                    (store.id, d.id, d.title, Jsonb(d.metadata), d.content_sha256, len(d.chunks))
+                    for d in documents
+                ],
+            )
+            with cur.copy(
+                "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
+            ) as copy:
+                for document in documents:
+                    for chunk in document.chunks:
+                        copy.write_row(
+                            (
+                                store.id,
+                                chunk.document_id,
+                                chunk.chunk_index,
+                                chunk.content,
+                                Jsonb(chunk.metadata),
+                                Vector(list(chunk.embedding)),
+                            )
+                        )
+        bump_version(conn, store)
+
+
+def delete_documents(conn: Connection, store: Store, document_ids: Sequence[str]) -> list[str]:
+    """Delete documents and their chunks; return the ids that existed."""
+    with conn.transaction():
+        rows = conn.execute(
+            "DELETE FROM documents WHERE store_id = %s AND id = ANY(%s::text[]) RETURNING id",
+            (store.id, list(document_ids)),
+        ).fetchall()
+        if rows:
+            bump_version(conn, store)
+    return [r[0] for r in rows]
+
+
+def bump_version(conn: Connection, store: Store) -> None:
+    """Mark the store as changed, so answers cached for an older version are never served."""
+    conn.execute("UPDATE stores SET version = version + 1, updated_at = now() WHERE id = %s", (store.id,))
+
+
+def count_chunks(conn: Connection, store: Store) -> int:
+    """How many chunks the store holds."""
+    row = conn.execute("SELECT count(*) FROM chunks WHERE store_id = %s", (store.id,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def nearest_chunks_query(store: Store, where: Predicate) -> sql.Composed:
+    """The top-k query: HNSW (iterative scan) inside a materialised CTE, then an exact re-sort."""
+    filters = sql.SQL(" AND ({})").format(sql.SQL(where.sql)) if where.sql else sql.SQL("")
+    return sql.SQL(
+        """WITH nearest AS MATERIALIZED (
+               SELECT document_id, chunk_index, content, metadata,
+                      embedding::vector({dim}) <=> %(query_vector)s AS distance
+               FROM chunks
+               WHERE store_id = {store_id}{filters}
+               ORDER BY embedding::vector({dim}) <=> %(query_vector)s
+               LIMIT %(limit)s)
+           SELECT document_id, chunk_index, content, metadata, distance
+           FROM nearest ORDER BY distance, document_id, chunk_index"""
+    ).format(dim=sql.Literal(store.dimension), store_id=sql.Literal(store.id), filters=filters)
+
+
+def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
+    """Parameters of `nearest_chunks_query`."""
+    return {"query_vector": Vector(list(query_vector)), "limit": limit, **where.params}
+
+
+def set_search_options(conn: Connection, ef_search: int) -> None:
+    """Per-transaction HNSW settings: iterative scans keep filtered queries returning k rows."""
+    conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true),"
+        " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        (str(ef_search),),
+    )
+
+
+def search(
+    conn: Connection,
+    store: Store,
+    query_vector: Sequence[float],
+    limit: int,
+    where: Predicate,
+    ef_search: int,
+) -> list[ScoredChunk]:
+    """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first."""
+    with conn.transaction():
+        set_search_options(conn, ef_search)
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(
+                nearest_chunks_query(store, where), search_params(query_vector, limit, where)
+            ).fetchall()
+    return [
+        ScoredChunk(
+            document_id=r["document_id"],
+            chunk_index=r["chunk_index"],
+            content=r["content"],
+            score=similarity_from_distance(r["distance"]),
+            metadata=r["metadata"],
+        )
+        for r in rows
+    ]
+
+
+def ping(conn: Connection) -> None:
+    """A round trip to the server."""
+    conn.execute("SELECT 1")

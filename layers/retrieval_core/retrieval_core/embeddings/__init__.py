@@ -1,0 +1,36 @@
+"""Embedding providers behind one interface; `get_embedder` picks one from the settings."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..settings import Settings, get_settings
+from .base import Embedder, EmbeddingKind, check_vectors
+
+__all__ = ["Embedder", "EmbeddingKind", "build_embedder", "check_vectors", "get_embedder"]
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """Build the provider named by EMBEDDING_PROVIDER. No client is created until first use."""
+    provider = settings.embedding_provider
+    if provider == "local":
+        from .local import LocalEmbedder
+
+        return LocalEmbedder(batch_size=settings.embedding_batch_size)
+    if provider == "openai":
+        from .openai_compatible import OpenAICompatibleEmbedder
+
+        return OpenAICompatibleEmbedder.from_settings(settings)
+    if provider == "gemini":
+        from .gemini import GeminiEmbedder
+
+        return GeminiEmbedder.from_settings(settings)
+    from .bedrock import BedrockTitanEmbedder
+
+    return BedrockTitanEmbedder.from_settings(settings)
+
+
+@lru_cache(maxsize=1)
+def get_embedder() -> Embedder:
+    """The process-wide embedder for the current settings."""
+    return build_embedder(get_settings())

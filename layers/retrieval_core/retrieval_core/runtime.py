@@ -1,0 +1,94 @@
+"""Build the process-wide service once: database connections, migrations, embedder."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from .db.connection import Database, PooledConnections, SingleConnection
+from .db.errors import database_errors
+from .db.migrations import migrate
+from .embeddings import get_embedder
+from .exceptions import ConfigurationError, DatabaseUnavailableError
+from .service import RetrievalService
+from .settings import Settings, get_settings
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_service: RetrievalService | None = None
+_embedded_server: Any = None
+
+
+def in_lambda() -> bool:
+    """True inside an AWS Lambda execution environment."""
+    return "AWS_LAMBDA_FUNCTION_NAME" in os.environ
+
+
+def database_conninfo(settings: Settings) -> str:
+    """DATABASE_URL, or the embedded server's DSN (started now) when it is unset."""
+    global _embedded_server
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    if in_lambda():
+        raise ConfigurationError(
+            "DATABASE_URL is not set; a Lambda function cannot start an embedded database"
+        )
+    from .db.embedded import start_embedded_postgres
+
+    if _embedded_server is None:
+        _embedded_server = start_embedded_postgres(settings.data_dir)
+    return str(_embedded_server.get_uri())
+
+
+def build_database(settings: Settings, conninfo: str) -> Database:
+    """One reused connection in Lambda; a pool everywhere else."""
+    if in_lambda():
+        return SingleConnection(conninfo, settings.db_connect_timeout_s, settings.db_statement_timeout_ms)
+    return PooledConnections(
+        conninfo,
+        settings.db_pool_min_size,
+        settings.db_pool_max_size,
+        settings.db_connect_timeout_s,
+        settings.db_statement_timeout_ms,
+    )
+
+
+def get_service() -> RetrievalService:
+    """The process-wide RetrievalService, built on first use (never at import)."""
+    global _service
+    if _service is None:
+        with _lock:
+            if _service is None:
+                settings = get_settings()
+                conninfo = database_conninfo(settings)
+                if settings.auto_migrate:
+                    with database_errors("migrating the schema"):
+                        migrate(conninfo, settings.db_connect_timeout_s)
+                _service = RetrievalService(
+                    build_database(settings, conninfo),
+                    get_embedder(),
+                    default_store=settings.default_store,
+                    ef_search=settings.hnsw_ef_search,
+                )
+    return _service
+
+
+def reset_service() -> None:
+    """Close connections and forget the service; the next request builds a new one."""
+    global _service
+    with _lock:
+        if _service is not None:
+            _service.database.close()
+        _service = None
+
+
+def database_is_up() -> bool:
+    """True when the service can be built and PostgreSQL answers a round trip."""
+    try:
+        service = get_service()
+    except DatabaseUnavailableError:
+        return False
+    return service.database_is_up()

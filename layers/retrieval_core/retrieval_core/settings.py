@@ -1,0 +1,72 @@
+"""Service settings, read once from the environment (and `.env` when present)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
+
+# Model and dimension each provider uses when EMBEDDING_MODEL / EMBEDDING_DIMENSION are unset.
+DEFAULT_MODELS: dict[str, tuple[str, int]] = {
+    "local": ("all-MiniLM-L6-v2", 384),
+    "openai": ("text-embedding-3-small", 1536),
+    "gemini": ("gemini-embedding-001", 768),
+    "bedrock": ("amazon.titan-embed-text-v2:0", 1024),
+}
+
+
+class Settings(BaseSettings):
+    """All configuration of the retrieval core. Field names map to upper-case env vars."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    # PostgreSQL. Unset: the local service and the tests start an embedded server in data_dir.
+    database_url: SecretStr | None = None
+    data_dir: Path = Path(".data")
+    db_pool_min_size: int = Field(default=1, ge=0)
+    db_pool_max_size: int = Field(default=8, ge=1)
+    db_connect_timeout_s: int = Field(default=5, ge=1)
+    db_statement_timeout_ms: int = Field(default=15_000, ge=100)
+    auto_migrate: bool = True
+
+    # Embeddings.
+    embedding_provider: EmbeddingProviderName = "local"
+    embedding_model: str | None = None
+    embedding_dimension: int | None = Field(default=None, ge=1, le=16_000)
+    embedding_batch_size: int = Field(default=64, ge=1, le=2048)
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: SecretStr | None = None
+    gemini_api_key: SecretStr | None = None
+    gemini_base_url: str | None = None
+    bedrock_region: str | None = None
+    bedrock_endpoint_url: str | None = None
+    http_timeout_s: float = Field(default=30.0, gt=0)
+
+    # Retrieval.
+    default_store: str = "sample"
+    hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
+
+    # Ingest.
+    chunk_size: int = Field(default=1000, ge=50, le=100_000)
+    chunk_overlap: int = Field(default=150, ge=0)
+
+    @property
+    def resolved_embedding_model(self) -> str:
+        """The embedding model name, falling back to the provider's default."""
+        return self.embedding_model or DEFAULT_MODELS[self.embedding_provider][0]
+
+    @property
+    def resolved_embedding_dimension(self) -> int:
+        """The embedding dimension, falling back to the provider's default."""
+        return self.embedding_dimension or DEFAULT_MODELS[self.embedding_provider][1]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, built on first use."""
+    return Settings()

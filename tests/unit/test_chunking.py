@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval_core.chunking import chunk_text
+
+
+def test_short_text_is_one_chunk() -> None:
+    assert chunk_text("  Hello world.  ", max_chars=100, overlap=10) == ["Hello world."]
+
+
+def test_empty_text_has_no_chunks() -> None:
+    assert chunk_text(" \n\t ", max_chars=100, overlap=10) == []
+
+
+def test_chunks_respect_max_size_and_prefer_sentence_ends() -> None:
+    text = " ".join(f"Sentence number {i} is here." for i in range(40))
+    chunks = chunk_text(text, max_chars=120, overlap=30)
+    assert len(chunks) > 5
+    assert all(len(c) <= 120 for c in chunks)
+    assert all(c.endswith(".") for c in chunks[:-1])
+
+
+def test_consecutive_chunks_overlap() -> None:
+    words = " ".join(f"w{i}" for i in range(300))
+    chunks = chunk_text(words, max_chars=100, overlap=40)
+    for left, right in itertools.pairwise(chunks):
+        assert right.split()[0] in left.split()
+
+
+def test_no_chunk_starts_mid_word_when_overlapping() -> None:
+    words = " ".join(f"token{i}" for i in range(200))
+    for chunk in chunk_text(words, max_chars=90, overlap=25):
+        assert chunk.split()[0].startswith("token")
+
+
+def test_paragraph_breaks_win_over_sentences() -> None:
+    text = "First paragraph sentence one. Sentence two.\n\nSecond paragraph " + "x " * 40
+    chunks = chunk_text(text, max_chars=70, overlap=0)
+    assert chunks[0] == "First paragraph sentence one. Sentence two."
+
+
+def test_multibyte_text_is_never_split_inside_a_character() -> None:
+    text = "日本語のテキスト。" * 100 + "🙂" * 300
+    chunks = chunk_text(text, max_chars=64, overlap=8)
+    for chunk in chunks:
+        assert len(chunk) <= 64
+        assert chunk.encode("utf-8").decode("utf-8") == chunk
+    assert "".join(chunks).count("🙂") >= 300
+
+
+@pytest.mark.parametrize(("max_chars", "overlap"), [(0, 0), (10, 10), (10, -1)])
+def test_invalid_sizes_are_refused(max_chars: int, overlap: int) -> None:
+    with pytest.raises(ValueError):
+        chunk_text("text", max_chars=max_chars, overlap=overlap)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=0, max_size=3000), st.integers(20, 400), st.integers(0, 19))
+def test_chunking_properties(text: str, max_chars: int, overlap: int) -> None:
+    chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)
+    assert all(0 < len(c) <= max_chars for c in chunks)
+    # Every non-space character of the input survives in some chunk, in order.
+    assert (
+        "".join("".join(c.split()) for c in chunks).find("".join(text.split())[:50]) != -1 or not text.strip()
+    )
