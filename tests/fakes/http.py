@@ -31,6 +31,7 @@ class RecordedRequest:
     query: dict[str, list[str]]
     headers: dict[str, str]  # names lower-cased
     body: bytes
+    client_address: tuple[str, int]  # the same port across requests means one reused connection
 
     def json(self) -> Any:
         """The body parsed as JSON (None when empty)."""
@@ -140,6 +141,7 @@ class FakeHTTPServer:
                     query=parse_qs(parts.query),
                     headers={name.lower(): value for name, value in self.headers.items()},
                     body=body,
+                    client_address=(str(self.client_address[0]), int(self.client_address[1])),
                 )
                 reply = fake._dispatch(request)
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-
-from tests.conftest import start_postgres
 
 RETRIEVE = "/api/v1/rag/retrieve"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -158,13 +155,16 @@ def app_on(service_env: dict[str, str]) -> Iterator[object]:
         runtime.reset_service()
         get_settings.cache_clear()
         monkeypatch.setenv("DATABASE_URL", dsn)
+        monkeypatch.setenv("DB_CONNECT_TIMEOUT_S", "1")
         return TestClient(create_app())
 
+    shared = runtime.replace_service(None)  # set aside, not closed: other tests keep using it
     monkeypatch = pytest.MonkeyPatch()
     yield build
     monkeypatch.undo()
     runtime.reset_service()
     get_settings.cache_clear()
+    runtime.replace_service(shared)
 
 
 def test_unreachable_database_is_a_descriptive_500_without_secrets(app_on) -> None:  # type: ignore[no-untyped-def]
@@ -181,27 +181,23 @@ def test_unreachable_database_is_a_descriptive_500_without_secrets(app_on) -> No
     assert health.json() == {"status": "degraded", "database": "unreachable"}
 
 
-def test_service_recovers_when_postgres_restarts(app_on, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_service_recovers_when_postgres_restarts(app_on, private_postgres) -> None:  # type: ignore[no-untyped-def]
+    from retrieval_core.runtime import get_service
     from retrieval_core.sample import load_sample_corpus
 
-    server = start_postgres(tmp_path)
-    try:
-        client = app_on(server.get_uri())
-        from retrieval_core.runtime import get_service
+    server = private_postgres
+    client = app_on(server.get_uri())
+    load_sample_corpus(get_service())
+    assert retrieve(client, query="espresso machine")["totalResults"] == 5
 
-        load_sample_corpus(get_service())
-        assert retrieve(client, query="espresso machine")["totalResults"] == 5
+    server.stop()
+    down = client.post(RETRIEVE, json={"query": "espresso machine", "grade": 0.0})
+    assert down.status_code == 500
+    assert down.json()["error"]["code"] == "database_unavailable"
+    assert client.get("/api/v1/health").status_code == 503
 
-        server.stop()
-        down = client.post(RETRIEVE, json={"query": "espresso machine", "grade": 0.0})
-        assert down.status_code == 500
-        assert down.json()["error"]["code"] == "database_unavailable"
-        assert client.get("/api/v1/health").status_code == 503
-
-        server.ensure_postgres_running()
-        # Same process, same app: the broken connections are replaced and nothing stored was lost.
-        body = retrieve(client, query="espresso machine")
-        assert body["results"][0]["id"] == "coffee-machine#0"
-        assert client.get("/api/v1/health").status_code == 200
-    finally:
-        server.cleanup()
+    server.ensure_postgres_running()
+    # Same process, same app: the broken connections are replaced and nothing stored was lost.
+    body = retrieve(client, query="espresso machine")
+    assert body["results"][0]["id"] == "coffee-machine#0"
+    assert client.get("/api/v1/health").status_code == 200

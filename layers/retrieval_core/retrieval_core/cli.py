@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     p_delete.add_argument("--store", required=True)
     p_delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
 
+    p_drop = sub.add_parser("drop-store", help="delete a store with all its documents and chunks")
+    p_drop.add_argument("--store", required=True)
+
     sub.add_parser("migrate", help="apply pending schema migrations")
     sub.add_parser("stores", help="list stores")
 
@@ -76,6 +79,13 @@ def _run(args: argparse.Namespace) -> int:
             f"{report.documents_written} documents written ({report.chunks_written} chunks), "
             f"{report.documents_unchanged} unchanged, {report.documents_empty} empty"
         )
+    elif args.command == "drop-store":
+        from .db import repository
+
+        store = service.get_store(args.store)
+        with service.database.connection() as conn:
+            repository.drop_store(conn, store)
+        print(f"dropped store {store.name}")
     elif args.command == "delete":
         store = service.get_store(args.store)
         deleted = ingest.delete_documents(service.database, store, args.doc_ids)

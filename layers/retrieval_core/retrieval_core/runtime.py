@@ -28,13 +28,18 @@ def in_lambda() -> bool:
 
 
 def database_conninfo(settings: Settings) -> str:
-    """DATABASE_URL, or the embedded server's DSN (started now) when it is unset."""
+    """DATABASE_URL; else DATABASE_HOST with a secret or IAM token; else the embedded server (started now)."""
     global _embedded_server
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
+    if settings.database_host:
+        from .db.credentials import aws_conninfo
+
+        return aws_conninfo(settings)
     if in_lambda():
         raise ConfigurationError(
-            "DATABASE_URL is not set; a Lambda function cannot start an embedded database"
+            "neither DATABASE_URL nor DATABASE_HOST is set; "
+            "a Lambda function cannot start an embedded database"
         )
     from .db.embedded import start_embedded_postgres
 
@@ -74,6 +79,14 @@ def get_service() -> RetrievalService:
                     ef_search=settings.hnsw_ef_search,
                 )
     return _service
+
+
+def replace_service(service: RetrievalService | None) -> RetrievalService | None:
+    """Install `service` as the process-wide one (None: build anew on next use); return the previous."""
+    global _service
+    with _lock:
+        previous, _service = _service, service
+    return previous
 
 
 def reset_service() -> None:

@@ -24,7 +24,7 @@ from .models import (
     SimilaritySearchRequest,
     SimilaritySearchResponse,
 )
-from .ranking import ScoredChunk, apply_threshold, rank
+from .ranking import ScoredChunk, apply_threshold
 
 
 class RetrievalService:
@@ -47,12 +47,15 @@ class RetrievalService:
 
     def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
         """Naive engine: embed the query, take the nearest chunks, keep those at or above `grade`."""
-        store = self.get_store(request.store)
-        if store.embedding_model != self.embedder.model:
-            raise EmbeddingModelMismatchError(store.name, store.embedding_model, self.embedder.model)
+        # Embed before touching the database, so a pooled connection is never held during a provider call.
         query_vector = self.embedder.embed([request.query], "query")[0]
-        candidates = self._search(
-            store, query_vector, request.similarity_top_k, request.doc_ids, request.metadata_filter
+        store, candidates = self._search(
+            request.store,
+            query_vector,
+            request.similarity_top_k,
+            request.doc_ids,
+            request.metadata_filter,
+            embedded_by=self.embedder.model,
         )
         kept = apply_threshold(candidates, request.grade)
         return RetrieveResponse(
@@ -66,11 +69,8 @@ class RetrievalService:
 
     def similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
         """The chunks nearest to a precomputed embedding, highest similarity first."""
-        store = self.get_store(request.store)
-        found = rank(
-            self._search(
-                store, request.query_embedding, request.top_k, request.doc_ids, request.metadata_filter
-            )
+        store, found = self._search(
+            request.store, request.query_embedding, request.top_k, request.doc_ids, request.metadata_filter
         )
         return SimilaritySearchResponse(
             results=[_result(c) for c in found], total_results=len(found), store=store.name
@@ -78,17 +78,25 @@ class RetrievalService:
 
     def _search(
         self,
-        store: Store,
+        store_name: str | None,
         query_vector: Sequence[float],
         limit: int,
         doc_ids: Sequence[str] | None,
         metadata_filter: dict[str, str | int | float | bool] | None,
-    ) -> list[ScoredChunk]:
-        if len(query_vector) != store.dimension:
-            raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
+        embedded_by: str | None = None,
+    ) -> tuple[Store, list[ScoredChunk]]:
+        """Look the store up and search it on one connection; nearest first."""
+        name = store_name or self.default_store
         where: Predicate = document_ids_in(doc_ids) & metadata_equals(metadata_filter)
-        with database_errors("searching"), self.database.connection() as conn:
-            return repository.search(conn, store, query_vector, limit, where, self.ef_search)
+        with database_errors("searching"), self.database.connection() as conn, conn.transaction():
+            store = repository.find_store_for_search(conn, name, self.ef_search, filtered=bool(where.sql))
+            if store is None:
+                raise StoreNotFoundError(name)
+            if embedded_by is not None and store.embedding_model != embedded_by:
+                raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
+            if len(query_vector) != store.dimension:
+                raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
+            return store, repository.nearest_chunks(conn, store, query_vector, limit, where)
 
     def database_is_up(self) -> bool:
         """True when PostgreSQL answers a round trip."""

@@ -34,6 +34,15 @@ class Settings(BaseSettings):
     db_statement_timeout_ms: int = Field(default=15_000, ge=100)
     auto_migrate: bool = True
 
+    # PostgreSQL on AWS, used when DATABASE_URL is unset: the host (an RDS Proxy endpoint) plus either a
+    # Secrets Manager secret holding {"username", "password"} or an RDS IAM auth token for database_user.
+    database_host: str | None = None
+    database_port: int = Field(default=5432, ge=1, le=65_535)
+    database_name: str = "postgres"
+    database_user: str | None = None
+    database_secret_arn: str | None = None
+    database_iam_auth: bool = False
+
     # Embeddings.
     embedding_provider: EmbeddingProviderName = "local"
     embedding_model: str | None = None

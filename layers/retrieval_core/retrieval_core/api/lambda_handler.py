@@ -1,18 +1,143 @@
-"""Wrap the app factory for API Gateway (HTTP API, payload v2) through Mangum."""
+"""Wrap the app factory for API Gateway (HTTP API, payload v2) through Mangum, with Powertools.
+
+Every handler logs JSON with the API Gateway request id as correlation id, emits latency and result
+count metrics (CloudWatch EMF), and is traced with X-Ray when the function runs with tracing on.
+Building a handler imports no ML library, no google.genai and creates no boto3 client; nothing
+connects to the database until the first request.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import time
 from collections.abc import Callable
 from typing import Any
 
+from aws_lambda_powertools.logging import Logger, correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import Metrics, MetricUnit
 from fastapi import APIRouter
 from mangum import Mangum
 
+from .. import runtime
+from ..db.credentials import forget_cached_secrets
 from .app import create_app
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
+SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
+METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
+DEFAULT_SERVICE_NAME = "retrieval-service"
+# Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.
+DEFAULT_METRICS_NAMESPACE = "RetrievalService"
+# Modules the X-Ray SDK instruments: the embedding providers' HTTP calls and AWS SDK calls. Patching
+# everything (the default) would import requests, sqlite3 and more at cold start for nothing.
+TRACED_MODULES = ("httpx", "botocore")
+DATABASE_FAILURE_CODE = "database_unavailable"
+
+
+def tracing_enabled() -> bool:
+    """True where Powertools would trace: inside Lambda, not under `sam local`, not disabled by env."""
+    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    return "LAMBDA_TASK_ROOT" in os.environ and "AWS_SAM_LOCAL" not in os.environ
+
 
 def build_handler(*routers: APIRouter) -> LambdaHandler:
-    """A Lambda handler serving `routers`. Nothing connects to the database until the first request."""
-    return Mangum(create_app(*routers), lifespan="off")  # type: ignore[return-value]
+    """A Lambda handler serving `routers` behind Powertools logging, metrics and (in Lambda) tracing."""
+    asgi = Mangum(create_app(*routers), lifespan="off")
+    service = os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME
+    logger = Logger(service=service)
+    metrics = Metrics(
+        namespace=os.environ.get(METRICS_NAMESPACE_ENV) or DEFAULT_METRICS_NAMESPACE, service=service
+    )
+    if runtime.in_lambda():
+        # The core's own log lines then come out as JSON with the correlation id too. Only in Lambda:
+        # elsewhere this would detach the `retrieval_core` loggers from the root logger (and from pytest).
+        copy_config_to_registered_loggers(source_logger=logger, include={"retrieval_core"})
+
+    def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        response: dict[str, Any] = asgi(event, context)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        status = int(response.get("statusCode", 500))
+        body = _json_body(response) if status == 200 or status >= 500 else None
+        results = body.get("totalResults") if body is not None else None
+
+        route = _route_key(event)
+        metrics.add_dimension(name="route", value=route)
+        metrics.add_metric(name="Latency", unit=MetricUnit.Milliseconds, value=latency_ms)
+        if isinstance(results, int):
+            metrics.add_metric(name="ResultCount", unit=MetricUnit.Count, value=results)
+        if status >= 500:
+            metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
+        logger.info(
+            "request served",
+            extra={"route": route, "status": status, "latencyMs": round(latency_ms, 2), "results": results},
+        )
+        if status >= 500 and body is not None and _database_failed(body):
+            # The next request reconnects with a freshly read secret or a new IAM token: a rotated
+            # password or an expired token must not keep this instance failing until it is recycled.
+            forget_cached_secrets()
+            runtime.reset_service()
+        return response
+
+    traced = invoke
+    if tracing_enabled():
+        from aws_lambda_powertools.tracing import Tracer
+
+        tracer = Tracer(service=service, patch_modules=TRACED_MODULES)
+        # Responses carry document text: keep them out of trace metadata.
+        traced = tracer.capture_lambda_handler(invoke, capture_response=False)
+
+    handler: LambdaHandler = logger.inject_lambda_context(
+        metrics.log_metrics(traced, capture_cold_start_metric=True),
+        correlation_id_path=correlation_paths.API_GATEWAY_HTTP,
+    )
+    return handler
+
+
+def _route_key(event: dict[str, Any]) -> str:
+    # routeKey is one of the API's declared routes, so the metric dimension cannot explode with
+    # arbitrary paths the way rawPath could.
+    route = event.get("routeKey")
+    return route if isinstance(route, str) and route else "unknown"
+
+
+def _json_body(response: dict[str, Any]) -> dict[str, Any] | None:
+    body = response.get("body")
+    if response.get("isBase64Encoded") or not isinstance(body, str) or not body.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _database_failed(body: dict[str, Any]) -> bool:
+    error = body.get("error")
+    if isinstance(error, dict) and error.get("code") == DATABASE_FAILURE_CODE:
+        return True
+    return body.get("database") == "unreachable"
+
+
+def _after_snapshot_restore() -> None:
+    # Every instance restored from one snapshot would otherwise draw the same retry jitter.
+    random.seed()
+    forget_cached_secrets()
+    runtime.reset_service()
+
+
+def _register_snapstart_hooks() -> None:
+    try:
+        from snapshot_restore_py import register_after_restore
+    except ImportError:
+        # Only Lambda's managed Python runtimes ship snapshot_restore_py; elsewhere there is no snapshot.
+        return
+    register_after_restore(_after_snapshot_restore)
+
+
+_register_snapstart_hooks()

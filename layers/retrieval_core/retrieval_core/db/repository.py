@@ -8,7 +8,7 @@ literals so the planner can match the store's partial HNSW index.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pgvector import Vector
@@ -104,6 +104,17 @@ def create_store(
             )
         )
         return store
+
+
+def drop_store(conn: Connection, store: Store) -> None:
+    """Delete a store with all its documents, chunks and its index."""
+    with conn.transaction():
+        conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
+        conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS {index}").format(
+                index=sql.Identifier(f"chunks_embedding_hnsw_store_{store.id}")
+            )
+        )
 
 
 def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, str]:
@@ -203,30 +214,51 @@ def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -
     return {"query_vector": Vector(list(query_vector)), "limit": limit, **where.params}
 
 
-def set_search_options(conn: Connection, ef_search: int) -> None:
-    """Per-transaction HNSW settings: iterative scans keep filtered queries returning k rows."""
-    conn.execute(
-        "SELECT set_config('hnsw.ef_search', %s, true),"
-        " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-        (str(ef_search),),
-    )
+_SEARCH_OPTIONS = """set_config('hnsw.ef_search', %(ef_search)s, true),
+       set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('enable_seqscan', 'off', true),
+       set_config('enable_bitmapscan', %(bitmapscan)s, true)"""
 
 
-def search(
-    conn: Connection,
-    store: Store,
-    query_vector: Sequence[float],
-    limit: int,
-    where: Predicate,
-    ef_search: int,
+def _search_options(ef_search: int, filtered: bool) -> dict[str, str]:
+    return {"ef_search": str(ef_search), "bitmapscan": "on" if filtered else "off"}
+
+
+def set_search_options(conn: Connection, ef_search: int, filtered: bool) -> None:
+    """Per-transaction planner settings for the top-k query.
+
+    Iterative scans keep a filtered HNSW scan going until k rows pass the filter.
+    pgvector's cost estimate grows with ef_search, so on stores of a few thousand rows
+    the planner would pick a full scan that is ~8x slower than the index (measured in
+    docs/benchmarks.md); sequential scans are therefore off. Without a filter, bitmap
+    scans are off too (the only one available walks the whole store by primary key);
+    with a filter they stay on, so a selective filter can use its index and an exact sort.
+    """
+    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(ef_search, filtered))
+
+
+def find_store_for_search(conn: Connection, name: str, ef_search: int, filtered: bool) -> Store | None:
+    """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
+    row = conn.execute(
+        f"""SELECT {_STORE_COLUMNS}, {_SEARCH_OPTIONS}
+            FROM stores WHERE name = %(n)s OR display_name = %(n)s
+            ORDER BY name = %(n)s DESC, id LIMIT 1""",  # noqa: S608
+        {"n": name, **_search_options(ef_search, filtered)},
+    ).fetchone()
+    return _store(row[: len(fields(Store))]) if row else None
+
+
+def nearest_chunks(
+    conn: Connection, store: Store, query_vector: Sequence[float], limit: int, where: Predicate
 ) -> list[ScoredChunk]:
-    """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first."""
-    with conn.transaction():
-        set_search_options(conn, ef_search)
-        with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                nearest_chunks_query(store, where), search_params(query_vector, limit, where)
-            ).fetchall()
+    """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first.
+
+    Run inside a transaction whose search options are set.
+    """
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            nearest_chunks_query(store, where), search_params(query_vector, limit, where)
+        ).fetchall()
     return [
         ScoredChunk(
             document_id=r["document_id"],

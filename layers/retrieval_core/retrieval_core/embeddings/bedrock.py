@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
@@ -22,9 +22,6 @@ logger = logging.getLogger(__name__)
 
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 MAX_CONCURRENCY = 8
-RETRY_ATTEMPTS = 3
-RETRY_BASE_DELAY_S = 0.5
-RETRY_MAX_DELAY_S = 8.0
 _RETRYABLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -35,12 +32,6 @@ _RETRYABLE_CODES = frozenset(
     }
 )
 _PROVIDER = "Bedrock Titan embeddings"
-
-
-def _backoff_delay(retry: int, base_delay_s: float) -> float:
-    ceiling = min(RETRY_MAX_DELAY_S, base_delay_s * 2.0 ** (retry - 1))
-    # Jitter spreads the retries of many concurrent Lambda instances hitting one throttle.
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class BedrockTitanEmbedder:
@@ -170,7 +161,7 @@ class BedrockTitanEmbedder:
                         f"({type(exc).__name__})"
                     ) from exc
                 logger.warning("%s: %s, retrying", _PROVIDER, type(exc).__name__)
-            time.sleep(_backoff_delay(attempt, self.retry_base_delay_s))
+            time.sleep(backoff_delay(attempt, self.retry_base_delay_s))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _parse(self, response: Any) -> list[float]:

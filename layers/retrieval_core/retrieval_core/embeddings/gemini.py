@@ -12,6 +12,7 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRY_MAX_DELAY_S
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
 
 # batchEmbedContents refuses more than 100 requests in one call.
 MAX_BATCH_SIZE = 100
-RETRY_ATTEMPTS = 3
-RETRY_BASE_DELAY_S = 0.5
-RETRY_MAX_DELAY_S = 8.0
 RETRYABLE_STATUSES = (408, 429, 500, 502, 503, 504)
 TASK_TYPES: dict[EmbeddingKind, str] = {"query": "RETRIEVAL_QUERY", "document": "RETRIEVAL_DOCUMENT"}
 _PROVIDER = "Gemini embeddings"
@@ -98,8 +96,13 @@ class GeminiEmbedder:
     def _genai(self) -> Client:
         with self._lock:
             if self._client is None:
-                from google import genai
-                from google.genai import types
+                try:
+                    from google import genai
+                    from google.genai import types
+                except ImportError as exc:
+                    raise ConfigurationError(
+                        "EMBEDDING_PROVIDER=gemini needs the google-genai package installed"
+                    ) from exc
 
                 self._client = genai.Client(
                     vertexai=False,

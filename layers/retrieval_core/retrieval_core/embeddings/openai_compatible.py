@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -13,22 +12,13 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import EmbeddingProviderError
+from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
 logger = logging.getLogger(__name__)
 
-RETRY_ATTEMPTS = 3
-RETRY_BASE_DELAY_S = 0.5
-RETRY_MAX_DELAY_S = 8.0
 _MAX_DETAIL_CHARS = 300
-
-
-def backoff_delay(retry: int, base_delay_s: float, max_delay_s: float = RETRY_MAX_DELAY_S) -> float:
-    """Seconds to wait before retry number `retry` (1-based): exponential, with equal jitter."""
-    ceiling = min(max_delay_s, base_delay_s * 2.0 ** (retry - 1))
-    # Jitter spreads the retries of many concurrent Lambda instances hitting one rate limit.
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 def _is_retryable(status: int) -> bool:
@@ -139,7 +129,7 @@ class OpenAICompatibleEmbedder:
 
     def _error_for(self, response: httpx.Response) -> EmbeddingProviderError:
         status = response.status_code
-        if False:
+        if status in (401, 403):
             # The body is left out on purpose: OpenAI echoes (part of) the rejected key in it.
             return EmbeddingProviderError(
                 f"{self._label} refused the credentials (HTTP {status}); check OPENAI_API_KEY",
@@ -157,5 +147,5 @@ class OpenAICompatibleEmbedder:
         except ValueError:
             detail = response.text
         if self._api_key is not None and self._api_key.get_secret_value():
-            pass
+            detail = detail.replace(self._api_key.get_secret_value(), "***")
         return detail[:_MAX_DETAIL_CHARS]

@@ -1,0 +1,54 @@
+"""Helpers shared by the benchmarks: timing, the machine description, the eval data set."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EVAL_DIR = REPO.parent / "shared" / "eval" / "msmarco-5k"
+
+
+def machine() -> str:
+    """One line naming the CPU, core count and Python."""
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def timed_ms(fn: Callable[[], object], repeat: int) -> list[float]:
+    """Wall-clock milliseconds of `repeat` calls."""
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by nearest rank."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def median(samples: list[float]) -> float:
+    """The median."""
+    return statistics.median(samples)
+
+
+def load_queries() -> dict[str, str]:
+    """query id -> text of the eval set."""
+    with (EVAL_DIR / "queries.jsonl").open() as lines:
+        return {str(q["_id"]): q["text"] for q in map(json.loads, lines)}

@@ -1,0 +1,120 @@
+"""Connection info for PostgreSQL on AWS: DATABASE_HOST/PORT/NAME plus a Secrets Manager secret or an
+RDS IAM auth token.
+
+Passwords and tokens only ever go into the returned conninfo: no message raised here quotes one, and
+boto3 and the Powertools parameters utility are imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from psycopg.conninfo import make_conninfo
+
+from ..exceptions import ConfigurationError, DatabaseUnavailableError
+from ..settings import Settings
+
+# Seconds a fetched secret is reused. A rotated password reaches a warm instance within this time
+# (or at once after a SnapStart restore, which clears the cache).
+SECRET_MAX_AGE_S = 300
+# RDS Proxy and RDS IAM auth both require TLS; a secret-based connection to RDS should not fall back to
+# plain text either.
+SSL_MODE = "require"
+
+
+def aws_conninfo(settings: Settings) -> str:
+    """A libpq conninfo for DATABASE_HOST, authenticated by DATABASE_SECRET_ARN or DATABASE_IAM_AUTH."""
+    host = settings.database_host
+    if not host:
+        raise ConfigurationError("DATABASE_HOST is not set")
+    if settings.database_iam_auth and settings.database_secret_arn:
+        raise ConfigurationError("set either DATABASE_SECRET_ARN or DATABASE_IAM_AUTH=true, not both")
+    if settings.database_iam_auth:
+        user = settings.database_user
+        if not user:
+            raise ConfigurationError(
+                "DATABASE_IAM_AUTH=true needs DATABASE_USER, the database user to sign in as"
+            )
+        password = iam_auth_token(host, settings.database_port, user)
+    elif settings.database_secret_arn:
+        user, password = secret_credentials(settings.database_secret_arn)
+    else:
+        raise ConfigurationError(
+            "DATABASE_HOST is set but no credentials are: set DATABASE_SECRET_ARN or DATABASE_IAM_AUTH=true"
+        )
+    return make_conninfo(
+        host=host,
+        port=settings.database_port,
+        dbname=settings.database_name,
+        user=user,
+        password=password,
+        sslmode=SSL_MODE,
+    )
+
+
+def secret_credentials(secret_arn: str) -> tuple[str, str]:
+    """(username, password) from a Secrets Manager secret in the RDS JSON shape, cached SECRET_MAX_AGE_S."""
+    from aws_lambda_powertools.utilities.parameters import GetParameterError, get_secret
+
+    try:
+        raw = get_secret(secret_arn, max_age=SECRET_MAX_AGE_S)
+    except GetParameterError as exc:
+        raise DatabaseUnavailableError(
+            f"could not read the database secret from Secrets Manager ({_aws_error_code(exc)})",
+            {"operation": "reading the database secret"},
+        ) from exc
+    try:
+        payload: Any = json.loads(raw)
+    except ValueError:
+        # `from None`: the decoder error keeps the document, i.e. the secret, in its attributes.
+        raise ConfigurationError(
+            'the database secret is not JSON; expected {"username": ..., "password": ...}'
+        ) from None
+    username = payload.get("username") if isinstance(payload, dict) else None
+    password = payload.get("password") if isinstance(payload, dict) else None
+    if not isinstance(username, str) or not username or not isinstance(password, str) or not password:
+        raise ConfigurationError(
+            'the database secret needs non-empty string fields "username" and "password"'
+        )
+    return username, password
+
+
+def iam_auth_token(host: str, port: int, user: str) -> str:
+    """A 15-minute RDS IAM auth token for `user`, signed locally with the function's role credentials."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        # A new client each time: this runs once per connection setup, and a client kept across a
+        # SnapStart restore could hold credentials of the snapshotting environment.
+        client: Any = boto3.client("rds")
+        token: str = client.generate_db_auth_token(DBHostname=host, Port=port, DBUsername=user)
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigurationError(
+            f"could not create an RDS IAM auth token ({type(exc).__name__}); "
+            "check AWS_REGION and the function's role"
+        ) from exc
+    return token
+
+
+def forget_cached_secrets() -> None:
+    """Drop cached secret values so the next connection reads them again (e.g. after a SnapStart restore)."""
+    # Only when the parameters utility was used: importing it would import boto3 for nothing.
+    if "aws_lambda_powertools.utilities.parameters" in sys.modules:
+        from aws_lambda_powertools.utilities.parameters import clear_caches
+
+        clear_caches()  # type: ignore[no-untyped-call]
+
+
+def _aws_error_code(exc: BaseException) -> str:
+    # Powertools re-raises the botocore error as GetParameterError(str(error)) without `from`;
+    # the original is still the implicit __context__.
+    cause = exc.__cause__ or exc.__context__
+    response = getattr(cause, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        if isinstance(code, str) and code:
+            return code
+    return type(cause).__name__ if cause is not None else "unknown error"

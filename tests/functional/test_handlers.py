@@ -1,0 +1,575 @@
+"""Every Lambda handler in functions/, invoked like Lambda does with every events/*.json routed to it.
+
+The routes come from template.yaml, so an event for a route no function serves fails here. The
+in-process tests run on the real embedded PostgreSQL with the sample corpus and the local model.
+The subprocess tests configure a handler the way template.yaml does in AWS (DATABASE_HOST plus a
+Secrets Manager secret in moto_server, or an RDS IAM token) and check what an operator would see.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.conftest import EVENTS_DIR, REPO_ROOT
+
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+TEMPLATE = REPO_ROOT / "template.yaml"
+
+Event = dict[str, Any]
+Response = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FakeLambdaContext:
+    """The attributes of Lambda's context object that Powertools and Mangum read."""
+
+    function_name: str
+    function_version: str = "1"
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = "0f3e3a52-5a4b-4c8e-9d37-0d1f2f6c7a11"
+    log_group_name: str = "/aws/lambda/retrieval"
+    log_stream_name: str = "2025/11/22/[1]0123456789abcdef"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}:live"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+def template_routes() -> dict[str, str]:
+    """routeKey ("POST /api/v1/...") -> function folder name, from the HttpApi events in template.yaml."""
+    from samtranslator.yaml_helper import yaml_parse
+
+    template = yaml_parse(TEMPLATE.read_text())
+    routes: dict[str, str] = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        folder = Path(resource["Properties"]["CodeUri"]).name
+        for source in resource["Properties"].get("Events", {}).values():
+            if source["Type"] == "HttpApi":
+                props = source["Properties"]
+                routes[f"{props['Method'].upper()} {props['Path']}"] = folder
+    return routes
+
+
+ROUTES = template_routes()
+EVENT_FILES = sorted(EVENTS_DIR.glob("*.json"))
+
+
+def load_event(path: Path) -> Event:
+    event: Event = json.loads(path.read_text())
+    return event
+
+
+def load_handler_module(folder: str) -> ModuleType:
+    """functions/<folder>/app.py under a unique module name: every function's file is called app.py."""
+    path = FUNCTIONS_DIR / folder / "app.py"
+    spec = importlib.util.spec_from_file_location(f"lambda_function_{folder}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def handlers(sample_store: Any) -> dict[str, Callable[[Event, Any], Response]]:
+    """Each function folder's `handler`, imported after the database holds the sample store."""
+    return {folder: load_handler_module(folder).handler for folder in sorted(set(ROUTES.values()))}
+
+
+def body_of(response: Response) -> dict[str, Any]:
+    assert response["isBase64Encoded"] is False
+    assert response["headers"]["content-type"].startswith("application/json")
+    parsed: dict[str, Any] = json.loads(response["body"])
+    return parsed
+
+
+def assert_ranked_chunks(body: dict[str, Any], first_document: str, *, grade: float = 0.0) -> None:
+    results = body["results"]
+    assert results, body
+    assert results[0]["metadata"]["documentId"] == first_document
+    assert results[0]["id"] == f"{first_document}#0"
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    assert all(grade <= s <= 1.0 for s in scores)
+    assert body["totalResults"] == len(results)
+    for result in results:
+        # Metadata always travels with the text.
+        assert result["content"]
+        assert {"documentId", "chunkIndex", "fileName"} <= result["metadata"].keys()
+
+
+def check_retrieve(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert_ranked_chunks(body, "k8s-scheduling", grade=0.3)
+    assert body["results"][0]["metadata"]["fileName"] == "k8s-docs.pdf"
+    assert body["results"][0]["metadata"]["pageNumber"] == 12
+    assert body["store"] == "sample" and body["engineUsed"] == "naive"
+    assert body["query"].startswith("How does the Kubernetes scheduler")
+
+
+def check_retrieve_metadata_filter(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert_ranked_chunks(body, "hvac-cold-complaints", grade=0.2)
+    assert {r["metadata"]["project_name"] for r in body["results"]} == {"Facilities"}
+
+
+def check_retrieve_invalid_grade(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["code"] == "validation_error"
+    assert body["error"]["message"].startswith("grade:")
+    assert body["error"]["details"]["errors"][0]["field"] == "grade"
+
+
+def check_retrieve_unknown_store(status: int, body: dict[str, Any]) -> None:
+    assert status == 404, body
+    assert body["error"]["code"] == "store_not_found"
+    assert "does-not-exist" in body["error"]["message"]
+    assert body["error"]["details"] == {"store": "does-not-exist"}
+
+
+def check_similarity_search(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert_ranked_chunks(body, "k8s-scheduling")
+    assert body["totalResults"] == 3 and body["store"] == "sample"
+    # The embedding is MiniLM's for a question about pod scheduling: a close match, not noise.
+    assert body["results"][0]["score"] > 0.5
+
+
+def check_similarity_search_wrong_dimension(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["code"] == "dimension_mismatch"
+    assert "768" in body["error"]["message"] and "384" in body["error"]["message"]
+    assert body["error"]["details"] == {"store": "sample", "expectedDimension": 384, "actualDimension": 768}
+
+
+def check_health(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body == {"status": "ok", "database": "ok"}
+
+
+EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
+    "retrieve.json": check_retrieve,
+    "retrieve-metadata-filter.json": check_retrieve_metadata_filter,
+    "retrieve-invalid-grade.json": check_retrieve_invalid_grade,
+    "retrieve-unknown-store.json": check_retrieve_unknown_store,
+    "similarity-search.json": check_similarity_search,
+    "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
+    "health.json": check_health,
+}
+
+
+@pytest.mark.parametrize("event_file", EVENT_FILES, ids=lambda p: p.name)
+def test_handler_answers_each_event_as_a_user_expects(
+    event_file: Path, handlers: dict[str, Callable[[Event, Any], Response]]
+) -> None:
+    event = load_event(event_file)
+    assert event_file.name in EXPECTED, f"add the expected answer for {event_file.name}"
+    folder = ROUTES[event["routeKey"]]
+    response = handlers[folder](event, FakeLambdaContext(function_name=folder))
+    EXPECTED[event_file.name](response["statusCode"], body_of(response))
+
+
+@pytest.mark.parametrize("event_file", EVENT_FILES, ids=lambda p: p.name)
+def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
+    event = load_event(event_file)
+    method, path = event["routeKey"].split(" ", 1)
+    assert event["routeKey"] in ROUTES, "no function in template.yaml serves this route"
+    assert event["version"] == "2.0" and event["isBase64Encoded"] is False
+    assert event["rawPath"] == path
+    context = event["requestContext"]
+    assert context["requestId"] and context["routeKey"] == event["routeKey"]
+    assert context["http"]["method"] == method and context["http"]["path"] == path
+    if method == "POST":
+        assert event["headers"]["content-type"] == "application/json"
+        assert int(event["headers"]["content-length"]) == len(event["body"].encode())
+        json.loads(event["body"])
+
+
+GOOD_EVENTS = {"retrieve.json", "retrieve-metadata-filter.json", "similarity-search.json", "health.json"}
+
+
+def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> None:
+    good: dict[str, int] = dict.fromkeys(ROUTES, 0)
+    bad: dict[str, int] = dict.fromkeys(ROUTES, 0)
+    for event_file in EVENT_FILES:
+        route = load_event(event_file)["routeKey"]
+        (good if event_file.name in GOOD_EVENTS else bad)[route] += 1
+    assert all(good.values()), f"routes without a valid-request event: {good}"
+    # GET /api/v1/health takes no input, so it has no bad-input variant.
+    assert all(n for route, n in bad.items() if route.startswith("POST")), f"routes without bad input: {bad}"
+
+
+def test_handler_emits_latency_and_result_count_metrics(
+    handlers: dict[str, Callable[[Event, Any], Response]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = load_event(EVENTS_DIR / "similarity-search.json")
+    capsys.readouterr()
+    response = handlers["similarity_search"](event, FakeLambdaContext(function_name="similarity_search"))
+    assert response["statusCode"] == 200
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    request_metrics = [b for b in blobs if "Latency" in b]
+    assert len(request_metrics) == 1, blobs
+    metric = request_metrics[0]
+    assert metric["route"] == "POST /api/v1/chunks/similarity-search"
+    # EMF carries each metric's values as a list.
+    assert metric["ResultCount"] == [3.0]
+    assert 0 < metric["Latency"][0] < 10_000
+    directive = metric["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "RetrievalService"
+    units = {m["Name"]: m["Unit"] for m in directive["Metrics"]}
+    assert units["Latency"] == "Milliseconds" and units["ResultCount"] == "Count"
+
+
+# Subprocess tests: a fresh interpreter per scenario, so the handler is built from the environment the
+# way Lambda builds it, and this process's shared service is left alone.
+
+DRIVER = textwrap.dedent(
+    """
+    import importlib.util, json, sys
+
+    handler_file, commands_file, results_file = sys.argv[1:4]
+
+    class Context:
+        function_name = "retrieval-test"
+        function_version = "1"
+        memory_limit_in_mb = 1024
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:retrieval-test:live"
+        aws_request_id = "6f1c3c9e-1111-4222-8333-944455556666"
+        log_group_name = "/aws/lambda/retrieval-test"
+        log_stream_name = "stream"
+
+        def get_remaining_time_in_millis(self):
+            return 29000
+
+    spec = importlib.util.spec_from_file_location("lambda_app", handler_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = {"modules": sorted(m for m in sys.modules), "responses": []}
+    for command in json.loads(open(commands_file).read()):
+        if "invoke" in command:
+            event = json.loads(open(command["invoke"]).read())
+            results["responses"].append(module.handler(event, Context()))
+        elif "put_secret" in command:
+            import boto3
+            boto3.client("secretsmanager").put_secret_value(
+                SecretId=command["put_secret"]["arn"], SecretString=json.dumps(command["put_secret"]["value"])
+            )
+        elif "restore" in command:
+            import snapshot_restore_py
+            results["hooks"] = len(snapshot_restore_py.AFTER_RESTORE)
+            for hook, args, kwargs in snapshot_restore_py.AFTER_RESTORE:
+                hook(*args, **kwargs)
+    with open(results_file, "w") as out:
+        json.dump(results, out)
+    """
+)
+
+# Stands in for the module Lambda's managed Python runtimes ship for SnapStart.
+FAKE_SNAPSHOT_RESTORE_PY = textwrap.dedent(
+    """
+    AFTER_RESTORE = []
+    BEFORE_SNAPSHOT = []
+
+    def register_after_restore(func, *args, **kwargs):
+        AFTER_RESTORE.append((func, args, kwargs))
+        return func
+
+    def register_before_snapshot(func, *args, **kwargs):
+        BEFORE_SNAPSHOT.append((func, args, kwargs))
+        return func
+    """
+)
+
+
+@dataclass
+class Run:
+    """What one subprocess run produced."""
+
+    responses: list[Response]
+    modules: list[str]
+    output: str  # stdout and stderr: Powertools logs and EMF metrics
+    hooks: int | None
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [body_of(r) for r in self.responses]
+
+    def log_records(self) -> list[dict[str, Any]]:
+        records = []
+        for line in self.output.splitlines():
+            if line.startswith("{") and '"level"' in line:
+                records.append(json.loads(line))
+        return records
+
+    def metric_blobs(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.output.splitlines() if line.startswith('{"_aws"')]
+
+
+def run_handler(
+    folder: str,
+    commands: list[dict[str, Any]],
+    env: dict[str, str],
+    tmp_path: Path,
+    *,
+    snapstart: bool = False,
+) -> Run:
+    commands_file = tmp_path / "commands.json"
+    results_file = tmp_path / "results.json"
+    commands_file.write_text(json.dumps(commands))
+    full_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "AWS_LAMBDA_FUNCTION_NAME": "retrieval-test",
+        "POWERTOOLS_SERVICE_NAME": "retrieval-service",
+        "POWERTOOLS_METRICS_NAMESPACE": "RetrievalService",
+        "AUTO_MIGRATE": "false",
+        "EMBEDDING_PROVIDER": "local",
+        **env,
+    }
+    if snapstart:
+        stub_dir = tmp_path / "runtime"
+        stub_dir.mkdir(exist_ok=True)
+        (stub_dir / "snapshot_restore_py.py").write_text(FAKE_SNAPSHOT_RESTORE_PY)
+        full_env["PYTHONPATH"] = str(stub_dir)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            str(FUNCTIONS_DIR / folder / "app.py"),
+            str(commands_file),
+            str(results_file),
+        ],
+        env=full_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads(results_file.read_text())
+    return Run(results["responses"], results["modules"], proc.stdout + proc.stderr, results.get("hooks"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """A moto_server on 127.0.0.1 standing in for Secrets Manager."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture()
+def aws_database_env(postgres_dsn: str, moto_url: str, sample_store: Any) -> dict[str, str]:
+    """DATABASE_HOST/PORT/NAME of the test database, as template.yaml passes them; no DATABASE_URL."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(postgres_dsn)
+    return {
+        "DATABASE_HOST": str(parts["host"]),  # the unix socket folder: libpq takes it as a host
+        "DATABASE_PORT": str(parts.get("port") or 5432),
+        "DATABASE_NAME": str(parts["dbname"]),
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
+        **AWS_TEST_ENV,
+    }
+
+
+def create_secret(moto_url: str, value: dict[str, str]) -> str:
+    import boto3
+
+    client = boto3.client(
+        "secretsmanager",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    created = client.create_secret(
+        Name=f"retrieval/db-{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value)
+    )
+    arn: str = created["ARN"]
+    return arn
+
+
+SEARCH_EVENT = str(EVENTS_DIR / "similarity-search.json")
+
+
+def test_handler_import_loads_no_ml_library_genai_or_boto3(tmp_path: Path) -> None:
+    env = {"DATABASE_URL": "postgresql://nobody@db.invalid/none"}
+    for folder in sorted(set(ROUTES.values())):
+        run = run_handler(folder, [], env, tmp_path)
+        heavy = {"torch", "numpy", "sentence_transformers", "google.genai", "boto3"} & set(run.modules)
+        assert not heavy, f"{folder} imports {heavy} at import time"
+
+
+def test_secret_credentials_recover_after_rotation_and_never_leak(
+    aws_database_env: dict[str, str], moto_url: str, tmp_path: Path
+) -> None:
+    old_password = f"old-{uuid.uuid4().hex}"
+    new_password = f"new-{uuid.uuid4().hex}"
+    # The secret names a role that no longer exists, as after a botched rotation.
+    arn = create_secret(moto_url, {"username": "rotated_away", "password": old_password})
+    env = {**aws_database_env, "DATABASE_SECRET_ARN": arn}
+    run = run_handler(
+        "similarity_search",
+        [
+            {"invoke": SEARCH_EVENT},
+            {"put_secret": {"arn": arn, "value": {"username": "postgres", "password": new_password}}},
+            {"invoke": SEARCH_EVENT},
+        ],
+        env,
+        tmp_path,
+    )
+    failed, recovered = run.bodies()
+    assert run.responses[0]["statusCode"] == 500
+    assert failed["error"]["code"] == "database_unavailable"
+    assert "could not reach PostgreSQL" in failed["error"]["message"]
+    # The failure made the instance drop its connection and cached secret: the fix applies at once.
+    assert run.responses[1]["statusCode"] == 200
+    check_similarity_search(200, recovered)
+
+    everything = run.output + json.dumps(run.responses)
+    for secret in (old_password, new_password, aws_database_env["DATABASE_HOST"]):
+        assert secret not in everything
+    records = run.log_records()
+    served = [r for r in records if r.get("message") == "request served"]
+    assert [r["status"] for r in served] == [500, 200]
+    assert all(r["correlation_id"] == "Ux05bJvqIAMEbQ=" for r in served)
+    assert all(r["function_name"] == "retrieval-test" for r in served)
+    # The core's own error line comes out through Powertools too, as JSON with the correlation id.
+    core_errors = [
+        r for r in records if r.get("name", "").startswith("retrieval_core") and r["level"] == "ERROR"
+    ]
+    assert core_errors and core_errors[0]["correlation_id"] == "Ux05bJvqIAMEbQ="
+    metrics = [m for m in run.metric_blobs() if "Latency" in m]
+    assert [m.get("ServerErrors") for m in metrics] == [[1.0], None]
+    assert metrics[1]["ResultCount"] == [3.0]
+
+
+def test_snapstart_restore_hook_reconnects_and_rereads_the_secret(
+    aws_database_env: dict[str, str], moto_url: str, tmp_path: Path
+) -> None:
+    arn = create_secret(moto_url, {"username": "postgres", "password": "first"})
+    env = {**aws_database_env, "DATABASE_SECRET_ARN": arn}
+    run = run_handler(
+        "similarity_search",
+        [
+            {"invoke": SEARCH_EVENT},
+            {"put_secret": {"arn": arn, "value": {"username": "rotated_away", "password": "second"}}},
+            {"invoke": SEARCH_EVENT},
+            {"restore": True},
+            {"invoke": SEARCH_EVENT},
+        ],
+        env,
+        tmp_path,
+        snapstart=True,
+    )
+    assert run.hooks == 1
+    statuses = [r["statusCode"] for r in run.responses]
+    # Warm: the open connection and the cached secret are reused. Restored: both are fetched anew.
+    assert statuses == [200, 200, 500]
+
+
+def test_rds_iam_auth_builds_a_tls_conninfo_with_a_signed_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Built in-process, not connected: the test database only listens on a unix socket without TLS,
+    # while RDS IAM auth requires TLS to a DNS host.
+    from psycopg.conninfo import conninfo_to_dict
+
+    from retrieval_core.db.credentials import aws_conninfo
+    from retrieval_core.settings import Settings
+
+    for key, value in AWS_TEST_ENV.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database_host="rag-proxy.proxy-abc123.us-east-1.rds.amazonaws.com",
+        database_port=5432,
+        database_name="rag",
+        database_user="retrieval_app",
+        database_iam_auth=True,
+    )
+    parts = conninfo_to_dict(aws_conninfo(settings))
+    assert parts["host"] == "rag-proxy.proxy-abc123.us-east-1.rds.amazonaws.com"
+    assert (parts["port"], parts["dbname"], parts["user"], parts["sslmode"]) == (
+        "5432",
+        "rag",
+        "retrieval_app",
+        "require",
+    )
+    token = str(parts["password"])
+    assert token.startswith("rag-proxy.proxy-abc123.us-east-1.rds.amazonaws.com:5432/?")
+    assert "Action=connect" in token and "DBUser=retrieval_app" in token and "X-Amz-Signature=" in token
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "named"),
+    [
+        ({}, ("DATABASE_SECRET_ARN", "DATABASE_IAM_AUTH")),
+        ({"DATABASE_IAM_AUTH": "true"}, ("DATABASE_USER",)),
+    ],
+    ids=["no-credentials", "iam-without-user"],
+)
+def test_database_host_without_usable_credentials_is_a_clear_configuration_error(
+    aws_database_env: dict[str, str], tmp_path: Path, extra_env: dict[str, str], named: tuple[str, ...]
+) -> None:
+    run = run_handler(
+        "similarity_search", [{"invoke": SEARCH_EVENT}], {**aws_database_env, **extra_env}, tmp_path
+    )
+    assert run.responses[0]["statusCode"] == 500
+    error = run.bodies()[0]["error"]
+    assert error["code"] == "configuration_error"
+    assert all(name in error["message"] for name in named), error["message"]
