@@ -169,7 +169,9 @@ def layer_size(layer: Path) -> int:
 def biggest(layer: Path, count: int = 6) -> list[tuple[str, int]]:
     sizes = {
         entry.name: (
-            sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if entry.is_dir() else entry.stat().st_size
+            sum(f.stat().st_size for f in entry.rglob("*") if f.is_file())
+            if entry.is_dir()
+            else entry.stat().st_size
         )
         for entry in (layer / "python").iterdir()
     }
@@ -201,8 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         floor_dir.mkdir()
         (floor_dir / "floor_app.py").write_text(FLOOR_APP)
         lambda_env = {**FUNCTION_ENV, "AWS_LAMBDA_FUNCTION_NAME": "coldstart"}
-        floor = Target("floor: FastAPI + Mangum + psycopg + pgvector + Logger", "floor_app.handler",
-                       [floor_dir, layer_python], lambda_env)
+        floor = Target(
+            "floor: FastAPI + Mangum + psycopg + pgvector + Logger",
+            "floor_app.handler",
+            [floor_dir, layer_python],
+            lambda_env,
+        )
         handlers: list[Target] = []
         for name, handler, code in functions:
             handlers.append(Target(f"{name} (tracing off)", handler, [code, layer_python], lambda_env))

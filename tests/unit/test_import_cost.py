@@ -1,0 +1,59 @@
+"""Cold start: importing a handler must not pull in heavy clients or open connections.
+
+A deterministic bound instead of a timing (timings live in the benchmarks): the
+modules below each cost hundreds of milliseconds and are loaded on first use only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = [
+    "torch",
+    "numpy",
+    "sentence_transformers",
+    "transformers",
+    "google.genai",
+    "boto3",
+    "psycopg_pool",
+    "uvicorn",
+]
+
+PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler_app", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+assert callable(module.handler)
+import retrieval_core.runtime as runtime
+print(json.dumps({"modules": sorted(sys.modules), "service_built": runtime._service is not None}))
+"""
+
+
+@pytest.mark.parametrize("function", sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py")))
+def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AWS_LAMBDA_FUNCTION_NAME": function,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "POWERTOOLS_METRICS_NAMESPACE": "Test",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT / "functions" / function / "app.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    loaded = set(report["modules"])
+    assert not [m for m in HEAVY if m in loaded]
+    assert report["service_built"] is False
