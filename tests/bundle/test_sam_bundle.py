@@ -544,6 +544,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
                 tmp_path,
             )
             segments = received(xray)
+            print("SEGMENTS", function.name, segments)
         finally:
             xray.close()
 

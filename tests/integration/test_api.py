@@ -201,3 +201,20 @@ def test_service_recovers_when_postgres_restarts(app_on, private_postgres) -> No
     body = retrieve(client, query="espresso machine")
     assert body["results"][0]["id"] == "coffee-machine#0"
     assert client.get("/api/v1/health").status_code == 200
+
+
+def test_store_embedded_with_another_model_is_409(client: TestClient, service) -> None:  # type: ignore[no-untyped-def]
+    from retrieval_core.db import repository
+
+    with service.database.connection() as conn:
+        repository.create_store(conn, "other-model", "Other model", "text-embedding-3-small", 384)
+    response = client.post(RETRIEVE, json={"query": "q", "grade": 0.1, "store": "other-model"})
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "embedding_model_mismatch"
+    assert "text-embedding-3-small" in error["message"] and "all-MiniLM-L6-v2" in error["message"]
+
+
+def test_store_is_found_by_display_name(client: TestClient) -> None:
+    body = retrieve(client, query="espresso", store="Sample corpus", similarityTopK=1)
+    assert body["store"] == "sample"

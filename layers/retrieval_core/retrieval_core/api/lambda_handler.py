@@ -23,6 +23,7 @@ from mangum import Mangum
 
 from .. import runtime
 from ..db.credentials import forget_cached_secrets
+from ..settings import Settings, get_settings
 from .app import create_app
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -32,9 +33,6 @@ METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 DEFAULT_SERVICE_NAME = "retrieval-service"
 # Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.
 DEFAULT_METRICS_NAMESPACE = "RetrievalService"
-# Modules the X-Ray SDK instruments: the embedding providers' HTTP calls and AWS SDK calls. Patching
-# everything (the default) would import requests, sqlite3 and more at cold start for nothing.
-TRACED_MODULES = ("httpx", "botocore")
 DATABASE_FAILURE_CODE = "database_unavailable"
 
 
@@ -43,6 +41,23 @@ def tracing_enabled() -> bool:
     if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "true", "yes", "on"):
         return False
     return "LAMBDA_TASK_ROOT" in os.environ and "AWS_SAM_LOCAL" not in os.environ
+
+
+def traced_modules(settings: Settings) -> tuple[str, ...]:
+    """The libraries the X-Ray SDK should instrument for this configuration.
+
+    Only what the function will call: patching a library imports it, and patching everything (the
+    Powertools default) would import requests, sqlite3 and more at cold start for nothing.
+    """
+    modules = []
+    if settings.embedding_provider in ("openai", "gemini"):
+        modules.append("httpx")
+    aws_credentials = settings.database_url is None and (
+        settings.database_secret_arn or settings.database_iam_auth
+    )
+    if settings.embedding_provider == "bedrock" or aws_credentials:
+        modules.append("botocore")
+    return tuple(modules)
 
 
 def build_handler(*routers: APIRouter) -> LambdaHandler:
@@ -88,7 +103,8 @@ def build_handler(*routers: APIRouter) -> LambdaHandler:
     if tracing_enabled():
         from aws_lambda_powertools.tracing import Tracer
 
-        tracer = Tracer(service=service, patch_modules=TRACED_MODULES)
+        modules = traced_modules(get_settings())
+        tracer = Tracer(service=service, auto_patch=bool(modules), patch_modules=modules or None)
         # Responses carry document text: keep them out of trace metadata.
         traced = tracer.capture_lambda_handler(invoke, capture_response=False)
 

@@ -1,0 +1,67 @@
+"""Lambda-style connection reuse and recovery, and the `retrieval` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from retrieval_core.cli import main
+from retrieval_core.db.connection import SingleConnection
+
+
+def backend_pid(database: SingleConnection) -> int:
+    with database.connection() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_single_connection_is_reused_and_reopened_after_a_restart(private_postgres) -> None:  # type: ignore[no-untyped-def]
+    database = SingleConnection(private_postgres.get_uri(), connect_timeout_s=2, statement_timeout_ms=5000)
+    first = backend_pid(database)
+    assert backend_pid(database) == first  # one connection per container, reused across invocations
+
+    private_postgres.stop()
+    with pytest.raises(psycopg.OperationalError):
+        backend_pid(database)
+    private_postgres.ensure_postgres_running()
+
+    assert backend_pid(database) != first  # re-opened on the next use, no restart of the process
+    database.close()
+
+
+def test_statement_timeout_bounds_every_query(private_postgres) -> None:  # type: ignore[no-untyped-def]
+    database = SingleConnection(private_postgres.get_uri(), connect_timeout_s=2, statement_timeout_ms=200)
+    with pytest.raises(psycopg.errors.QueryCanceled), database.connection() as conn:
+        conn.execute("SELECT pg_sleep(2)")
+    database.close()
+
+
+def test_cli_ingests_lists_and_deletes(
+    sample_store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "guide.md").write_text("# Guide\n\nRotate the API keys every ninety days.", "utf-8")
+    (tmp_path / "faq.txt").write_text("Questions and answers about expenses.", "utf-8")
+
+    assert main(["ingest", str(tmp_path), "--store", "cli-docs", "--no-progress"]) == 0
+    assert "2 documents written (2 chunks), 0 unchanged" in capsys.readouterr().out
+
+    assert main(["ingest", str(tmp_path), "--store", "cli-docs", "--no-progress"]) == 0
+    assert "0 documents written (0 chunks), 2 unchanged" in capsys.readouterr().out
+
+    assert main(["stores"]) == 0
+    listing = capsys.readouterr().out
+    assert "cli-docs\tcli-docs\tall-MiniLM-L6-v2\t384\t2 chunks" in listing
+
+    assert main(["delete", "--store", "cli-docs", "guide.md", "nope.md"]) == 0
+    assert "deleted 1 documents; not found: nope.md" in capsys.readouterr().out
+
+    assert main(["delete", "--store", "no-such-store", "x"]) == 2
+    assert "store 'no-such-store' not found" in capsys.readouterr().err
+
+
+def test_cli_reports_a_missing_path(sample_store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    assert main(["ingest", str(tmp_path / "absent"), "--store", "cli-docs", "--no-progress"]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
