@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench eval clean install-local install-dev
+.PHONY: serve test lint typecheck unit integration bench eval clean install-local install-dev validate build coldstart
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,3 +48,20 @@ bench: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) .data .aws-sam
+
+# The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
+validate: $(VENV)/.dev-installed
+	AWS_DEFAULT_REGION=$(AWS_DEFAULT_REGION) SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint
+
+# sam build runs pip for python3.12, which must be on PATH. pyenv's shim may exist yet refuse to run
+# (3.12 not selected), so the interpreter is tried, then pyenv's newest 3.12 is prepended.
+build: $(VENV)/.dev-installed
+	@py312="$$(python3.12 -c 'import sys; print(sys.prefix)' 2>/dev/null)"; \
+	if [ -n "$$py312" ]; then py312="$$py312/bin"; \
+	else py312="$$(ls -d "$$(pyenv root 2>/dev/null || echo "$$HOME/.pyenv")"/versions/3.12.*/bin 2>/dev/null | sort -V | tail -n 1)"; fi; \
+	if [ -z "$$py312" ]; then echo "sam build needs python3.12: put it on PATH or 'pyenv install 3.12'" >&2; exit 1; fi; \
+	echo "python3.12 from $$py312"; \
+	PATH="$$py312:$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --cached
+
+coldstart: build
+	$(BIN)/python bench/coldstart.py $(ARGS)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import MotoServer
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -95,6 +97,28 @@ def client(sample_store):  # type: ignore[no-untyped-def]
 
     with TestClient(create_app()) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[MotoServer]:
+    """A moto_server on 127.0.0.1 for this session (DynamoDB, SQS), reached by real boto3."""
+    server = MotoServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dummy credentials and a region, so nothing reaches real AWS."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -544,7 +544,6 @@ def test_every_built_handler_answers_every_event_like_lambda(
                 tmp_path,
             )
             segments = received(xray)
-            print("SEGMENTS", function.name, segments)
         finally:
             xray.close()
 
@@ -571,7 +570,11 @@ def test_every_built_handler_answers_every_event_like_lambda(
         metrics = [json.loads(line) for line in run.output.splitlines() if line.startswith('{"_aws"')]
         assert sum("Latency" in m for m in metrics) == len(events)
         assert "Traceback" not in run.output
-        assert any('"## invoke"' in s for s in segments), "the handler's X-Ray subsegment was not emitted"
+        documents = [json.loads(s.split("\n", 1)[1]) for s in segments]
+        assert sum(d["name"] == "## invoke" for d in documents) == len(events), "no X-Ray handler subsegments"
+        if function.name == "RetrieveFunction":
+            calls = [d["http"]["request"]["url"] for d in documents if d.get("namespace") == "remote"]
+            assert calls and all(url == f"{embeddings_server.base_url}/embeddings" for url in calls)
     assert covered == set(EXPECTED) == {p.name for p in EVENTS_DIR.glob("*.json")}
 
     # Retrieve embedded its queries through the OpenAI-compatible endpoint named by the template.
@@ -604,3 +607,185 @@ def test_handlers_are_harmless_without_an_xray_daemon(
     assert run.responses[0]["statusCode"] == 200
     assert top_document(body(run.responses[0])) == "k8s-scheduling"
     assert "Traceback" not in run.output
+
+
+# The template as CloudFormation deploys it: the SAM transform applied, then conditions and intrinsics
+# resolved for a given set of parameters. These checks need no build.
+
+TEMPLATE = REPO_ROOT / "template.yaml"
+PSEUDO = {"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012"}
+SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/db-AbCdEf"
+
+
+class _ManagedPolicies:
+    """The AWS managed policies the transform may attach, by name (normally looked up through IAM)."""
+
+    def load(self) -> dict[str, str]:
+        service_role = "arn:aws:iam::aws:policy/service-role"
+        return {
+            "AWSLambdaBasicExecutionRole": f"{service_role}/AWSLambdaBasicExecutionRole",
+            "AWSLambdaVPCAccessExecutionRole": f"{service_role}/AWSLambdaVPCAccessExecutionRole",
+            "AWSXrayWriteOnlyAccess": "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+        }
+
+
+def deployed(parameters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Resources of the transformed template with every Fn::If, Ref and Fn::Sub resolved."""
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    template = yaml_parse(TEMPLATE.read_text())
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if key in props:  # folders until `sam package` uploads them; the transform wants S3 URIs
+                props[key] = f"s3://artifacts/{props[key].strip('/')}.zip"
+    output = transform(template, {}, _ManagedPolicies())
+    defaults = {
+        name: str(spec["Default"]) for name, spec in template["Parameters"].items() if "Default" in spec
+    }
+    values = defaults | PARAMETERS | parameters
+    conditions = Conditions(output.get("Conditions", {}), values)
+    resources: dict[str, Any] = deep_resolve(output["Resources"], conditions, values)
+    return {
+        name: r for name, r in resources.items() if "Condition" not in r or conditions.holds(r["Condition"])
+    }
+
+
+def deep_resolve(value: Any, conditions: Conditions, values: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1:
+            ((function, args),) = value.items()
+            if function == "Fn::If":
+                condition, when_true, when_false = args
+                chosen = when_true if conditions.holds(condition) else when_false
+                return deep_resolve(chosen, conditions, values)
+            if function == "Ref" and (args == "AWS::NoValue" or args in values or args in PSEUDO):
+                return NO_VALUE if args == "AWS::NoValue" else {**values, **PSEUDO}[args]
+            if function == "Fn::Sub" and isinstance(args, str):
+                names = {**values, **PSEUDO}
+                return re.sub(r"\$\{([^}]+)\}", lambda m: names.get(m.group(1), m.group(0)), args)
+        resolved = {key: deep_resolve(item, conditions, values) for key, item in value.items()}
+        return {key: item for key, item in resolved.items() if item is not NO_VALUE}
+    if isinstance(value, list):
+        items = [deep_resolve(item, conditions, values) for item in value]
+        return [item for item in items if item is not NO_VALUE]
+    return value
+
+
+def inline_statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in resources[role]["Properties"].get("Policies", [])
+        for statement in policy["PolicyDocument"]["Statement"]
+    ]
+
+
+def grants(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(s["Action"], s["Resource"]) for s in statements if s["Effect"] == "Allow"}
+
+
+def test_secret_and_bedrock_grant_only_that_secret_and_that_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    resources = deployed(
+        {
+            "DatabaseSecretArn": SECRET_ARN,
+            "EmbeddingProvider": "bedrock",
+            "EmbeddingModel": "amazon.titan-embed-text-v2:0",
+            "EmbeddingDimension": "1024",
+        },
+        monkeypatch,
+    )
+    model = "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0"
+    assert grants(inline_statements(resources, "RetrieveFunctionRole")) == {
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
+        ("bedrock:InvokeModel", model),
+    }
+    # Similarity search never embeds text: no Bedrock access.
+    assert grants(inline_statements(resources, "SimilaritySearchFunctionRole")) == {
+        ("secretsmanager:GetSecretValue", SECRET_ARN)
+    }
+    for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
+        managed = {arn.rsplit("/", 1)[1] for arn in resources[role]["Properties"]["ManagedPolicyArns"]}
+        assert managed == {
+            "AWSLambdaBasicExecutionRole",
+            "AWSLambdaVPCAccessExecutionRole",
+            "AWSXrayWriteOnlyAccess",
+        }
+    env = resources["RetrieveFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["DATABASE_SECRET_ARN"] == SECRET_ARN and env["EMBEDDING_PROVIDER"] == "bedrock"
+    assert "DATABASE_USER" not in env and "OPENAI_API_KEY" not in env
+
+
+def test_iam_auth_grants_rds_db_connect_for_that_user_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    resources = deployed(
+        {"DatabaseIamAuth": "true", "DatabaseUser": "retrieval_app", "DatabaseResourceId": "prx-0abc123def"},
+        monkeypatch,
+    )
+    connect = ("rds-db:connect", "arn:aws:rds-db:us-east-1:123456789012:dbuser:prx-0abc123def/retrieval_app")
+    for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
+        # Provider openai: no Bedrock; no secret: no Secrets Manager.
+        assert grants(inline_statements(resources, role)) == {connect}
+    env = resources["SimilaritySearchFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["DATABASE_IAM_AUTH"] == "true" and env["DATABASE_USER"] == "retrieval_app"
+    assert "DATABASE_SECRET_ARN" not in env
+
+
+@pytest.mark.parametrize(
+    ("issuer", "audience", "protected"),
+    [
+        ("https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123", "7h1s1sacl1ent1d", True),
+        ("https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123", "", False),
+        ("", "", False),
+    ],
+    ids=["issuer-and-audience", "issuer-only", "none"],
+)
+def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audience_are_set(
+    issuer: str, audience: str, protected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resources = deployed(
+        {"JwtIssuer": issuer, "JwtAudience": audience, "DatabaseSecretArn": SECRET_ARN}, monkeypatch
+    )
+    body = resources["HttpApi"]["Properties"]["Body"]
+    paths = body["paths"]
+    for path, method in (("/api/v1/rag/retrieve", "post"), ("/api/v1/chunks/similarity-search", "post")):
+        operation = paths[path][method]
+        assert ("security" in operation) is protected
+        if protected:
+            assert operation["security"] == [{"JwtAuthorizer": []}]
+    assert "security" not in paths["/api/v1/health"]["get"]  # health stays open for probes
+    if protected:
+        authorizer = body["components"]["securitySchemes"]["JwtAuthorizer"]["x-amazon-apigateway-authorizer"]
+        assert authorizer["type"] == "jwt"
+        assert authorizer["jwtConfiguration"] == {"issuer": issuer, "audience": [audience]}
+    else:
+        assert "components" not in body
+
+
+def test_snapstart_applies_because_the_api_invokes_the_published_alias(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resources = deployed({"DatabaseSecretArn": SECRET_ARN}, monkeypatch)
+    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+        props = resources[name]["Properties"]
+        assert props["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+        assert props["Runtime"] == "python3.12" and props["Architectures"] == ["x86_64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        # List parameters resolve to their comma-separated value here; CloudFormation splits them.
+        assert props["VpcConfig"] == {"SubnetIds": "subnet-0a1b2c3d", "SecurityGroupIds": "sg-0a1b2c3d"}
+        assert any(
+            r["Type"] == "AWS::Lambda::Alias"
+            and r["Properties"]["Name"] == "live"
+            and r["Properties"]["FunctionName"] == {"Ref": name}
+            for r in resources.values()
+        )
+    # SnapStart only covers published versions: every route must call the alias, never $LATEST.
+    uris = [
+        operation["x-amazon-apigateway-integration"]["uri"]
+        for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
+        for operation in item.values()
+    ]
+    assert len(uris) == 3
+    assert all(
+        re.search(r"\$\{(RetrieveFunction|SimilaritySearchFunction)Aliaslive\}", str(uri)) for uri in uris
+    )

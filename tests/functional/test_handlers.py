@@ -11,14 +11,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EVENTS_DIR, REPO_ROOT
+from tests.servers import MotoServer
 
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 TEMPLATE = REPO_ROOT / "template.yaml"
@@ -372,39 +370,6 @@ def run_handler(
     return Run(results["responses"], results["modules"], proc.stdout + proc.stderr, results.get("hooks"))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    """A moto_server on 127.0.0.1 standing in for Secrets Manager."""
-    port = free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -414,7 +379,7 @@ AWS_TEST_ENV = {
 
 
 @pytest.fixture()
-def aws_database_env(postgres_dsn: str, moto_url: str, sample_store: Any) -> dict[str, str]:
+def aws_database_env(postgres_dsn: str, moto: MotoServer, sample_store: Any) -> dict[str, str]:
     """DATABASE_HOST/PORT/NAME of the test database, as template.yaml passes them; no DATABASE_URL."""
     from psycopg.conninfo import conninfo_to_dict
 
@@ -423,22 +388,13 @@ def aws_database_env(postgres_dsn: str, moto_url: str, sample_store: Any) -> dic
         "DATABASE_HOST": str(parts["host"]),  # the unix socket folder: libpq takes it as a host
         "DATABASE_PORT": str(parts.get("port") or 5432),
         "DATABASE_NAME": str(parts["dbname"]),
-        "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto.endpoint_url,
         **AWS_TEST_ENV,
     }
 
 
-def create_secret(moto_url: str, value: dict[str, str]) -> str:
-    import boto3
-
-    client = boto3.client(
-        "secretsmanager",
-        endpoint_url=moto_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    created = client.create_secret(
+def create_secret(moto: MotoServer, value: dict[str, str]) -> str:
+    created = moto.client("secretsmanager").create_secret(
         Name=f"retrieval/db-{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value)
     )
     arn: str = created["ARN"]
@@ -457,12 +413,12 @@ def test_handler_import_loads_no_ml_library_genai_or_boto3(tmp_path: Path) -> No
 
 
 def test_secret_credentials_recover_after_rotation_and_never_leak(
-    aws_database_env: dict[str, str], moto_url: str, tmp_path: Path
+    aws_database_env: dict[str, str], moto: MotoServer, tmp_path: Path
 ) -> None:
     old_password = f"old-{uuid.uuid4().hex}"
     new_password = f"new-{uuid.uuid4().hex}"
     # The secret names a role that no longer exists, as after a botched rotation.
-    arn = create_secret(moto_url, {"username": "rotated_away", "password": old_password})
+    arn = create_secret(moto, {"username": "rotated_away", "password": old_password})
     env = {**aws_database_env, "DATABASE_SECRET_ARN": arn}
     run = run_handler(
         "similarity_search",
@@ -501,9 +457,9 @@ def test_secret_credentials_recover_after_rotation_and_never_leak(
 
 
 def test_snapstart_restore_hook_reconnects_and_rereads_the_secret(
-    aws_database_env: dict[str, str], moto_url: str, tmp_path: Path
+    aws_database_env: dict[str, str], moto: MotoServer, tmp_path: Path
 ) -> None:
-    arn = create_secret(moto_url, {"username": "postgres", "password": "first"})
+    arn = create_secret(moto, {"username": "postgres", "password": "first"})
     env = {**aws_database_env, "DATABASE_SECRET_ARN": arn}
     run = run_handler(
         "similarity_search",

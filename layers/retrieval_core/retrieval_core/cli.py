@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
             settings.chunk_size,
             settings.chunk_overlap,
             progress=not args.no_progress,
+            on_version=service.publish_store_version,
         )
         print(
             f"{report.documents_written} documents written ({report.chunks_written} chunks), "
@@ -88,7 +89,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dropped store {store.name}")
     elif args.command == "delete":
         store = service.get_store(args.store)
-        deleted = ingest.delete_documents(service.database, store, args.doc_ids)
+        deleted = ingest.delete_documents(
+            service.database, store, args.doc_ids, on_version=service.publish_store_version
+        )
         missing = sorted(set(args.doc_ids) - set(deleted))
         print(f"deleted {len(deleted)} documents" + (f"; not found: {', '.join(missing)}" if missing else ""))
     return 0

@@ -83,3 +83,10 @@ class ConfigurationError(RetrievalError):
 
     status_code = 500
     code = "configuration_error"
+
+
+class CacheUnavailableError(RetrievalError):
+    """The cache could not be read or written. Callers fail open: the request is served uncached."""
+
+    status_code = 503
+    code = "cache_unavailable"

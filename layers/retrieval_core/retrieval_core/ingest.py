@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError, Inv
 logger = logging.getLogger(__name__)
 
 SUPPORTED_SUFFIXES = (".jsonl", ".md", ".txt")
+
+VersionListener = Callable[[Store, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +134,12 @@ def ingest_documents(
     overlap: int,
     batch_chunks: int = 512,
     progress: bool = True,
+    on_version: VersionListener | None = None,
 ) -> IngestReport:
-    """Chunk, embed and write `documents`; unchanged ones are skipped. Each batch is one transaction."""
+    """Chunk, embed and write `documents`; unchanged ones are skipped. Each batch is one transaction.
+
+    `on_version` hears the store's new version after each committed batch (cache invalidation).
+    """
     from tqdm import tqdm
 
     report = IngestReport()
@@ -144,7 +150,9 @@ def ingest_documents(
 
     def flush() -> None:
         nonlocal pending_chunks
-        _write_batch(database, embedder, store, pending, report)
+        version = _write_batch(database, embedder, store, pending, report)
+        if on_version is not None and version is not None:
+            on_version(store, version)
         bar.update(pending_chunks)
         pending.clear()
         pending_ids.clear()
@@ -182,7 +190,7 @@ def _write_batch(
     store: Store,
     batch: list[tuple[SourceDocument, str, list[str]]],
     report: IngestReport,
-) -> None:
+) -> int | None:
     # The title is embedded with each chunk (BEIR convention) but not stored in its content.
     texts = [
         f"{doc.title}\n\n{chunk}" if doc.title else chunk for doc, _, chunks in batch for chunk in chunks
@@ -199,15 +207,21 @@ def _write_batch(
             chunk_rows.append(ChunkRow(doc.id, index, content, metadata, vector))
         rows.append(DocumentRow(doc.id, doc.title, doc.metadata, fingerprint, chunk_rows))
     with database_errors("writing documents"), database.connection() as conn:
-        repository.replace_documents(conn, store, rows)
+        version = repository.replace_documents(conn, store, rows)
     report.documents_written += len(rows)
     report.chunks_written += sum(len(r.chunks) for r in rows)
+    return version
 
 
-def delete_documents(database: Database, store: Store, document_ids: list[str]) -> list[str]:
+def delete_documents(
+    database: Database, store: Store, document_ids: list[str], on_version: VersionListener | None = None
+) -> list[str]:
     """Delete documents by id; return those that existed."""
     with database_errors("deleting documents"), database.connection() as conn:
-        return repository.delete_documents(conn, store, document_ids)
+        deleted, version = repository.delete_documents(conn, store, document_ids)
+    if on_version is not None and version is not None:
+        on_version(store, version)
+    return deleted
 
 
 def _batched(items: Iterable[SourceDocument], size: int) -> Iterator[list[SourceDocument]]:

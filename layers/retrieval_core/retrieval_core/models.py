@@ -54,6 +54,18 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True)
 
 
+CacheTtl = Annotated[
+    int | None,
+    Field(
+        default=None,
+        ge=0,
+        le=86_400_000,
+        alias="cacheTTLms",
+        description="How long to cache this answer, in ms (seed 000's name). 0: do not cache. Default 5 min.",
+    ),
+]
+
+
 class RetrieveRequest(RequestModel):
     """POST /api/v1/rag/retrieve."""
 
@@ -68,6 +80,7 @@ class RetrieveRequest(RequestModel):
     engine_name: Literal["naive"] = Field(
         default="naive", description="Retrieval engine. Only 'naive' (vector search + grade) is available."
     )
+    cache_ttl_ms: CacheTtl = None
 
 
 def _finite(values: list[float]) -> list[float]:
@@ -88,6 +101,7 @@ class SimilaritySearchRequest(RequestModel):
     doc_ids: DocIds | None = None
     metadata_filter: MetadataFilter | None = None
     store: StoreName | None = None
+    cache_ttl_ms: CacheTtl = None
 
 
 class ChunkResult(ResponseModel):

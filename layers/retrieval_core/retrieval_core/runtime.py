@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Any
 
+from .cache.backends import DynamoDBBackend, MemoryBackend
+from .cache.json_cache import JsonCache
+from .cache.search_cache import SearchCache
 from .db.connection import Database, PooledConnections, SingleConnection
 from .db.errors import database_errors
 from .db.migrations import migrate
 from .embeddings import get_embedder
 from .exceptions import ConfigurationError, DatabaseUnavailableError
+from .runtime_env import in_lambda
 from .service import RetrievalService
 from .settings import Settings, get_settings
 
@@ -20,11 +23,6 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _service: RetrievalService | None = None
 _embedded_server: Any = None
-
-
-def in_lambda() -> bool:
-    """True inside an AWS Lambda execution environment."""
-    return "AWS_LAMBDA_FUNCTION_NAME" in os.environ
 
 
 def database_conninfo(settings: Settings) -> str:
@@ -61,6 +59,35 @@ def build_database(settings: Settings, conninfo: str) -> Database:
     )
 
 
+def build_cache(settings: Settings) -> SearchCache:
+    """DynamoDB when CACHE_TABLE_NAME is set (shared by every instance); an in-process LRU otherwise."""
+    if settings.cache_table_name:
+
+        def dynamodb_client() -> Any:
+            import boto3
+            from botocore.config import Config
+
+            # Short timeouts and one retry: a slow cache must cost little, since it fails open.
+            config = Config(
+                connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 2}
+            )
+            return boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint_url, config=config)
+
+        table = DynamoDBBackend(settings.cache_table_name, dynamodb_client)
+        return SearchCache(
+            JsonCache(table, "search"),
+            JsonCache(table, "store"),
+            shared=True,
+            default_ttl_s=settings.cache_ttl_s,
+        )
+    return SearchCache(
+        JsonCache(MemoryBackend(settings.search_cache_size), "search"),
+        JsonCache(MemoryBackend(settings.store_cache_size), "store"),
+        shared=False,
+        default_ttl_s=settings.cache_ttl_s,
+    )
+
+
 def get_service() -> RetrievalService:
     """The process-wide RetrievalService, built on first use (never at import)."""
     global _service
@@ -77,6 +104,7 @@ def get_service() -> RetrievalService:
                     get_embedder(),
                     default_store=settings.default_store,
                     ef_search=settings.hnsw_ef_search,
+                    cache=build_cache(settings),
                 )
     return _service
 

@@ -36,5 +36,6 @@ def load_sample_corpus(service: RetrievalService) -> int:
         read_documents(sample_corpus_path()),
         settings.chunk_size,
         settings.chunk_overlap,
+        on_version=service.publish_store_version,
     )
     return report.chunks_written

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from . import metrics
+from .cache.json_cache import CacheStatus
+from .cache.keys import search_key
+from .cache.search_cache import SearchCache, StoreRef
 from .db import repository
 from .db.connection import Database
 from .db.errors import database_errors
@@ -26,15 +31,28 @@ from .models import (
 )
 from .ranking import ScoredChunk, apply_threshold
 
+BACKEND = "pgvector"
+
+Request = TypeVar("Request", RetrieveRequest, SimilaritySearchRequest)
+Response = TypeVar("Response", RetrieveResponse, SimilaritySearchResponse)
+
 
 class RetrievalService:
     """Embeds queries and searches pgvector. One instance serves many requests."""
 
-    def __init__(self, database: Database, embedder: Embedder, default_store: str, ef_search: int) -> None:
+    def __init__(
+        self,
+        database: Database,
+        embedder: Embedder,
+        default_store: str,
+        ef_search: int,
+        cache: SearchCache | None = None,
+    ) -> None:
         self.database = database
         self.embedder = embedder
         self.default_store = default_store
         self.ef_search = ef_search
+        self.cache = cache
 
     def get_store(self, name: str | None) -> Store:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
@@ -45,8 +63,64 @@ class RetrievalService:
             raise StoreNotFoundError(name)
         return store
 
-    def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
+    def retrieve(self, request: RetrieveRequest) -> tuple[RetrieveResponse, CacheStatus]:
         """Naive engine: embed the query, take the nearest chunks, keep those at or above `grade`."""
+        return self._through_cache("retrieve", request, RetrieveResponse, self._retrieve)
+
+    def similarity_search(
+        self, request: SimilaritySearchRequest
+    ) -> tuple[SimilaritySearchResponse, CacheStatus]:
+        """The chunks nearest to a precomputed embedding, highest similarity first."""
+        return self._through_cache(
+            "similarity-search", request, SimilaritySearchResponse, self._similarity_search
+        )
+
+    def publish_store_version(self, store: Store, version: int) -> None:
+        """Called after a write commits: cached answers for older versions are no longer served."""
+        if self.cache is not None:
+            self.cache.publish_version(BACKEND, store.name, version)
+
+    def _through_cache(
+        self,
+        operation: str,
+        request: Request,
+        response_type: type[Response],
+        compute: Callable[[Request], Response],
+    ) -> tuple[Response, CacheStatus]:
+        ttl_s = self.cache.ttl_for(request.cache_ttl_ms) if self.cache is not None else None
+        if self.cache is None or ttl_s is None:
+            return compute(request), CacheStatus.BYPASS
+        store = self._store_ref(request.store)
+        key = search_key(
+            backend=BACKEND,
+            store=store.name,
+            store_version=store.version,
+            operation=operation,
+            request=request.model_dump(mode="json", exclude={"store"}),
+            context={"embeddingModel": self.embedder.model, "efSearch": self.ef_search},
+        )
+        cached = self.cache.get_answer(key)
+        if cached is not None:
+            metrics.count("CacheHit")
+            return response_type.model_validate(cached), CacheStatus.HIT
+        metrics.count("CacheMiss")
+        response = compute(request)
+        self.cache.put_answer(key, response.model_dump(mode="json", by_alias=True), ttl_s)
+        return response, CacheStatus.MISS
+
+    def _store_ref(self, name: str | None) -> StoreRef:
+        """The resolved store and its version: from a shared cache when possible, else from PostgreSQL."""
+        name = name or self.default_store
+        assert self.cache is not None
+        cached = self.cache.cached_store(BACKEND, name)
+        if cached is not None:
+            return cached
+        store = self.get_store(name)
+        ref = StoreRef(store.name, store.version)
+        self.cache.remember_store(BACKEND, name, ref)
+        return ref
+
+    def _retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
         # Embed before touching the database, so a pooled connection is never held during a provider call.
         query_vector = self.embedder.embed([request.query], "query")[0]
         store, candidates = self._search(
@@ -67,8 +141,7 @@ class RetrievalService:
             pipeline=Pipeline(candidates_considered=len(candidates)),
         )
 
-    def similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
-        """The chunks nearest to a precomputed embedding, highest similarity first."""
+    def _similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
         store, found = self._search(
             request.store, request.query_embedding, request.top_k, request.doc_ids, request.metadata_filter
         )

@@ -60,6 +60,14 @@ class Settings(BaseSettings):
     default_store: str = "sample"
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
 
+    # Caching of answers and store names. CACHE_TABLE_NAME set: DynamoDB, shared by every instance;
+    # unset: an in-process TTL LRU.
+    cache_table_name: str | None = None
+    dynamodb_endpoint_url: str | None = None
+    cache_ttl_s: float = Field(default=300.0, ge=0, le=86_400)
+    search_cache_size: int = Field(default=100, ge=1)
+    store_cache_size: int = Field(default=10, ge=1)
+
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)

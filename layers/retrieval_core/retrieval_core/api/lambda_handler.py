@@ -23,6 +23,7 @@ from mangum import Mangum
 
 from .. import runtime
 from ..db.credentials import forget_cached_secrets
+from ..runtime_env import in_lambda
 from ..settings import Settings, get_settings
 from .app import create_app
 
@@ -68,7 +69,7 @@ def build_handler(*routers: APIRouter) -> LambdaHandler:
     metrics = Metrics(
         namespace=os.environ.get(METRICS_NAMESPACE_ENV) or DEFAULT_METRICS_NAMESPACE, service=service
     )
-    if runtime.in_lambda():
+    if in_lambda():
         # The core's own log lines then come out as JSON with the correlation id too. Only in Lambda:
         # elsewhere this would detach the `retrieval_core` loggers from the root logger (and from pytest).
         copy_config_to_registered_loggers(source_logger=logger, include={"retrieval_core"})

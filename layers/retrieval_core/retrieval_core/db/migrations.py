@@ -18,13 +18,17 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         """
         CREATE EXTENSION IF NOT EXISTS vector;
 
+        -- Store versions come from one sequence, so a store dropped and created again under the
+        -- same name never reuses a version (cache keys include it).
+        CREATE SEQUENCE store_versions;
+
         CREATE TABLE stores (
             id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             name text NOT NULL UNIQUE CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'),
             display_name text NOT NULL,
             embedding_model text NOT NULL,
             dimension integer NOT NULL CHECK (dimension BETWEEN 1 AND 16000),
-            version bigint NOT NULL DEFAULT 0,
+            version bigint NOT NULL DEFAULT nextval('store_versions'),
             created_at timestamptz NOT NULL DEFAULT now(),
             updated_at timestamptz NOT NULL DEFAULT now()
         );

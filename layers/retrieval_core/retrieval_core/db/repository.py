@@ -126,10 +126,13 @@ def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str])
     return dict(rows.fetchall())
 
 
-def replace_documents(conn: Connection, store: Store, documents: Sequence[DocumentRow]) -> None:
-    """Write `documents` in one transaction: each one's old chunks go and its new ones come at once."""
+def replace_documents(conn: Connection, store: Store, documents: Sequence[DocumentRow]) -> int | None:
+    """Write `documents` in one transaction: each one's old chunks go and its new ones come at once.
+
+    Returns the store's new version (None when there was nothing to write).
+    """
     if not documents:
-        return
+        return None
     with conn.transaction():
         ids = [d.id for d in documents]
         # Writers of the same document take turns, whether or not it exists yet; sorted ids avoid deadlocks.
@@ -167,24 +170,31 @@ def replace_documents(conn: Connection, store: Store, documents: Sequence[Docume
                                 Vector(list(chunk.embedding)),
                             )
                         )
-        bump_version(conn, store)
+        return bump_version(conn, store)
 
 
-def delete_documents(conn: Connection, store: Store, document_ids: Sequence[str]) -> list[str]:
-    """Delete documents and their chunks; return the ids that existed."""
+def delete_documents(
+    conn: Connection, store: Store, document_ids: Sequence[str]
+) -> tuple[list[str], int | None]:
+    """Delete documents and their chunks; return the ids that existed and the store's new version."""
     with conn.transaction():
         rows = conn.execute(
             "DELETE FROM documents WHERE store_id = %s AND id = ANY(%s::text[]) RETURNING id",
             (store.id, list(document_ids)),
         ).fetchall()
-        if rows:
-            bump_version(conn, store)
-    return [r[0] for r in rows]
+        version = bump_version(conn, store) if rows else None
+    return [r[0] for r in rows], version
 
 
-def bump_version(conn: Connection, store: Store) -> None:
+def bump_version(conn: Connection, store: Store) -> int:
     """Mark the store as changed, so answers cached for an older version are never served."""
-    conn.execute("UPDATE stores SET version = version + 1, updated_at = now() WHERE id = %s", (store.id,))
+    row = conn.execute(
+        "UPDATE stores SET version = nextval('store_versions'), updated_at = now()"
+        " WHERE id = %s RETURNING version",
+        (store.id,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def count_chunks(conn: Connection, store: Store) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ...models import ErrorResponse, RetrieveRequest, RetrieveResponse
@@ -14,6 +14,11 @@ _ERRORS = {status: {"model": ErrorResponse} for status in (404, 409, 422, 500, 5
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS)  # type: ignore[arg-type]
-async def retrieve(body: RetrieveRequest, service: ServiceDep) -> RetrieveResponse:
-    """Embed the query and return chunks whose similarity is at least `grade`, highest first."""
-    return await run_in_threadpool(service.retrieve, body)
+async def retrieve(body: RetrieveRequest, service: ServiceDep, response: Response) -> RetrieveResponse:
+    """Embed the query and return chunks whose similarity is at least `grade`, highest first.
+
+    The `X-Cache` header says whether the answer came from the cache (hit, miss, bypass).
+    """
+    answer, status = await run_in_threadpool(service.retrieve, body)
+    response.headers["X-Cache"] = status.value
+    return answer

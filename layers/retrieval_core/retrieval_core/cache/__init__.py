@@ -1,0 +1,1 @@
+"""Caching of search answers and store names, shared by every Lambda instance through DynamoDB."""

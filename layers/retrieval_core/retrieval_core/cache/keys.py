@@ -1,0 +1,60 @@
+"""Cache keys. Pure: no I/O.
+
+Seed 000 keyed searches on `{storeName}:{query}:{metadataFilter}:{topK}`, so two requests
+that differ only in `systemInstruction` or `maxOutputTokens` shared one cached answer.
+Here a search key hashes every field of the request except the cache controls, so an
+option added to a request model later becomes part of the key without anyone
+remembering to add it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+# Request fields that control caching itself and never change the answer.
+CACHE_CONTROL_FIELDS = frozenset({"cache_ttl_ms"})
+
+
+def _digest(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def search_key(
+    *,
+    backend: str,
+    store: str,
+    store_version: int,
+    operation: str,
+    request: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> str:
+    """Key of one search answer.
+
+    `request` is the request as a dict (every option that changes the answer); `context`
+    holds what the service adds to it (embedding model, index settings, engine version).
+    """
+    options = {k: v for k, v in request.items() if k not in CACHE_CONTROL_FIELDS}
+    return "search#" + _digest(
+        {
+            "backend": backend,
+            "store": store,
+            "version": store_version,
+            "op": operation,
+            "request": options,
+            "context": dict(context),
+        }
+    )
+
+
+def store_name_key(backend: str, name: str) -> str:
+    """Key of a store-name resolution."""
+    return "store#" + _digest({"backend": backend, "name": name})
+
+
+def store_version_key(backend: str, store: str) -> str:
+    """Key of the current version of a resolved store."""
+    return "version#" + _digest({"backend": backend, "store": store})

@@ -1,0 +1,27 @@
+"""Counters the service emits: Powertools EMF metrics in Lambda, and an in-process tally everywhere.
+
+The tally lets tests and the local server see what happened (cache hits, errors) without
+CloudWatch; in Lambda the handler's `log_metrics` flushes the Powertools metrics once per
+invocation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from .runtime_env import in_lambda
+
+_lock = threading.Lock()
+counters: Counter[str] = Counter()
+
+
+def count(name: str, value: int = 1) -> None:
+    """Add `value` to the counter `name`."""
+    with _lock:
+        counters[name] += value
+    if in_lambda():
+        from aws_lambda_powertools.metrics import Metrics, MetricUnit
+
+        # Powertools Metrics instances share one buffer, flushed by the handler's log_metrics.
+        Metrics().add_metric(name=name, unit=MetricUnit.Count, value=value)

@@ -1,0 +1,79 @@
+"""The DynamoDB cache backend through real boto3 against moto_server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from retrieval_core import metrics
+from retrieval_core.cache.backends import DYNAMODB_MAX_VALUE_BYTES, DynamoDBBackend, ValueTooLargeError
+from retrieval_core.cache.json_cache import JsonCache
+from retrieval_core.exceptions import CacheUnavailableError
+from tests.servers import MotoServer, create_cache_table
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture()
+def table(moto: MotoServer) -> str:
+    name = f"cache-{uuid.uuid4().hex[:8]}"
+    create_cache_table(moto.client("dynamodb"), name)
+    return name
+
+
+def test_hit_miss_and_expiry_with_a_controlled_clock(moto: MotoServer, table: str) -> None:
+    clock = Clock()
+    backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
+    assert backend.get("k") is None
+    backend.put("k", b"value", ttl_s=300)
+    assert backend.get("k") == b"value"
+    item = moto.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": "k"}})["Item"]
+    assert int(item["expiresAt"]["N"]) == int(clock.now) + 301  # epoch seconds, the TTL attribute
+    clock.now += 301
+    # moto, like DynamoDB, may still hold the expired item: the read must ignore it.
+    assert "Item" in moto.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": "k"}})
+    assert backend.get("k") is None
+
+
+def test_add_only_writes_when_absent_or_expired(moto: MotoServer, table: str) -> None:
+    clock = Clock()
+    backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
+    assert backend.add("v", b"1", ttl_s=60) is True
+    assert backend.add("v", b"2", ttl_s=60) is False
+    assert backend.get("v") == b"1"
+    clock.now += 120
+    assert backend.add("v", b"3", ttl_s=60) is True
+    assert backend.get("v") == b"3"
+
+
+def test_oversized_value_is_not_cached_and_is_counted(moto: MotoServer, table: str) -> None:
+    backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"))
+    with pytest.raises(ValueTooLargeError):
+        backend.put("big", b"x" * (DYNAMODB_MAX_VALUE_BYTES + 1), ttl_s=60)
+    cache = JsonCache(backend, "search")
+    before = metrics.counters["CacheValueTooLarge"]
+    incompressible = {"blob": os.urandom(600_000).hex()}  # random hex compresses only about 2:1
+    cache.put("big", incompressible, ttl_s=60)
+    assert metrics.counters["CacheValueTooLarge"] == before + 1
+    assert cache.get("big") is None
+
+
+def test_unreachable_dynamodb_raises_cache_unavailable(table: str) -> None:
+    dead = MotoServer()  # never started: nothing listens on its port
+    backend = DynamoDBBackend(table, lambda: dead.client("dynamodb"))
+    with pytest.raises(CacheUnavailableError, match="GetItem failed"):
+        backend.get("k")
+
+
+def test_missing_table_is_a_cache_error_naming_the_code(moto: MotoServer) -> None:
+    backend = DynamoDBBackend("no-such-table", lambda: moto.client("dynamodb"))
+    with pytest.raises(CacheUnavailableError, match="ResourceNotFoundException"):
+        backend.put("k", b"v", ttl_s=5)

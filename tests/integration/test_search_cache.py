@@ -1,0 +1,245 @@
+"""Answer caching through the API, with DynamoDB served by moto_server and real boto3."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from retrieval_core import metrics
+from retrieval_core.api.app import create_app
+from retrieval_core.cache.backends import DynamoDBBackend
+from retrieval_core.cache.json_cache import JsonCache
+from retrieval_core.cache.search_cache import SearchCache
+from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+from retrieval_core.runtime import get_service
+from retrieval_core.service import RetrievalService
+from tests.servers import MotoServer, create_cache_table
+
+RETRIEVE = "/api/v1/rag/retrieve"
+SEARCH = "/api/v1/chunks/similarity-search"
+
+
+class CountingDatabase:
+    """The real database, counting how many times a connection is taken (every SQL path takes one)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.checkouts = 0
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        self.checkouts += 1
+        with self.inner.connection() as conn:
+            yield conn
+
+    def close(self) -> None:
+        pass
+
+
+class CountingEmbedder:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.model = inner.model
+        self.dimension = inner.dimension
+
+    def embed(self, texts, kind):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return self.inner.embed(texts, kind)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Harness:
+    client: TestClient
+    service: RetrievalService
+    database: CountingDatabase
+    embedder: CountingEmbedder
+    clock: Clock
+
+
+def make_harness(moto: MotoServer, shared_service: RetrievalService) -> Harness:
+    from retrieval_core.runtime import get_service as dependency
+
+    table = f"cache-{uuid.uuid4().hex[:8]}"
+    create_cache_table(moto.client("dynamodb"), table)
+    clock = Clock()
+    backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
+    cache = SearchCache(
+        JsonCache(backend, "search"), JsonCache(backend, "store"), shared=True, default_ttl_s=300
+    )
+    database = CountingDatabase(shared_service.database)
+    embedder = CountingEmbedder(shared_service.embedder)
+    service = RetrievalService(database, embedder, "sample", shared_service.ef_search, cache=cache)  # type: ignore[arg-type]
+    app = create_app()
+    app.dependency_overrides[dependency] = lambda: service
+    return Harness(TestClient(app), service, database, embedder, clock)
+
+
+@pytest.fixture()
+def harness(moto: MotoServer, sample_store, service) -> Harness:  # type: ignore[no-untyped-def]
+    return make_harness(moto, service)
+
+
+def post(h: Harness, body: dict[str, Any], path: str = RETRIEVE) -> tuple[str, dict[str, Any]]:
+    response = h.client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.headers["X-Cache"], response.json()
+
+
+QUERY = {"query": "How often are air filters replaced?", "grade": 0.2, "similarityTopK": 3}
+
+
+def test_second_identical_request_is_a_hit_with_no_sql_and_no_embedding(harness: Harness) -> None:
+    status, first = post(harness, QUERY)
+    assert status == "miss"
+    sql_before, embeds_before = harness.database.checkouts, harness.embedder.calls
+    hits_before = metrics.counters["CacheHit"]
+
+    status, second = post(harness, QUERY)
+    assert status == "hit"
+    assert second == first
+    assert harness.database.checkouts == sql_before  # no SQL on a hit
+    assert harness.embedder.calls == embeds_before  # no embedding on a hit
+    assert metrics.counters["CacheHit"] == hits_before + 1
+
+
+def test_entries_expire_with_their_ttl(harness: Harness) -> None:
+    assert post(harness, {**QUERY, "cacheTTLms": 60_000})[0] == "miss"
+    harness.clock.now += 30
+    assert post(harness, {**QUERY, "cacheTTLms": 60_000})[0] == "hit"
+    harness.clock.now += 31
+    assert post(harness, {**QUERY, "cacheTTLms": 60_000})[0] == "miss"
+
+
+def test_ttl_zero_bypasses_and_over_24h_is_refused(harness: Harness) -> None:
+    assert post(harness, {**QUERY, "cacheTTLms": 0})[0] == "bypass"
+    assert post(harness, {**QUERY, "cacheTTLms": 0})[0] == "bypass"
+    response = harness.client.post(RETRIEVE, json={**QUERY, "cacheTTLms": 86_400_001})
+    assert response.status_code == 422
+    assert response.json()["error"]["details"]["errors"][0]["field"] == "cacheTTLms"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"grade": 0.25},
+        {"similarityTopK": 4},
+        {"docIds": ["hvac-filters"]},
+        {"metadataFilter": {"project_name": "Facilities"}},
+        {"query": "How often are air filters changed?"},
+    ],
+)
+def test_requests_differing_in_one_option_both_miss(harness: Harness, change: dict[str, Any]) -> None:
+    assert post(harness, QUERY)[0] == "miss"
+    assert post(harness, {**QUERY, **change})[0] == "miss"
+    assert post(harness, QUERY)[0] == "hit"
+
+
+def test_similarity_search_is_cached_too(harness: Harness, service) -> None:  # type: ignore[no-untyped-def]
+    body = {"queryEmbedding": service.embedder.embed(["espresso"], "query")[0], "topK": 2}
+    assert post(harness, body, SEARCH)[0] == "miss"
+    assert post(harness, body, SEARCH)[0] == "hit"
+
+
+def test_a_write_invalidates_cached_answers(harness: Harness) -> None:
+    store = ensure_store(harness.service.database, harness.service.embedder, "cache-invalidation")
+    doc = SourceDocument(id="policy", text="Badges are renewed every year at the front desk.")
+    ingest_documents(
+        harness.service.database,
+        harness.service.embedder,
+        store,
+        [doc],
+        500,
+        50,
+        progress=False,
+        on_version=harness.service.publish_store_version,
+    )
+    query = {"query": "When are badges renewed?", "grade": 0.0, "store": "cache-invalidation"}
+    assert post(harness, query)[0] == "miss"
+    assert post(harness, query)[0] == "hit"
+
+    updated = SourceDocument(id="policy", text="Badges are renewed every two years by the security team.")
+    ingest_documents(
+        harness.service.database,
+        harness.service.embedder,
+        store,
+        [updated],
+        500,
+        50,
+        progress=False,
+        on_version=harness.service.publish_store_version,
+    )
+    status, body = post(harness, query)
+    assert status == "miss"
+    assert body["results"][0]["content"] == updated.text
+
+
+def test_an_answer_too_large_to_cache_is_still_served(harness: Harness, service) -> None:  # type: ignore[no-untyped-def]
+    store = ensure_store(service.database, service.embedder, "cache-oversize")
+    # The model reads only the first 256 tokens, so the leading sentence decides the similarity.
+    docs = [
+        SourceDocument(id=f"big{i}", text="Everything about archive exports. " + os.urandom(100_000).hex())
+        for i in range(5)
+    ]
+    ingest_documents(service.database, service.embedder, store, docs, 250_000, 0, progress=False)
+    before = metrics.counters["CacheValueTooLarge"]
+    query = {"query": "archive exports", "grade": 0.0, "similarityTopK": 5, "store": "cache-oversize"}
+    response = harness.client.post(RETRIEVE, json=query)
+    assert response.status_code == 200
+    assert response.headers["X-Cache"] == "miss"
+    assert response.json()["totalResults"] == 5
+    assert metrics.counters["CacheValueTooLarge"] == before + 1
+    assert harness.client.post(RETRIEVE, json=query).headers["X-Cache"] == "miss"
+
+
+def test_dynamodb_stopped_mid_test_serves_uncached(sample_store, service, caplog) -> None:  # type: ignore[no-untyped-def]
+    moto = MotoServer()
+    moto.start()
+    try:
+        h = make_harness(moto, service)
+        assert post(h, QUERY)[0] == "miss"
+        assert post(h, QUERY)[0] == "hit"
+        moto.stop()
+        errors_before = metrics.counters["CacheError"]
+        status, body = post(h, QUERY)
+        assert status == "miss"  # served from PostgreSQL; the cache failure is not the caller's problem
+        assert body["results"][0]["metadata"]["documentId"] == "hvac-filters"
+        assert metrics.counters["CacheError"] > errors_before
+        assert "serving uncached" in caplog.text
+    finally:
+        moto.stop()
+
+
+def test_runtime_uses_dynamodb_when_cache_table_is_set(moto: MotoServer, service_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from retrieval_core.runtime import build_cache
+    from retrieval_core.settings import Settings
+
+    table = f"cache-{uuid.uuid4().hex[:8]}"
+    create_cache_table(moto.client("dynamodb"), table)
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    cache = build_cache(Settings(cache_table_name=table, dynamodb_endpoint_url=moto.endpoint_url))
+    assert cache.shared
+    cache.put_answer("k", {"a": 1}, 60)
+    assert cache.get_answer("k") == {"a": 1}
+    assert not build_cache(Settings()).shared
+    assert get_service().cache is not None

@@ -1,0 +1,71 @@
+"""Local servers the tests start on 127.0.0.1 and stop afterwards."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class MotoServer:
+    """`moto_server` in a subprocess: real AWS APIs (DynamoDB, SQS) over HTTP for real boto3 clients."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("moto_server did not start within 20 s")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
+            self._process = None
+
+    def client(self, service: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2),
+        )
+
+
+def create_cache_table(dynamodb: Any, name: str) -> None:
+    """The cache table as template.yaml declares it: `pk` string key, TTL on `expiresAt`."""
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
+    )
