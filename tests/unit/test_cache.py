@@ -123,3 +123,52 @@ def test_json_cache_fails_open_and_counts(caplog: pytest.LogCaptureFixture) -> N
     cache.delete("k")
     assert metrics.counters["CacheError"] - before == 4
     assert "serving uncached" in caplog.text
+
+
+def test_a_version_published_by_another_process_is_never_missed() -> None:
+    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+
+    shared = MemoryBackend(max_items=100)  # stands in for the DynamoDB table both processes use
+
+    def process() -> SearchCache:
+        return SearchCache(
+            JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
+        )
+
+    reader, writer = process(), process()
+
+    def key_of(ref: StoreRef) -> str:
+        return f"answer@{ref.version}"
+
+    assert reader.find("pgvector", "docs", key_of) == (None, None)  # unknown: the caller asks PostgreSQL
+    reader.remember_store("pgvector", "docs", StoreRef("docs", 1))
+    reader.put_answer(key_of(StoreRef("docs", 1)), {"answer": "old"}, 60)
+    assert reader.find("pgvector", "docs", key_of) == (StoreRef("docs", 1), {"answer": "old"})
+
+    writer.publish_version("pgvector", "docs", 2)
+    # The reader's own memory says version 1, but the shared version item wins.
+    assert reader.find("pgvector", "docs", key_of) == (StoreRef("docs", 2), None)
+    reader.put_answer(key_of(StoreRef("docs", 2)), {"answer": "new"}, 60)
+    assert reader.find("pgvector", "docs", key_of) == (StoreRef("docs", 2), {"answer": "new"})
+
+
+def test_a_reader_never_overwrites_a_newer_published_version() -> None:
+    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+
+    shared = MemoryBackend(max_items=100)
+    cache = SearchCache(
+        JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
+    )
+    cache.publish_version("pgvector", "docs", 7)  # a writer committed version 7
+    cache.remember_store("pgvector", "docs", StoreRef("docs", 6))  # a slow reader read 6 before that commit
+    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[0] == StoreRef("docs", 7)
+
+
+def test_ttl_rules() -> None:
+    from retrieval_core.cache.search_cache import SearchCache
+
+    cache = SearchCache(JsonCache(MemoryBackend(1), "s"), JsonCache(MemoryBackend(1), "t"), False, 300)
+    assert cache.ttl_for(None) == 300
+    assert cache.ttl_for(0) is None
+    assert cache.ttl_for(1500) == 1.5
+    assert cache.ttl_for(90_000_000) == 86_400

@@ -90,35 +90,33 @@ class RetrievalService:
         ttl_s = self.cache.ttl_for(request.cache_ttl_ms) if self.cache is not None else None
         if self.cache is None or ttl_s is None:
             return compute(request), CacheStatus.BYPASS
-        store = self._store_ref(request.store)
-        key = search_key(
-            backend=BACKEND,
-            store=store.name,
-            store_version=store.version,
-            operation=operation,
-            request=request.model_dump(mode="json", exclude={"store"}),
-            context={"embeddingModel": self.embedder.model, "efSearch": self.ef_search},
-        )
-        cached = self.cache.get_answer(key)
+        options = request.model_dump(mode="json", exclude={"store"})
+        context = {"embeddingModel": self.embedder.model, "efSearch": self.ef_search}
+
+        def key_of(store: StoreRef) -> str:
+            return search_key(
+                backend=BACKEND,
+                store=store.name,
+                store_version=store.version,
+                operation=operation,
+                request=options,
+                context=context,
+            )
+
+        name = request.store or self.default_store
+        store, cached = self.cache.find(BACKEND, name, key_of)
+        if store is None:
+            found = self.get_store(name)
+            store = StoreRef(found.name, found.version)
+            self.cache.remember_store(BACKEND, name, store)
+            cached = self.cache.get_answer(key_of(store))
         if cached is not None:
             metrics.count("CacheHit")
             return response_type.model_validate(cached), CacheStatus.HIT
         metrics.count("CacheMiss")
         response = compute(request)
-        self.cache.put_answer(key, response.model_dump(mode="json", by_alias=True), ttl_s)
+        self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
         return response, CacheStatus.MISS
-
-    def _store_ref(self, name: str | None) -> StoreRef:
-        """The resolved store and its version: from a shared cache when possible, else from PostgreSQL."""
-        name = name or self.default_store
-        assert self.cache is not None
-        cached = self.cache.cached_store(BACKEND, name)
-        if cached is not None:
-            return cached
-        store = self.get_store(name)
-        ref = StoreRef(store.name, store.version)
-        self.cache.remember_store(BACKEND, name, ref)
-        return ref
 
     def _retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
         # Embed before touching the database, so a pooled connection is never held during a provider call.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,21 +37,54 @@ class SearchCache:
         self.stores = stores
         self.shared = shared
         self.default_ttl_s = default_ttl_s
+        # Resolutions this process made, with the version seen last: a guess that lets the answer
+        # be read in parallel with the version item. Never trusted without that version read.
+        self._recent_stores: dict[tuple[str, str], tuple[float, StoreRef]] = {}
+        self._executor: ThreadPoolExecutor | None = None
 
     def ttl_for(self, cache_ttl_ms: int | None) -> float | None:
         """Seconds to cache an answer: `cacheTTLms` (0 disables) or the default, at most 24 h."""
         ttl_s = self.default_ttl_s if cache_ttl_ms is None else cache_ttl_ms / 1000.0
         return min(ttl_s, MAX_SEARCH_TTL_S) if ttl_s > 0 else None
 
-    def cached_store(self, backend: str, name: str) -> StoreRef | None:
-        """The store `name` resolves to and its version, when both are cached and trustworthy."""
+    def find(
+        self, backend: str, name: str, key_of: Callable[[StoreRef], str]
+    ) -> tuple[StoreRef | None, dict[str, Any] | None]:
+        """The store `name` resolves to (with its current version) and the cached answer keyed by `key_of`.
+
+        (None, None) when the cache cannot vouch for the store's current version; the caller
+        then reads it from PostgreSQL. On a hit this costs one round trip: the version item
+        and the answer item are read in parallel, the answer's key computed from the version
+        this process saw last, and the answer is only used if that version is still current.
+        """
         if not self.shared:
-            return None
-        resolved = self.stores.get(store_name_key(backend, name))
-        if not isinstance(resolved, str):
-            return None
-        version = self.searches.get(store_version_key(backend, resolved))
-        return StoreRef(resolved, version) if isinstance(version, int) else None
+            return None, None
+        guess = self._recent_stores.get((backend, name))
+        if guess is not None and guess[0] < time.monotonic():
+            guess = None
+        if guess is None:
+            resolved = self.stores.get(store_name_key(backend, name))
+            if not isinstance(resolved, str):
+                return None, None
+            version_future = self._pool().submit(self.searches.get, store_version_key(backend, resolved))
+            answer_future = None
+        else:
+            resolved = guess[1].name
+            version_future = self._pool().submit(self.searches.get, store_version_key(backend, resolved))
+            answer_future = self._pool().submit(self.get_answer, key_of(guess[1]))
+        version = version_future.result()
+        if not isinstance(version, int):
+            return None, None
+        ref = StoreRef(resolved, version)
+        self._recent_stores[(backend, name)] = (time.monotonic() + STORE_NAME_TTL_S, ref)
+        if answer_future is not None and guess is not None and guess[1] == ref:
+            return ref, answer_future.result()
+        return ref, self.get_answer(key_of(ref))
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cache")
+        return self._executor
 
     def remember_store(self, backend: str, name: str, store: StoreRef) -> None:
         """Cache a resolution and, if none is cached yet, the version read with it."""
