@@ -68,8 +68,13 @@ def test_chunks_are_in_order_bounded_and_cover_the_text(text: str, max_chars: in
     assert bool(chunks) == bool(normalised.strip())
     covered, start = 0, 0
     for chunk in chunks:
-        position = normalised.find(chunk, start)
-        assert position != -1, "every chunk is a verbatim slice of the text, in order"
-        assert not normalised[covered:position].strip(), "nothing but whitespace falls between chunks"
+        # The latest place this chunk can stand without leaving a gap (repetitive text has many).
+        places = [
+            p
+            for p in range(start, len(normalised) - len(chunk) + 1)
+            if normalised.startswith(chunk, p) and not normalised[covered:p].strip()
+        ]
+        assert places, "every chunk is a verbatim slice of the text, in order, with no gap before it"
+        position = max(places)
         start, covered = position + 1, max(covered, position + len(chunk))
     assert not normalised[covered:].strip()
