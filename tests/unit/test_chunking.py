@@ -68,12 +68,10 @@ def test_chunks_are_in_order_bounded_and_cover_the_text(text: str, max_chars: in
     assert bool(chunks) == bool(normalised.strip())
     covered, start = 0, 0
     for chunk in chunks:
-        # The latest place this chunk can stand without leaving a gap (repetitive text has many).
-        places = [
-            p
-            for p in range(start, len(normalised) - len(chunk) + 1)
-            if normalised.startswith(chunk, p) and not normalised[covered:p].strip()
-        ]
+        # A chunk may start anywhere from just after the previous one's start up to the end of
+        # the whitespace after the text covered so far; take the latest place it fits.
+        reach = covered + len(normalised[covered:]) - len(normalised[covered:].lstrip())
+        places = [p for p in range(start, reach + 1) if normalised.startswith(chunk, p)]
         assert places, "every chunk is a verbatim slice of the text, in order, with no gap before it"
         position = max(places)
         start, covered = position + 1, max(covered, position + len(chunk))
