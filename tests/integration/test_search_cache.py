@@ -225,18 +225,12 @@ def test_dynamodb_stopped_mid_test_serves_uncached(sample_store, service, caplog
         moto.stop()
 
 
-def test_runtime_uses_dynamodb_when_cache_table_is_set(moto: MotoServer, service_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_runtime_uses_dynamodb_when_cache_table_is_set(moto: MotoServer, service_env, aws_env) -> None:  # type: ignore[no-untyped-def]
     from retrieval_core.runtime import build_cache
     from retrieval_core.settings import Settings
 
     table = f"cache-{uuid.uuid4().hex[:8]}"
     create_cache_table(moto.client("dynamodb"), table)
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
     cache = build_cache(Settings(cache_table_name=table, dynamodb_endpoint_url=moto.endpoint_url))
     assert cache.shared
     cache.put_answer("k", {"a": 1}, 60)

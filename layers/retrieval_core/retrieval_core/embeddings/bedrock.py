@@ -58,8 +58,8 @@ class BedrockTitanEmbedder:
                 f"not {dimension}; set EMBEDDING_DIMENSION to one of them",
                 {"dimension": dimension, "allowed": list(TITAN_V2_DIMENSIONS)},
             )
-        self._model = model
-        self._dimension = dimension
+        self.model = model
+        self.dimension = dimension
         self._region = region
         self._endpoint_url = endpoint_url
         self._timeout_s = timeout_s
@@ -81,14 +81,6 @@ class BedrockTitanEmbedder:
             timeout_s=settings.http_timeout_s,
         )
 
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         # Titan v2 has no query/document distinction: `kind` does not reach the wire.
         if not texts:
@@ -106,7 +98,7 @@ class BedrockTitanEmbedder:
             finally:
                 # On the first failure, drop the texts not yet sent instead of paying for them.
                 pool.shutdown(wait=True, cancel_futures=True)
-        return check_vectors(vectors, len(texts), self._dimension, _PROVIDER)
+        return check_vectors(vectors, len(texts), self.dimension, _PROVIDER)
 
     def _bedrock(self) -> Any:
         with self._lock:
@@ -137,12 +129,12 @@ class BedrockTitanEmbedder:
     def _embed_one(self, client: Any, text: str) -> list[float]:
         from botocore import exceptions as boto_errors
 
-        body = json.dumps({"inputText": text, "dimensions": self._dimension, "normalize": True})
+        body = json.dumps({"inputText": text, "dimensions": self.dimension, "normalize": True})
         for attempt in range(1, self.retry_attempts + 1):
             last_try = attempt == self.retry_attempts
             try:
                 response = client.invoke_model(
-                    modelId=self._model, body=body, contentType="application/json", accept="application/json"
+                    modelId=self.model, body=body, contentType="application/json", accept="application/json"
                 )
                 return self._parse(response)
             except boto_errors.NoCredentialsError as exc:

@@ -54,8 +54,8 @@ class GeminiEmbedder:
         if not api_key.get_secret_value():
             raise ConfigurationError("EMBEDDING_PROVIDER=gemini needs GEMINI_API_KEY")
         self._api_key = api_key
-        self._model = model
-        self._dimension = dimension
+        self.model = model
+        self.dimension = dimension
         self._base_url = base_url
         self._batch_size = min(batch_size, MAX_BATCH_SIZE)
         self._timeout_s = timeout_s
@@ -78,14 +78,6 @@ class GeminiEmbedder:
             batch_size=settings.embedding_batch_size,
             timeout_s=settings.http_timeout_s,
         )
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
 
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -132,9 +124,9 @@ class GeminiEmbedder:
         # One Content per text: a bare list of strings is merged into a single multi-part
         # Content for multimodal embedding models, which would yield one vector for the batch.
         contents = [types.Content(parts=[types.Part(text=text)]) for text in batch]
-        config = types.EmbedContentConfig(task_type=TASK_TYPES[kind], output_dimensionality=self._dimension)
+        config = types.EmbedContentConfig(task_type=TASK_TYPES[kind], output_dimensionality=self.dimension)
         try:
-            response = client.models.embed_content(model=self._model, contents=contents, config=config)
+            response = client.models.embed_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
             raise self._error_for(exc) from exc
         except httpx.TransportError as exc:
@@ -142,7 +134,7 @@ class GeminiEmbedder:
                 f"{_PROVIDER}: the Gemini API could not be reached ({type(exc).__name__})"
             ) from exc
         vectors = [list(embedding.values or []) for embedding in response.embeddings or []]
-        check_vectors(vectors, len(batch), self._dimension, _PROVIDER)
+        check_vectors(vectors, len(batch), self.dimension, _PROVIDER)
         return [_normalize(vector) for vector in vectors]
 
     def _error_for(self, exc: APIError) -> EmbeddingProviderError:

@@ -41,8 +41,8 @@ class OpenAICompatibleEmbedder:
         retry_base_delay_s: float = RETRY_BASE_DELAY_S,
     ) -> None:
         self._base_url = base_url.rstrip("/")
-        self._model = model
-        self._dimension = dimension
+        self.model = model
+        self.dimension = dimension
         self._api_key = api_key
         self._batch_size = batch_size
         self._timeout_s = timeout_s
@@ -65,14 +65,6 @@ class OpenAICompatibleEmbedder:
             timeout_s=settings.http_timeout_s,
         )
 
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         # OpenAI-style endpoints take no query/document hint: `kind` does not reach the wire.
         vectors: list[list[float]] = []
@@ -90,7 +82,7 @@ class OpenAICompatibleEmbedder:
             return self._client
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        response = self._post_with_retries({"model": self._model, "input": batch})
+        response = self._post_with_retries({"model": self.model, "input": batch})
         try:
             payload: Any = response.json()
             items = sorted(payload["data"], key=lambda item: int(item["index"]))
@@ -99,7 +91,7 @@ class OpenAICompatibleEmbedder:
             raise EmbeddingProviderError(
                 f"{self._label} answered with a body that is not an embeddings list"
             ) from exc
-        return check_vectors(vectors, len(batch), self._dimension, self._label)
+        return check_vectors(vectors, len(batch), self.dimension, self._label)
 
     def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
         client = self._http()
