@@ -1,13 +1,17 @@
 """Cold start of the built Lambda handlers against the floor of the chosen stack. Run with `make coldstart`.
 
 For each function in .aws-sam/build/template.yaml, a fresh python3.12 whose sys.path holds only the
-built function folder and the layer's python/ (as in Lambda) imports the handler module, which builds
-the FastAPI app; the time of that import is one sample. The floor is a minimal FastAPI app with one
-route wrapped by Mangum, importing psycopg, pgvector and the Powertools Logger, from the same layer.
-Runs are interleaved so that drift on the machine hits every row alike; the median of each is kept.
+built function folder, the layer's python/ and then the runtime's own packages (as in Lambda: boto3 and
+botocore, which the layer leaves to the runtime; a pinned copy installed once under
+.aws-sam/lambda-runtime/ stands in for them) imports the handler module, which builds the FastAPI app;
+the time of that import is one sample. The floor is a minimal FastAPI app with one route wrapped by
+Mangum, importing psycopg, pgvector and the Powertools Logger, with the same sys.path. Runs are
+interleaved so that drift on the machine hits every row alike; the median of each is kept.
 
 Handlers are measured twice: without LAMBDA_TASK_ROOT (tracing off, as locally) and with it (tracing
-on, as in Lambda with `Tracing: Active`, which loads the X-Ray SDK and botocore).
+on, as in Lambda with `Tracing: Active`, which loads the X-Ray SDK and botocore). With --with-bytecode,
+the floor and the first handler are measured again on two copies of the layer: without any bytecode,
+and with every module byte-compiled.
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ BUILD_DIR = REPO / ".aws-sam" / "build"
 REPORT = REPO / "docs" / "benchmarks-bundle.md"
 TARGET_RATIO = 1.15
 MIB = 1024 * 1024
+LAYER_TARGET_BYTES = 60 * MIB
+
+# What the Lambda python3.12 runtime provides besides the standard library (in
+# /var/lang/lib/python3.12/site-packages, after /opt/python on sys.path): the AWS SDK for Python and
+# what it requires. Pinned so that runs repeat; AWS moves the runtime's version on its own schedule
+# ("Runtime-included SDK versions" in the Lambda developer guide), so bump this now and then.
+LAMBDA_RUNTIME_SDK = ("boto3==1.43.108", "botocore==1.43.108")
+LAMBDA_RUNTIME_CACHE = REPO / ".aws-sam" / "lambda-runtime"
 
 # Environment a deployment would give the functions, minus anything that would reach the network:
 # building a handler must not connect anywhere, so these hosts are never contacted.
@@ -114,6 +126,47 @@ def find_python312() -> str:
         if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
             return candidate
     raise SystemExit("no python3.12 found (PATH or pyenv); it is what Lambda runs")
+
+
+def lambda_runtime_packages(python: str) -> Path:
+    """A folder holding what the Lambda runtime provides (LAMBDA_RUNTIME_SDK and its requirements),
+    installed with `python`'s pip the first time and reused after."""
+    folder = LAMBDA_RUNTIME_CACHE / "-".join(spec.replace("==", "-") for spec in LAMBDA_RUNTIME_SDK)
+    if folder.is_dir():
+        return folder
+    LAMBDA_RUNTIME_CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=LAMBDA_RUNTIME_CACHE))
+    try:
+        proc = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--target",
+                str(staging),
+                *LAMBDA_RUNTIME_SDK,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"pip could not install {' '.join(LAMBDA_RUNTIME_SDK)}:\n{proc.stderr[-3000:]}"
+            )
+        try:
+            staging.rename(folder)  # whole or not at all
+        except OSError:
+            if not folder.is_dir():  # else another run installed it meanwhile
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
 
 
 def built_functions() -> tuple[list[tuple[str, str, Path]], Path]:
@@ -225,29 +278,24 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
-def compiled_copy(python: str, folders: list[Path], into: Path) -> list[Path]:
-    """Copies of `folders` with every module byte-compiled (hash-checked .pyc, valid on any mtime)."""
-    copies = []
-    for folder in folders:
-        copy = into / folder.parent.name / folder.name
-        shutil.copytree(folder, copy)
-        copies.append(copy)
-    subprocess.run(
-        [
-            python,
-            "-m",
-            "compileall",
-            "-q",
-            "-j",
-            "0",
-            "--invalidation-mode",
-            "unchecked-hash",
-            *map(str, copies),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return copies
+def layer_variant(python: str, layer: Path, into: Path, bytecode: bool) -> Path:
+    """A copy of `layer` with no bytecode at all, or with every module byte-compiled as the build
+    compiles the cold-start ones (unchecked-hash .pyc, valid whatever the files' mtimes)."""
+    copy = into / ("all-bytecode" if bytecode else "no-bytecode") / layer.name
+    shutil.copytree(layer, copy)
+    for cache in list(copy.rglob("__pycache__")):
+        shutil.rmtree(cache)
+    if bytecode:
+        subprocess.run(
+            [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(copy)],
+            check=True,
+            capture_output=True,
+        )
+    return copy
+
+
+def bytecode_size(layer: Path) -> int:
+    return sum(f.stat().st_size for f in layer.rglob("*.pyc"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--with-bytecode",
         action="store_true",
-        help="also measure the floor and the first handler with the layer byte-compiled beforehand",
+        help="also measure the floor and the first handler on copies of the layer without any bytecode "
+        "and with every module byte-compiled",
     )
     parser.add_argument("--no-write", action="store_true", help=f"print only; do not write {REPORT.name}")
     args = parser.parse_args(argv)
@@ -266,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
     ).stdout.strip()
     functions, layer = built_functions()
-    layer_python = layer / "python"
+    runtime = lambda_runtime_packages(python)
     lambda_env = {**FUNCTION_ENV, "AWS_LAMBDA_FUNCTION_NAME": "coldstart"}
 
     with tempfile.TemporaryDirectory(prefix="coldstart-") as tmp_name:
@@ -274,46 +323,40 @@ def main(argv: list[str] | None = None) -> int:
         floor_dir = tmp / "floor"
         floor_dir.mkdir()
         (floor_dir / "floor_app.py").write_text(FLOOR_APP)
-        floor = Target(FLOOR_LABEL, "floor_app.handler", [floor_dir, layer_python], lambda_env)
-        floor.baseline = floor
-        targets = [floor]
-        for name, handler, code in functions:
-            targets.append(
-                Target(f"{name} (tracing off)", handler, [code, layer_python], lambda_env, baseline=floor)
-            )
-            traced_env = {**lambda_env, "LAMBDA_TASK_ROOT": str(code)}
-            targets.append(
-                Target(
-                    f"{name} (tracing on, as in Lambda)",
-                    handler,
-                    [code, layer_python],
-                    traced_env,
-                    baseline=floor,
-                )
-            )
+
+        def rows(layer_dir: Path, suffix: str, measured: list[tuple[str, str, Path]]) -> list[Target]:
+            """The floor and `measured` handlers, all on the same sys.path tail: layer, then runtime."""
+            tail = [layer_dir / "python", runtime]
+            floor = Target(f"{FLOOR_LABEL}{suffix}", "floor_app.handler", [floor_dir, *tail], lambda_env)
+            floor.baseline = floor
+            found = [floor]
+            for name, handler, code in measured:
+                traced_env = {**lambda_env, "LAMBDA_TASK_ROOT": str(code)}
+                found += [
+                    Target(f"{name} (tracing off){suffix}", handler, [code, *tail], lambda_env, floor),
+                    Target(
+                        f"{name} (tracing on, as in Lambda){suffix}",
+                        handler,
+                        [code, *tail],
+                        traced_env,
+                        floor,
+                    ),
+                ]
+            return found
+
+        targets = rows(layer, "", functions)
+        built_rows = list(targets)
+        variants: list[tuple[str, Path]] = [("as built", layer)]
         if args.with_bytecode:
-            name, handler, code = functions[0]
-            compiled_floor, compiled_code, compiled_layer = compiled_copy(
-                python, [floor_dir, code, layer], tmp / "compiled"
-            )
-            compiled_python = compiled_layer / "python"
-            floor_pyc = Target(
-                f"{FLOOR_LABEL}, bytecode precompiled",
-                "floor_app.handler",
-                [compiled_floor, compiled_python],
-                lambda_env,
-            )
-            floor_pyc.baseline = floor_pyc
-            targets += [
-                floor_pyc,
-                Target(
-                    f"{name} (tracing off), bytecode precompiled",
-                    handler,
-                    [compiled_code, compiled_python],
-                    lambda_env,
-                    baseline=floor_pyc,
-                ),
-            ]
+            for bytecode, what, suffix in (
+                (False, "without any bytecode", " — layer without bytecode"),
+                (True, "with every module byte-compiled", " — layer all byte-compiled"),
+            ):
+                variant = layer_variant(python, layer, tmp, bytecode)
+                variants.append((what, variant))
+                targets += rows(variant, suffix, functions[:1])
+        sizes = [(what, layer_size(folder), bytecode_size(folder)) for what, folder in variants]
+
         for target in targets:  # warm-up: the page cache, not the interpreter, is what this warms
             measure(python, target, tmp)
             target.samples.clear()
@@ -321,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for target in targets:
                 measure(python, target, tmp)
-        off, on = targets[1], targets[2]
+        floor, off, on = built_rows[:3]
         floor_imports = import_times(python, floor, tmp)
         off_imports = import_times(python, off, tmp)
         on_imports = import_times(python, on, tmp)
@@ -345,19 +388,35 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {' | '.join(cells)} |")
     table = "\n".join(lines)
 
-    size = layer_size(layer)
-    botocore = sum(
-        layer_size(entry) if entry.is_dir() else entry.stat().st_size
-        for entry in layer_python.glob("botocore*")
+    _, size, pyc = sizes[0]
+    layer_python = layer / "python"
+    sdk = sorted(
+        entry.name for entry in layer_python.iterdir() if entry.name.startswith(("boto", "s3transfer"))
     )
     heavy = ", ".join(f"{name} {bytes_ / MIB:.1f}" for name, bytes_ in biggest(layer))
     size_line = (
-        f"Layer unzipped: {size / MIB:.1f} MiB ({size / 1e6:.1f} MB); biggest entries (MiB): {heavy}. "
-        f"Without botocore (the Lambda runtime has it) it would be {(size - botocore) / MIB:.1f} MiB."
+        f"Layer unzipped: {size / MIB:.1f} MiB ({size / 1e6:.1f} MB), of which {pyc / MIB:.1f} MiB is the "
+        f"bytecode of the modules imported at cold start; biggest entries (MiB): {heavy}. "
+        f"boto3, botocore and s3transfer in the layer: {', '.join(sdk) or 'none'}."
+    )
+    for what, other_size, other_pyc in sizes[1:]:
+        size_line += (
+            f" The same layer {what}: {other_size / MIB:.1f} MiB ({other_pyc / MIB:.1f} MiB bytecode)."
+        )
+
+    handler_rows = [t for t in built_rows if t.baseline is not t]
+    met = [t.label for t in handler_rows if t.median_ms / floor.median_ms <= TARGET_RATIO]
+    missed = [t.label for t in handler_rows if t.median_ms / floor.median_ms > TARGET_RATIO]
+    verdicts = (
+        f"- Layer ≤ {LAYER_TARGET_BYTES // MIB} MiB unzipped: "
+        f"**{'met' if size <= LAYER_TARGET_BYTES else 'missed'}** ({size / MIB:.1f} MiB).\n"
+        f"- Each handler ≤ {TARGET_RATIO}× the floor (layer as built): "
+        f"met by {', '.join(met) or 'none'}; **missed by {', '.join(missed) or 'none'}**."
     )
     print(table)
     print()
     print(size_line)
+    print(verdicts)
     print(why)
 
     if not args.no_write:
@@ -372,9 +431,11 @@ def main(argv: list[str] | None = None) -> int:
                 command=command,
                 table=table,
                 size_line=size_line,
+                verdicts=verdicts,
                 why=why,
                 target=TARGET_RATIO,
                 runs=args.runs,
+                sdk=" and ".join(LAMBDA_RUNTIME_SDK),
             )
         )
         print(f"\nwritten to {REPORT.relative_to(REPO)}")
@@ -388,46 +449,54 @@ REPORT_TEMPLATE = """# Bundle benchmarks: cold start and layer size
 
 - Date: {when}
 - Machine: {machine}
-- Command: `{command}`
+- Command: `{command}` (it runs `make build` first)
+
+## Targets
+
+{verdicts}
 
 ## Cold start of the built handlers
 
-Each sample is a fresh python3.12 (`-S -s -P`) whose sys.path holds only the built function folder and
-the layer's `python/`, importing the handler module; that import builds the FastAPI app, the Powertools
-Logger and Metrics (and the Tracer when tracing is on). No database connection is made: the service is
-built on the first request. The floor is the least any handler on this stack can cost: a one-route
-FastAPI app wrapped by Mangum, importing psycopg, pgvector and the Powertools Logger, from the same
-layer. Rows were measured interleaved, {runs} samples each after one warm-up round; bytecode writing is
-off, as on Lambda's read-only /opt and /var/task. Target: handler ≤ {target}× floor. On this shared
-2-core machine the ratio of a row moves by up to about ±0.1 between runs.
+Each sample is a fresh python3.12 (`-S -s -P`) whose sys.path holds only the built function folder, the
+layer's `python/` and then, as in Lambda, the runtime's own packages ({sdk} with their requirements,
+installed under `.aws-sam/lambda-runtime/`; the layer leaves these to the runtime). It imports the
+handler module; that import builds the FastAPI app, the Powertools Logger and Metrics (and the Tracer
+when tracing is on). No database connection is made: the service is built on the first request. The
+floor is the least any handler on this stack can cost: a one-route FastAPI app wrapped by Mangum,
+importing psycopg, pgvector and the Powertools Logger, with the same sys.path from the same layer (each
+group of rows has its own floor, from its own copy of the layer). Rows were measured interleaved, {runs}
+samples each after one warm-up round; bytecode writing is off, as on Lambda's read-only /opt and
+/var/task. Target: handler ≤ {target}× floor. On this shared 2-core machine the ratio of a row moves by
+up to about ±0.1 between runs.
 
 {table}
 
 Where the time goes: {why}
 
+- **Bytecode**: Lambda cannot write `.pyc` (/opt is read-only), so a module without one is compiled at
+  every cold start. The layer's Makefile byte-compiles exactly the layer modules a handler imports at
+  cold start (it builds a handler with every router, tracing on, in an isolated python3.12 during the
+  build), as `unchecked-hash` `.pyc`, valid whatever mtimes the files get in the zip, with the `.py`
+  kept for tracebacks. The "without bytecode" rows (with `--with-bytecode`) show what that saves; the
+  "all byte-compiled" rows, what compiling the rest too (google-genai, google-auth, cryptography, ...,
+  imported only on use) would add at cold start, for the size given below, which does not fit.
 - **Tracing off** is the handler itself. What it adds to the floor is its own modules (models,
   repository, runtime) and pydantic-settings with python-dotenv, which `settings.py` uses.
 - **Tracing on** is what Lambda runs with `Tracing: Active`: the Powertools Tracer loads the X-Ray SDK,
-  which loads botocore (and urllib3, dateutil, wrapt). The handler patches only what the configured
-  deployment calls: httpx for the openai and gemini providers, botocore for bedrock or when database
-  credentials come from Secrets Manager or IAM; such a deployment imports botocore on its first request
-  anyway. SnapStart (on the published alias the API invokes) runs all of this once, before the
-  snapshot; restored instances do not pay it.
-- **No bytecode in the layer**: `sam build` installs sources without `.pyc`, and Lambda cannot write
-  them, so every cold start compiles every module it imports. The "bytecode precompiled" rows (when
-  measured) show what a build that runs `compileall` would save; the `.pyc` files would add about
-  25–30 MiB to the layer.
+  and patching botocore (for bedrock, or credentials from Secrets Manager or IAM, as configured here)
+  imports the runtime's botocore. The stand-in runtime folder holds `.pyc` (pip writes them); that the
+  real runtime's boto3 ships bytecode too is assumed, not measured. SnapStart (on the published alias
+  the API invokes) runs all of this once, before the snapshot; restored instances do not pay it.
 
 ## Layer size
 
 {size_line}
 
-botocore is in the layer only because `aws-xray-sdk` (the Powertools `tracer` extra) requires it; the
-Lambda runtime already has botocore and boto3, and the layer's copy shadows the runtime's, so the
-runtime's boto3 runs on a botocore it was not released with. `BuildMethod: python3.12` cannot leave a
-transitive dependency out (aws/aws-sam-cli#5367); a `makefile` build of the layer that installs the same
-requirements and drops botocore would meet the 60 MiB target. cryptography comes with google-auth,
-which google-genai requires.
+The layer is built by `layers/retrieval_core/Makefile` (`BuildMethod: makefile`): the pinned
+requirements as Lambda-platform wheels, minus what the python3.12 runtime provides (boto3, botocore,
+s3transfer, and python-dateutil and six, which only botocore needs). `BuildMethod: python3.12` could not
+leave botocore out (aws/aws-sam-cli#5367): aws-xray-sdk requires it, and its 20 MiB shadowed the
+runtime's own copy. cryptography comes with google-auth, which google-genai requires.
 """
 
 
