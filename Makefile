@@ -67,4 +67,4 @@ build: $(VENV)/.dev-installed
 	PATH="$$py312:$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --cached
 
 coldstart: build
-	$(BIN)/python bench/coldstart.py $(ARGS)
+	$(BIN)/python -m bench.coldstart $(ARGS)

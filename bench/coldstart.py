@@ -17,7 +17,6 @@ and with every module byte-compiled.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -30,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.common import find_python312
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO / ".aws-sam" / "build"
@@ -117,15 +118,12 @@ class Target:
         return statistics.median(self.samples)
 
 
-def find_python312() -> str:
-    """A python3.12 that runs: on PATH, else from pyenv (whose shim may exist but refuse to run)."""
-    candidates = [shutil.which("python3.12")]
-    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
-    candidates += sorted(glob.glob(f"{pyenv_root}/versions/3.12.*/bin/python3.12"), reverse=True)
-    for candidate in candidates:
-        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
-            return candidate
-    raise SystemExit("no python3.12 found (PATH or pyenv); it is what Lambda runs")
+def require_python312() -> str:
+    """The python3.12 to measure with; exits with a clear message when there is none."""
+    python = find_python312()
+    if python is None:
+        raise SystemExit("no python3.12 found (PATH or pyenv); it is what Lambda runs")
+    return python
 
 
 def lambda_runtime_packages(python: str) -> Path:
@@ -310,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help=f"print only; do not write {REPORT.name}")
     args = parser.parse_args(argv)
 
-    python = find_python312()
+    python = require_python312()
     python_version = subprocess.run(
         [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
     ).stdout.strip()

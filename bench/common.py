@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,3 +55,14 @@ def load_queries() -> dict[str, str]:
     """query id -> text of the eval set."""
     with (EVAL_DIR / "queries.jsonl").open() as lines:
         return {str(q["_id"]): q["text"] for q in map(json.loads, lines)}
+
+
+def find_python312() -> str | None:
+    """A working python3.12, what Lambda runs: on PATH, else pyenv's (whose shim may exist but refuse)."""
+    candidates = [shutil.which("python3.12")]
+    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    candidates += sorted(glob.glob(f"{pyenv_root}/versions/3.12.*/bin/python3.12"), reverse=True)
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
+    return None

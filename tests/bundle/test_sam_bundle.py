@@ -14,11 +14,9 @@ local moto_server, reached by the runtime's boto3 through DYNAMODB_ENDPOINT_URL.
 from __future__ import annotations
 
 import email.parser
-import glob
 import json
 import os
 import re
-import shutil
 import socket
 import struct
 import subprocess
@@ -37,6 +35,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from bench.coldstart import LAMBDA_RUNTIME_SDK, lambda_runtime_packages
+from bench.common import find_python312
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply
 from tests.servers import MotoServer, create_cache_table
@@ -63,17 +62,6 @@ PARAMETERS = {
     "EmbeddingModel": "all-MiniLM-L6-v2",
     "EmbeddingDimension": "384",
 }
-
-
-def find_python312() -> str | None:
-    """A working python3.12: on PATH, else from pyenv (whose shim may exist but refuse to run)."""
-    candidates = [shutil.which("python3.12")]
-    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
-    candidates += sorted(glob.glob(f"{pyenv_root}/versions/3.12.*/bin/python3.12"), reverse=True)
-    for candidate in candidates:
-        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
-            return candidate
-    return None
 
 
 @dataclass(frozen=True)
