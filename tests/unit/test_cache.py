@@ -172,3 +172,17 @@ def test_ttl_rules() -> None:
     assert cache.ttl_for(0) is None
     assert cache.ttl_for(1500) == 1.5
     assert cache.ttl_for(90_000_000) == 86_400
+
+
+def test_a_dropped_store_is_no_longer_vouched_for() -> None:
+    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+
+    shared = MemoryBackend(max_items=100)
+    cache = SearchCache(
+        JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
+    )
+    cache.remember_store("pgvector", "docs", StoreRef("docs", 5))
+    cache.put_answer("a@5", {"answer": "from the dropped store"}, 60)
+    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[1] is not None
+    cache.forget_version("pgvector", "docs")
+    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}") == (None, None)

@@ -82,10 +82,15 @@ def _run(args: argparse.Namespace) -> int:
         )
     elif args.command == "drop-store":
         from .db import repository
+        from .service import BACKEND
 
         store = service.get_store(args.store)
         with service.database.connection() as conn:
             repository.drop_store(conn, store)
+        if service.cache is not None:
+            # A store created later under this name gets a new version; until then nothing may
+            # trust the cached version of the dropped one.
+            service.cache.forget_version(BACKEND, store.name)
         print(f"dropped store {store.name}")
     elif args.command == "delete":
         store = service.get_store(args.store)

@@ -99,6 +99,11 @@ class SearchCache:
         if self.shared:
             self.searches.put(store_version_key(backend, store), version, STORE_NAME_TTL_S)
 
+    def forget_version(self, backend: str, store: str) -> None:
+        """The store was dropped: readers must go back to PostgreSQL for whatever now bears its name."""
+        if self.shared:
+            self.searches.delete(store_version_key(backend, store))
+
     def get_answer(self, key: str) -> dict[str, Any] | None:
         """A cached answer."""
         value = self.searches.get(key)
