@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache eval clean install-local install-dev validate build coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue eval clean install-local install-dev validate build coldstart
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ bench: $(VENV)/.dev-installed
 
 bench-cache: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.cache
+
+bench-queue: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.queue
 
 clean:
 	rm -rf $(VENV) .data .aws-sam

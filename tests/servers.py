@@ -69,3 +69,16 @@ def create_cache_table(dynamodb: Any, name: str) -> None:
     dynamodb.update_time_to_live(
         TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
     )
+
+
+def create_idempotency_table(dynamodb: Any, name: str) -> None:
+    """The idempotency table as template.yaml declares it: `id` string key, TTL on `expiration`."""
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}
+    )

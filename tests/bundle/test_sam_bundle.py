@@ -8,7 +8,8 @@ under .aws-sam/lambda-runtime/ stands in for the runtime's), the template's envi
 resolved as CloudFormation would, and events/*.json as input. The layer carries no torch, so the
 retrieve function embeds through EMBEDDING_PROVIDER=openai, pointed at a local fake OpenAI-compatible
 server that answers with the real local model's embeddings. The template's CacheTable is a table on a
-local moto_server, reached by the runtime's boto3 through DYNAMODB_ENDPOINT_URL.
+local moto_server, reached by the runtime's boto3 through DYNAMODB_ENDPOINT_URL; the queue function's
+ResultsQueue and IdempotencyTable are a queue and a table there too (SQS_ENDPOINT_URL).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from bench.coldstart import LAMBDA_RUNTIME_SDK, lambda_runtime_packages
 from bench.common import find_python312
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply
-from tests.servers import MotoServer, create_cache_table
+from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 
 pytestmark = pytest.mark.bundle
 
@@ -198,6 +199,14 @@ class Conditions:
                 return self.resolve(when_true if self.holds(condition) else when_false)
             if function == "Condition":
                 return self.holds(args)
+            if function == "Fn::Join":
+                separator, items = args
+                resolved = self.resolve(items)
+                # A CommaDelimitedList parameter is given here as its comma-separated string.
+                parts = (
+                    resolved.split(",") if isinstance(resolved, str) else [self.resolve(i) for i in resolved]
+                )
+                return separator.join(str(part) for part in parts)
             raise AssertionError(f"unsupported intrinsic {function} in an environment variable")
         return value
 
@@ -264,8 +273,8 @@ DRIVER = textwrap.dedent(
     responses = []
     for path in json.loads(open(events_file).read()):
         event = json.loads(open(path).read())
-        # Lambda sets the trace header per invocation.
-        trace = event["headers"]["x-amzn-trace-id"]
+        # Lambda sets the trace header per invocation (an SQS event carries no HTTP headers).
+        trace = event.get("headers", {}).get("x-amzn-trace-id", "Root=1-6920f3a0-0123456789abcdef01234567")
         os.environ["_X_AMZN_TRACE_ID"] = f"{trace};Parent=53995c3f42cd8ad8;Sampled=1"
         responses.append(handler(event, Context()))
     result = {
@@ -331,8 +340,11 @@ def invoke_built(
     cache: CacheTable,
     extra_env: dict[str, str],
     tmp_path: Path,
+    physical_ids: dict[str, str] | None = None,
 ) -> Invocation:
-    """Invokes `function` once per event, in order, in one fresh process (one Lambda instance)."""
+    """Invokes `function` once per event, in order, in one fresh process (one Lambda instance).
+
+    `physical_ids`: what a `Ref` to other resources of the template gives (the cache table is known)."""
     events_file = tmp_path / f"{function.name}-events.json"
     results_file = tmp_path / f"{function.name}-results.json"
     events_file.write_text(json.dumps([str(e) for e in events]))
@@ -340,7 +352,7 @@ def invoke_built(
     # /var/task, /opt/python, then the runtime's site-packages: Lambda's order.
     python_path = [str(function.code_dir), str(layer_dir / "python"), str(bundle.runtime_dir)]
     env = {
-        **function.environment(parameters, {"CacheTable": cache.name}),
+        **function.environment(parameters, {"CacheTable": cache.name, **(physical_ids or {})}),
         **cache.client_env,
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": os.pathsep.join(python_path),
@@ -388,7 +400,7 @@ def events_for(function: BuiltFunction) -> list[Path]:
     return [
         path
         for path in sorted(EVENTS_DIR.glob("*.json"))
-        if json.loads(path.read_text())["routeKey"] in function.routes
+        if json.loads(path.read_text()).get("routeKey") in function.routes
     ]
 
 
@@ -671,9 +683,15 @@ def test_every_built_handler_answers_every_event_like_lambda(
     cache_table: CacheTable,
     tmp_path: Path,
 ) -> None:
-    assert {fn.name for fn in bundle.functions} == {"RetrieveFunction", "SimilaritySearchFunction"}
+    assert {fn.name for fn in bundle.functions} == {
+        "RetrieveFunction",
+        "SimilaritySearchFunction",
+        "RetrieveQueueFunction",
+    }
     covered: set[str] = set()
     for function in bundle.functions:
+        if function.name == "RetrieveQueueFunction":
+            continue  # SQS-triggered: test_the_built_queue_function_answers_its_sqs_event_like_lambda
         events = events_for(function)
         assert events, f"no event targets {function.name}"
         parameters = PARAMETERS | {"OpenAIBaseUrl": embeddings_server.base_url}
@@ -755,7 +773,8 @@ def test_every_built_handler_answers_every_event_like_lambda(
         if function.name == "RetrieveFunction":
             calls = [d["http"]["request"]["url"] for d in documents if d.get("namespace") == "remote"]
             assert calls and all(url == f"{embeddings_server.base_url}/embeddings" for url in calls)
-    assert covered == set(EXPECTED) == {p.name for p in EVENTS_DIR.glob("*.json")}
+    http_events = {p.name for p in EVENTS_DIR.glob("*.json") if "routeKey" in json.loads(p.read_text())}
+    assert covered == set(EXPECTED) == http_events
     assert cache_table.item_count() > 0, "nothing was written to the cache table"
 
     # Retrieve embedded its queries through the OpenAI-compatible endpoint named by the template.
@@ -1023,3 +1042,83 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias(
     assert all(
         re.search(r"\$\{(RetrieveFunction|SimilaritySearchFunction)Aliaslive\}", str(uri)) for uri in uris
     )
+
+
+SQS_EVENT = EVENTS_DIR / "sqs-retrieve.json"
+
+
+def test_the_built_queue_function_answers_its_sqs_event_like_lambda(
+    bundle: Bundle,
+    sample_store: Any,
+    postgres_dsn: str,
+    embeddings_server: RealModelEmbeddings,
+    cache_table: CacheTable,
+    moto: MotoServer,
+    tmp_path: Path,
+) -> None:
+    (function,) = [fn for fn in bundle.functions if fn.name == "RetrieveQueueFunction"]
+    sqs = moto.client("sqs")
+    suffix = uuid.uuid4().hex[:8]
+    results = sqs.create_queue(QueueName=f"ResultsQueue-{suffix}")["QueueUrl"]
+    extra = sqs.create_queue(QueueName=f"team-replies-{suffix}")["QueueUrl"]
+    table = f"IdempotencyTable-{suffix}"
+    create_idempotency_table(moto.client("dynamodb"), table)
+    parameters = PARAMETERS | {
+        "OpenAIBaseUrl": embeddings_server.base_url,
+        "ReplyQueueUrls": extra,
+        "ReplyQueueArns": f"arn:aws:sqs:us-east-1:123456789012:team-replies-{suffix}",
+    }
+    physical_ids = {"ResultsQueue": results, "IdempotencyTable": table}
+    environment = function.environment(parameters, {"CacheTable": cache_table.name, **physical_ids})
+    # Template wiring: where replies go, which reply queues are allowed, which table remembers answers.
+    assert environment["RESULTS_QUEUE_URL"] == results
+    assert environment["REPLY_QUEUE_URLS"] == extra
+    assert environment["IDEMPOTENCY_TABLE_NAME"] == table
+    assert environment["CACHE_TABLE_NAME"] == cache_table.name
+    assert environment["EMBEDDING_PROVIDER"] == "openai"
+    embeddings_server.reset()
+
+    event = json.loads(SQS_EVENT.read_text())
+    # The same batch twice: Lambda invoked again with messages it had already answered (a redelivery).
+    run = invoke_built(
+        bundle,
+        function,
+        [SQS_EVENT, SQS_EVENT],
+        parameters,
+        cache_table,
+        {"DATABASE_URL": postgres_dsn, "SQS_ENDPOINT_URL": moto.endpoint_url},
+        tmp_path,
+        physical_ids,
+    )
+    assert run.responses == [{"batchItemFailures": []}, {"batchItemFailures": []}]
+    heavy = {"torch", "numpy", "google.genai", "boto3", "sentence_transformers", "fastapi", "mangum"}
+    assert not heavy & set(run.modules_at_import), "the queue handler imports these at cold start"
+    assert "boto3" in run.modules_after  # created on first use
+    layer_python = function.layer_dirs[0] / "python"
+    sources = [Path(str(run.module_files[name])) for name in run.modules_at_import]
+    uncompiled = [
+        str(source.relative_to(layer_python))
+        for source in sources
+        if source.is_relative_to(layer_python)
+        and source.suffix == ".py"
+        and not (source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc").is_file()
+    ]
+    assert not uncompiled, f"the queue function compiles at cold start: {uncompiled[:10]}"
+    assert "Traceback" not in run.output
+
+    messages = sqs.receive_message(QueueUrl=results, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
+    replies = [json.loads(m["Body"]) for m in messages.get("Messages", [])]
+    expected_ids = sorted(json.loads(r["body"])["requestId"] for r in event["Records"])
+    # One reply per job: the second invocation answered nothing again.
+    assert sorted(r["requestId"] for r in replies) == expected_ids
+    by_id = {r["requestId"]: r for r in replies}
+    assert by_id["job-7f3a-0001"]["status"] == "ok"
+    assert top_document(by_id["job-7f3a-0001"]["response"]) == "k8s-scheduling"
+    assert top_document(by_id["job-7f3a-0002"]["response"]) == "hvac-cold-complaints"
+    assert by_id["job-7f3a-0003"]["status"] == "error"
+    assert by_id["job-7f3a-0003"]["error"]["details"]["errors"][0]["field"] == "grade"
+    # The batch's two queries went to the provider in one call; the redelivery embedded nothing.
+    calls = embeddings_server.requests_to("POST", r"(?:/v1)?/embeddings")
+    assert [len(c.json()["input"]) for c in calls] == [2]
+    logs = [json.loads(line) for line in run.output.splitlines() if line.startswith('{"level"')]
+    assert [r["records"] for r in logs if r["message"] == "batch processed"] == [3, 3]

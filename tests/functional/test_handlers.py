@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EVENTS_DIR, REPO_ROOT
-from tests.servers import MotoServer
+from tests.servers import MotoServer, create_idempotency_table
 
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 TEMPLATE = REPO_ROOT / "template.yaml"
@@ -69,13 +69,16 @@ def template_routes() -> dict[str, str]:
     return routes
 
 
-ROUTES = template_routes()
-EVENT_FILES = sorted(EVENTS_DIR.glob("*.json"))
-
-
 def load_event(path: Path) -> Event:
     event: Event = json.loads(path.read_text())
     return event
+
+
+ROUTES = template_routes()
+ALL_EVENT_FILES = sorted(EVENTS_DIR.glob("*.json"))
+# HTTP API events name their route; SQS events carry Records.
+EVENT_FILES = [p for p in ALL_EVENT_FILES if "routeKey" in load_event(p)]
+SQS_EVENT_FILES = [p for p in ALL_EVENT_FILES if "Records" in load_event(p)]
 
 
 def load_handler_module(folder: str) -> ModuleType:
@@ -92,6 +95,11 @@ def load_handler_module(folder: str) -> ModuleType:
 def handlers(sample_store: Any) -> dict[str, Callable[[Event, Any], Response]]:
     """Each function folder's `handler`, imported after the database holds the sample store."""
     return {folder: load_handler_module(folder).handler for folder in sorted(set(ROUTES.values()))}
+
+
+def test_every_event_is_an_http_api_or_an_sqs_event() -> None:
+    assert sorted(EVENT_FILES + SQS_EVENT_FILES) == ALL_EVENT_FILES
+    assert SQS_EVENT_FILES, "the queue function has no event"
 
 
 def body_of(response: Response) -> dict[str, Any]:
@@ -215,6 +223,113 @@ def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> N
     assert all(good.values()), f"routes without a valid-request event: {good}"
     # GET /api/v1/health takes no input, so it has no bad-input variant.
     assert all(n for route, n in bad.items() if route.startswith("POST")), f"routes without bad input: {bad}"
+
+
+def template_resources() -> dict[str, Any]:
+    from samtranslator.yaml_helper import yaml_parse
+
+    resources: dict[str, Any] = yaml_parse(TEMPLATE.read_text())["Resources"]
+    return resources
+
+
+def test_the_queue_function_is_wired_for_partial_batch_failures_retries_and_a_dead_letter_queue() -> None:
+    resources = template_resources()
+    from samtranslator.yaml_helper import yaml_parse
+
+    globals_fn = yaml_parse(TEMPLATE.read_text())["Globals"]["Function"]
+    function = resources["RetrieveQueueFunction"]["Properties"]
+    assert function["CodeUri"] == "functions/retrieve_queue/" and function["Handler"] == "app.handler"
+    ((source),) = function["Events"].values()
+    assert source["Type"] == "SQS"
+    assert source["Properties"]["Queue"] == {"Fn::GetAtt": ["RequestQueue", "Arn"]}
+    assert source["Properties"]["BatchSize"] == 10
+    assert source["Properties"]["MaximumBatchingWindowInSeconds"] > 0
+    assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+    queue = resources["RequestQueue"]["Properties"]
+    timeout = function.get("Timeout", globals_fn["Timeout"])
+    assert queue["VisibilityTimeout"] >= 6 * timeout
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": ["RequestDeadLetterQueue", "Arn"]},
+        "maxReceiveCount": 3,
+    }
+    for name in ("RequestQueue", "RequestDeadLetterQueue", "ResultsQueue"):
+        assert resources[name]["Properties"]["SqsManagedSseEnabled"] is True
+
+    table = resources["IdempotencyTable"]["Properties"]
+    assert table["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+    assert table["BillingMode"] == "PAY_PER_REQUEST" and table["SSESpecification"]["SSEEnabled"] is True
+
+    variables = function["Environment"]["Variables"]
+    assert variables["RESULTS_QUEUE_URL"] == {"Ref": "ResultsQueue"}
+    assert variables["IDEMPOTENCY_TABLE_NAME"] == {"Ref": "IdempotencyTable"}
+
+    # Least privilege: replies only to the results queue and the allowed reply queues.
+    statements = []
+    for policy in function["Policies"]:
+        if "Fn::If" in policy:
+            policy = policy["Fn::If"][1]
+        statements += policy["Statement"]
+    sends = {json.dumps(s["Resource"]) for s in statements if "sqs:SendMessage" in json.dumps(s["Action"])}
+    assert sends == {
+        json.dumps({"Fn::GetAtt": ["ResultsQueue", "Arn"]}),
+        json.dumps({"Ref": "ReplyQueueArns"}),
+    }
+    idempotency = [s for s in statements if s["Resource"] == {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}]
+    assert [sorted(s["Action"]) for s in idempotency] == [
+        ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    ]
+    assert all("*" not in json.dumps(s["Action"]) and s["Resource"] != "*" for s in statements)
+
+
+@pytest.mark.parametrize("event_file", SQS_EVENT_FILES, ids=lambda p: p.name)
+def test_queue_handler_answers_the_sqs_event_as_a_user_expects(
+    event_file: Path,
+    sample_store: Any,
+    moto: MotoServer,
+    aws_env: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from retrieval_core.settings import get_settings
+
+    sqs = moto.client("sqs")
+    results = sqs.create_queue(QueueName=f"results-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    table = f"idempotency-{uuid.uuid4().hex[:8]}"
+    create_idempotency_table(moto.client("dynamodb"), table)
+    for key, value in {
+        "RESULTS_QUEUE_URL": results,
+        "IDEMPOTENCY_TABLE_NAME": table,
+        "SQS_ENDPOINT_URL": moto.endpoint_url,
+        "DYNAMODB_ENDPOINT_URL": moto.endpoint_url,
+    }.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    try:
+        handler = load_handler_module("retrieve_queue").handler
+        event = load_event(event_file)
+        response = handler(event, FakeLambdaContext(function_name="retrieve_queue"))
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+
+    assert response == {"batchItemFailures": []}
+    messages = sqs.receive_message(QueueUrl=results, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
+    replies = {
+        m["MessageAttributes"]["requestId"]["StringValue"]: json.loads(m["Body"])
+        for m in messages["Messages"]
+    }
+    assert set(replies) == {json.loads(r["body"])["requestId"] for r in event["Records"]}
+    check_retrieve_reply_ok = replies["job-7f3a-0001"]
+    assert check_retrieve_reply_ok["status"] == "ok"
+    assert_ranked_chunks(check_retrieve_reply_ok["response"], "k8s-scheduling", grade=0.3)
+    facilities = replies["job-7f3a-0002"]
+    assert facilities["status"] == "ok"
+    assert_ranked_chunks(facilities["response"], "hvac-cold-complaints", grade=0.2)
+    assert {r["metadata"]["project_name"] for r in facilities["response"]["results"]} == {"Facilities"}
+    invalid = replies["job-7f3a-0003"]
+    assert invalid["status"] == "error" and invalid["error"]["code"] == "validation_error"
+    assert invalid["error"]["details"]["errors"][0]["field"] == "grade"
 
 
 def test_handler_emits_latency_and_result_count_metrics(

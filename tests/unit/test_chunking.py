@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.chunking import chunk_text
+from retrieval_core.chunking import chunk_spans, chunk_text
 
 
 def test_short_text_is_one_chunk() -> None:
@@ -62,17 +62,19 @@ def test_invalid_sizes_are_refused(max_chars: int, overlap: int) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(min_size=0, max_size=3000), st.integers(20, 400), st.integers(0, 19))
 def test_chunks_are_in_order_bounded_and_cover_the_text(text: str, max_chars: int, overlap: int) -> None:
-    chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)
     normalised = text.replace("\r\n", "\n")
-    assert all(0 < len(c) <= max_chars for c in chunks)
-    assert bool(chunks) == bool(normalised.strip())
-    covered, start = 0, 0
-    for chunk in chunks:
-        # A chunk may start anywhere from just after the previous one's start up to the end of
-        # the whitespace after the text covered so far; take the latest place it fits.
-        reach = covered + len(normalised[covered:]) - len(normalised[covered:].lstrip())
-        places = [p for p in range(start, reach + 1) if normalised.startswith(chunk, p)]
-        assert places, "every chunk is a verbatim slice of the text, in order, with no gap before it"
-        position = max(places)
-        start, covered = position + 1, max(covered, position + len(chunk))
+    spans = chunk_spans(normalised, max_chars, overlap)
+    assert chunk_text(text, max_chars, overlap) == [normalised[a:b] for a, b in spans]
+    assert bool(spans) == bool(normalised.strip())
+    covered = 0
+    for (start, end), previous in zip(spans, [(-1, 0), *spans], strict=False):
+        assert 0 < end - start <= max_chars
+        assert start > previous[0], "chunks come in order"
+        assert not normalised[covered:start].strip(), "nothing but whitespace falls between chunks"
+        covered = max(covered, end)
     assert not normalised[covered:].strip()
+
+
+def test_repetitive_text_is_covered() -> None:
+    spans = chunk_spans("0" * 30, max_chars=20, overlap=15)
+    assert spans[0] == (0, 20) and spans[-1][1] == 30

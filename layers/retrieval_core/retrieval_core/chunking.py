@@ -14,26 +14,30 @@ _SENTENCE_END = re.compile(r"[.!?…。！？]\s")
 
 def chunk_text(text: str, max_chars: int, overlap: int) -> list[str]:
     """Return chunks of at most `max_chars` characters; consecutive chunks share about `overlap`."""
+    text = text.replace("\r\n", "\n")
+    return [text[start:end] for start, end in chunk_spans(text, max_chars, overlap)]
+
+
+def chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int]]:
+    """Where each chunk of `text` starts and ends, whitespace trimmed (see `chunk_text`)."""
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
     if not 0 <= overlap < max_chars:
         raise ValueError("overlap must be at least 0 and smaller than max_chars")
-    text = text.replace("\r\n", "\n").strip()
-    if not text:
-        return []
-    chunks: list[str] = []
-    start = 0
-    while start < len(text):
-        end = min(start + max_chars, len(text))
-        if end < len(text):
+    start, stop = len(text) - len(text.lstrip()), len(text.rstrip())
+    spans: list[tuple[int, int]] = []
+    while start < stop:
+        end = min(start + max_chars, stop)
+        if end < stop:
             end = _best_cut(text, start, end)
-        piece = text[start:end].strip()
-        if piece:
-            chunks.append(piece)
-        if end >= len(text):
+        piece_start = start + len(text[start:end]) - len(text[start:end].lstrip())
+        piece_end = start + len(text[start:end].rstrip())
+        if piece_start < piece_end:
+            spans.append((piece_start, piece_end))
+        if end >= stop:
             break
         start = _next_start(text, end - overlap, end) if overlap else end
-    return chunks
+    return spans
 
 
 def _best_cut(text: str, start: int, end: int) -> int:

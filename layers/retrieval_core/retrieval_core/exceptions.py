@@ -78,6 +78,37 @@ class EmbeddingProviderError(RetrievalError):
     code = "embedding_provider_error"
 
 
+class ReplyToNotAllowedError(RetrievalError):
+    """A queued job names a reply queue that is not on the function's allow-list."""
+
+    status_code = 403
+    code = "reply_to_not_allowed"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "replyTo: not an allowed reply queue; the reply went to the results queue instead",
+            {
+                "errors": [
+                    {"field": "replyTo", "message": "not an allowed reply queue", "type": "not_allowed"}
+                ]
+            },
+        )
+
+
+class ReplyDeliveryError(RetrievalError):
+    """SQS refused or did not answer when a reply was sent. Transient: the job is retried."""
+
+    status_code = 502
+    code = "reply_delivery_failed"
+
+
+class JobInProgressError(RetrievalError):
+    """Another invocation is answering the same requestId right now. Transient: retried later."""
+
+    status_code = 503
+    code = "job_in_progress"
+
+
 class ConfigurationError(RetrievalError):
     """A setting is missing or contradicts another."""
 

@@ -63,9 +63,19 @@ class RetrievalService:
             raise StoreNotFoundError(name)
         return store
 
-    def retrieve(self, request: RetrieveRequest) -> tuple[RetrieveResponse, CacheStatus]:
-        """Naive engine: embed the query, take the nearest chunks, keep those at or above `grade`."""
-        return self._through_cache("retrieve", request, RetrieveResponse, self._retrieve)
+    def retrieve(
+        self, request: RetrieveRequest, query_vector: Sequence[float] | None = None
+    ) -> tuple[RetrieveResponse, CacheStatus]:
+        """Naive engine: embed the query, take the nearest chunks, keep those at or above `grade`.
+
+        `query_vector`, when given, must be `request.query` embedded by this service's embedder (the
+        queue function embeds a whole batch in one provider call); the query is then not embedded again.
+        """
+
+        def compute(req: RetrieveRequest) -> RetrieveResponse:
+            return self._retrieve(req, query_vector)
+
+        return self._through_cache("retrieve", request, RetrieveResponse, compute)
 
     def similarity_search(
         self, request: SimilaritySearchRequest
@@ -118,9 +128,12 @@ class RetrievalService:
         self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
         return response, CacheStatus.MISS
 
-    def _retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
+    def _retrieve(
+        self, request: RetrieveRequest, query_vector: Sequence[float] | None = None
+    ) -> RetrieveResponse:
         # Embed before touching the database, so a pooled connection is never held during a provider call.
-        query_vector = self.embedder.embed([request.query], "query")[0]
+        if query_vector is None:
+            query_vector = self.embedder.embed([request.query], "query")[0]
         store, candidates = self._search(
             request.store,
             query_vector,

@@ -68,6 +68,15 @@ class Settings(BaseSettings):
     search_cache_size: int = Field(default=100, ge=1)
     store_cache_size: int = Field(default=10, ge=1)
 
+    # Queue-triggered retrieval (functions/retrieve_queue): where replies go, which reply queues a
+    # message may name (comma-separated URLs; the results queue is always allowed), and the table that
+    # remembers answered requestIds so that a redelivered message is never answered twice.
+    results_queue_url: str | None = None
+    reply_queue_urls: str = ""
+    sqs_endpoint_url: str | None = None
+    idempotency_table_name: str | None = None
+    idempotency_ttl_s: int = Field(default=86_400, ge=60, le=30 * 86_400)
+
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,10 +20,9 @@ from aws_lambda_powertools.metrics import Metrics, MetricUnit
 from fastapi import APIRouter
 from mangum import Mangum
 
-from .. import runtime
-from ..db.credentials import forget_cached_secrets
+from ..lambda_runtime import after_database_failure, traced_modules, tracing_enabled
 from ..runtime_env import in_lambda
-from ..settings import Settings, get_settings
+from ..settings import get_settings
 from .app import create_app
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -35,30 +33,6 @@ DEFAULT_SERVICE_NAME = "retrieval-service"
 # Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.
 DEFAULT_METRICS_NAMESPACE = "RetrievalService"
 DATABASE_FAILURE_CODE = "database_unavailable"
-
-
-def tracing_enabled() -> bool:
-    """True where Powertools would trace: inside Lambda, not under `sam local`, not disabled by env."""
-    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "true", "yes", "on"):
-        return False
-    return "LAMBDA_TASK_ROOT" in os.environ and "AWS_SAM_LOCAL" not in os.environ
-
-
-def traced_modules(settings: Settings) -> tuple[str, ...]:
-    """The libraries the X-Ray SDK should instrument for this configuration.
-
-    Only what the function will call: patching a library imports it, and patching everything (the
-    Powertools default) would import requests, sqlite3 and more at cold start for nothing.
-    """
-    modules = []
-    if settings.embedding_provider in ("openai", "gemini"):
-        modules.append("httpx")
-    aws_credentials = settings.database_url is None and (
-        settings.database_secret_arn or settings.database_iam_auth
-    )
-    if settings.embedding_provider == "bedrock" or aws_credentials:
-        modules.append("botocore")
-    return tuple(modules)
 
 
 def build_handler(*routers: APIRouter) -> LambdaHandler:
@@ -94,10 +68,7 @@ def build_handler(*routers: APIRouter) -> LambdaHandler:
             extra={"route": route, "status": status, "latencyMs": round(latency_ms, 2), "results": results},
         )
         if status >= 500 and body is not None and _database_failed(body):
-            # The next request reconnects with a freshly read secret or a new IAM token: a rotated
-            # password or an expired token must not keep this instance failing until it is recycled.
-            forget_cached_secrets()
-            runtime.reset_service()
+            after_database_failure()
         return response
 
     traced = invoke
@@ -139,22 +110,3 @@ def _database_failed(body: dict[str, Any]) -> bool:
     if isinstance(error, dict) and error.get("code") == DATABASE_FAILURE_CODE:
         return True
     return body.get("database") == "unreachable"
-
-
-def _after_snapshot_restore() -> None:
-    # Every instance restored from one snapshot would otherwise draw the same retry jitter.
-    random.seed()
-    forget_cached_secrets()
-    runtime.reset_service()
-
-
-def _register_snapstart_hooks() -> None:
-    try:
-        from snapshot_restore_py import register_after_restore
-    except ImportError:
-        # Only Lambda's managed Python runtimes ship snapshot_restore_py; elsewhere there is no snapshot.
-        return
-    register_after_restore(_after_snapshot_restore)
-
-
-_register_snapstart_hooks()

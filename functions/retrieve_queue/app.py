@@ -1,0 +1,5 @@
+"""Lambda: retrieve jobs from SQS, one reply per job (see README "Queue-triggered retrieval")."""
+
+from retrieval_core.queue import build_queue_handler
+
+handler = build_queue_handler()

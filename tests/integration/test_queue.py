@@ -1,0 +1,485 @@
+"""Queue-triggered retrieval (functions/retrieve_queue) against real SQS and DynamoDB APIs.
+
+SQS and DynamoDB are the session's moto_server reached by real boto3; searches run on the embedded
+PostgreSQL with the local model. Events are built from `receive_message` the way Lambda's event
+source mapping builds them, and acknowledged messages are deleted the way Lambda deletes them, so
+redelivery, receive counts and the redrive to the dead-letter queue are SQS's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.servers import MotoServer, create_idempotency_table
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+QUESTION = "How does the Kubernetes scheduler decide which node a pod runs on?"
+
+
+class LambdaContext:
+    function_name = "RetrieveQueueFunction"
+    function_version = "1"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:RetrieveQueueFunction:live"
+    aws_request_id = "2a0b3c4d-5e6f-4a1b-8c9d-0e1f2a3b4c5d"
+    log_group_name = "/aws/lambda/RetrieveQueueFunction"
+    log_stream_name = "2026/11/22/[1]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@dataclass(frozen=True)
+class Queues:
+    """The template's queues (plus one extra allowed reply queue and one that is not allowed)."""
+
+    sqs: Any
+    requests: str
+    dead_letters: str
+    results: str
+    extra_reply: str
+    not_allowed: str
+
+    def arn(self, url: str) -> str:
+        arn: str = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        return arn
+
+
+def create_queues(moto: MotoServer) -> Queues:
+    sqs = moto.client("sqs")
+    suffix = uuid.uuid4().hex[:8]
+
+    def create(name: str, **attributes: str) -> str:
+        url: str = sqs.create_queue(QueueName=f"{name}-{suffix}", Attributes=attributes)["QueueUrl"]
+        return url
+
+    dead_letters = create("requests-dlq")
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dead_letters, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    # Visibility 0: a message Lambda did not delete is visible again at once, so retries are quick.
+    requests = create(
+        "requests",
+        VisibilityTimeout="0",
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "3"}),
+    )
+    return Queues(
+        sqs, requests, dead_letters, create("results"), create("extra-replies"), create("elsewhere")
+    )
+
+
+@pytest.fixture()
+def queues(moto: MotoServer) -> Queues:
+    return create_queues(moto)
+
+
+@pytest.fixture()
+def queue_handler(
+    sample_store: Any, moto: MotoServer, queues: Queues, aws_env: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Handler]:
+    """functions/retrieve_queue's handler, configured as the template configures it."""
+    from retrieval_core.queue import build_queue_handler
+    from retrieval_core.settings import get_settings
+
+    table = f"idempotency-{uuid.uuid4().hex[:8]}"
+    create_idempotency_table(moto.client("dynamodb"), table)
+    for key, value in {
+        "RESULTS_QUEUE_URL": queues.results,
+        "REPLY_QUEUE_URLS": queues.extra_reply,
+        "IDEMPOTENCY_TABLE_NAME": table,
+        "SQS_ENDPOINT_URL": moto.endpoint_url,
+        "DYNAMODB_ENDPOINT_URL": moto.endpoint_url,
+        "POWERTOOLS_METRICS_NAMESPACE": "Test",
+        "AWS_LAMBDA_FUNCTION_NAME": "RetrieveQueueFunction",
+    }.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    yield build_queue_handler()
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+def job(request_id: str, query: str = QUESTION, **fields: Any) -> str:
+    return json.dumps({"requestId": request_id, "query": query, "grade": 0.2, "store": "sample", **fields})
+
+
+def send(queues: Queues, bodies: Sequence[str], attributes: dict[str, str] | None = None) -> None:
+    extra = {}
+    if attributes:
+        extra["MessageAttributes"] = {
+            k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
+        }
+    for body in bodies:
+        queues.sqs.send_message(QueueUrl=queues.requests, MessageBody=body, **extra)
+
+
+def receive_event(queues: Queues, limit: int = 10) -> dict[str, Any]:
+    """What Lambda's SQS event source hands the function: up to `limit` records, as they were received."""
+    received = queues.sqs.receive_message(
+        QueueUrl=queues.requests,
+        MaxNumberOfMessages=limit,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+        WaitTimeSeconds=0,
+    )
+    arn = queues.arn(queues.requests)
+    records = [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "messageAttributes": {
+                name: {
+                    "stringValue": a.get("StringValue"),
+                    "stringListValues": [],
+                    "binaryListValues": [],
+                    "dataType": a["DataType"],
+                }
+                for name, a in m.get("MessageAttributes", {}).items()
+            },
+            "md5OfBody": m["MD5OfBody"],
+            "eventSource": "aws:sqs",
+            "eventSourceARN": arn,
+            "awsRegion": "us-east-1",
+        }
+        for m in received.get("Messages", [])
+    ]
+    return {"Records": records}
+
+
+def acknowledge(queues: Queues, event: dict[str, Any], response: dict[str, Any]) -> None:
+    """Lambda deletes every record of the batch except those reported in batchItemFailures."""
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    for record in event["Records"]:
+        if record["messageId"] not in failed:
+            queues.sqs.delete_message(QueueUrl=queues.requests, ReceiptHandle=record["receiptHandle"])
+
+
+def invoke(handler: Handler, event: dict[str, Any]) -> dict[str, Any]:
+    return handler(event, LambdaContext())
+
+
+@dataclass(frozen=True)
+class Reply:
+    body: dict[str, Any]
+    attributes: dict[str, str]
+
+
+def drain(queues: Queues, url: str) -> list[Reply]:
+    """Every message on `url`, deleted as read."""
+    replies: list[Reply] = []
+    while True:
+        got = queues.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+        ).get("Messages", [])
+        if not got:
+            return replies
+        for m in got:
+            attributes = {k: v["StringValue"] for k, v in m.get("MessageAttributes", {}).items()}
+            replies.append(Reply(json.loads(m["Body"]), attributes))
+            queues.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def queue_depth(queues: Queues, url: str) -> int:
+    attributes = queues.sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+class FlakyDatabase:
+    """The real database, except that any statement about store `poison` loses its connection.
+
+    Stands in for a database that fails for some requests of a batch and not others.
+    """
+
+    def __init__(self, inner: Any, poison: str) -> None:
+        self.inner = inner
+        self.poison = poison
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self.inner.connection() as conn:
+            yield _FlakyConnection(conn, self.poison)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _FlakyConnection:
+    def __init__(self, conn: Any, poison: str) -> None:
+        self._conn = conn
+        self._poison = poison
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if isinstance(params, dict) and self._poison in params.values():
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return self._conn.execute(query, params, **kwargs)
+
+
+class CountingEmbedder:
+    """The real embedder, recording the texts of every provider call."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.dimension = inner.dimension
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str], kind: Any) -> list[list[float]]:
+        self.calls.append(list(texts))
+        vectors: list[list[float]] = self.inner.embed(texts, kind)
+        return vectors
+
+
+@contextmanager
+def installed_service(postgres_dsn: str, embedder: Any, poison: str | None = None) -> Iterator[Any]:
+    """A RetrievalService of the test's own as the process-wide one; the previous one restored after."""
+    from retrieval_core import runtime
+    from retrieval_core.db.connection import PooledConnections
+    from retrieval_core.service import RetrievalService
+    from retrieval_core.settings import get_settings
+
+    database: Any = PooledConnections(postgres_dsn, 0, 2, 5, 15_000)
+    if poison is not None:
+        database = FlakyDatabase(database, poison)
+    service = RetrievalService(database, embedder, "sample", 100, cache=runtime.build_cache(get_settings()))
+    previous = runtime.replace_service(service)
+    try:
+        yield service
+    finally:
+        runtime.replace_service(previous)
+        database.close()
+
+
+def test_batch_of_ten_with_two_transient_failures_replies_eight_and_retries_only_those_two(
+    queue_handler: Handler, queues: Queues, postgres_dsn: str, service: Any
+) -> None:
+    ids = [f"job-{i}" for i in range(10)]
+    # Jobs 3 and 7 name the sample store by its display name, which the flaky database fails on.
+    flaky = {"job-3", "job-7"}
+    send(queues, [job(i, store="Sample corpus" if i in flaky else "sample") for i in ids])
+    event = receive_event(queues)
+    assert len(event["Records"]) == 10
+    by_message = {r["messageId"]: json.loads(r["body"])["requestId"] for r in event["Records"]}
+
+    with installed_service(postgres_dsn, service.embedder, poison="Sample corpus"):
+        response = invoke(queue_handler, event)
+    acknowledge(queues, event, response)
+
+    failed = {by_message[f["itemIdentifier"]] for f in response["batchItemFailures"]}
+    assert failed == flaky
+    replies = drain(queues, queues.results)
+    assert sorted(r.body["requestId"] for r in replies) == sorted(set(ids) - flaky)
+    for reply in replies:
+        assert reply.body["status"] == "ok"
+        assert reply.attributes["requestId"] == reply.body["requestId"]
+        assert reply.body["response"]["results"][0]["metadata"]["documentId"] == "k8s-scheduling"
+
+    # Only the two failed messages come back; with the database healthy they are answered once each.
+    retry = receive_event(queues)
+    assert sorted(json.loads(r["body"])["requestId"] for r in retry["Records"]) == sorted(flaky)
+    retry_response = invoke(queue_handler, retry)
+    assert retry_response["batchItemFailures"] == []
+    acknowledge(queues, retry, retry_response)
+    assert sorted(r.body["requestId"] for r in drain(queues, queues.results)) == sorted(flaky)
+    assert queue_depth(queues, queues.requests) == 0
+
+
+def test_a_redelivered_or_resent_job_gets_no_second_reply(queue_handler: Handler, queues: Queues) -> None:
+    send(queues, [job("once-only")])
+    first = receive_event(queues)
+    assert invoke(queue_handler, first)["batchItemFailures"] == []
+    # Lambda's delete did not happen (timeout, crash): SQS delivers the message again.
+    second = receive_event(queues)
+    assert [r["messageId"] for r in second["Records"]] == [r["messageId"] for r in first["Records"]]
+    assert second["Records"][0]["attributes"]["ApproximateReceiveCount"] == "2"
+    assert invoke(queue_handler, second)["batchItemFailures"] == []
+    acknowledge(queues, second, {"batchItemFailures": []})
+    # The producer retried its SendMessage: a new message with the same requestId.
+    send(queues, [job("once-only")])
+    third = receive_event(queues)
+    assert invoke(queue_handler, third)["batchItemFailures"] == []
+    acknowledge(queues, third, {"batchItemFailures": []})
+
+    replies = drain(queues, queues.results)
+    assert [r.body["requestId"] for r in replies] == ["once-only"]
+    assert replies[0].body["status"] == "ok"
+
+
+def test_permanent_failures_get_an_error_reply_and_are_acknowledged(
+    queue_handler: Handler, queues: Queues
+) -> None:
+    send(queues, ['{"requestId": "broken-json", "query": '], attributes={"requestId": "broken-json"})
+    send(queues, [json.dumps({"requestId": "no-grade", "query": QUESTION})])
+    send(queues, [job("unknown-store", store="does-not-exist")])
+    send(queues, [job("typo", similarityTopk=3)])
+    send(queues, [job("bad-reply-to", replyTo=queues.not_allowed)])
+    send(queues, [job("to-extra", replyTo=queues.extra_reply)])
+    send(
+        queues, [json.dumps({"requestId": 42, "query": QUESTION, "grade": 0.2})], {"requestId": "numeric-id"}
+    )
+    # No requestId anywhere: nobody can be answered, so nothing is sent, and the message is not retried.
+    send(queues, [json.dumps({"query": QUESTION, "grade": 0.2}), "not json at all"])
+    event = receive_event(queues)
+    assert len(event["Records"]) == 9
+
+    response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []
+    acknowledge(queues, event, response)
+    assert queue_depth(queues, queues.requests) == 0
+
+    errors = {r.body["requestId"]: r.body for r in drain(queues, queues.results)}
+    assert set(errors) == {"broken-json", "no-grade", "unknown-store", "typo", "bad-reply-to", "numeric-id"}
+    assert all(
+        e["status"] == "error" and set(e["error"]) == {"code", "message", "details"} for e in errors.values()
+    )
+    assert errors["broken-json"]["error"]["code"] == "validation_error"
+    assert errors["broken-json"]["error"]["message"].startswith("body: not valid JSON")
+    assert errors["no-grade"]["error"]["details"]["errors"][0]["field"] == "grade"
+    assert errors["no-grade"]["error"]["message"].startswith("grade:")
+    assert errors["unknown-store"]["error"]["code"] == "store_not_found"
+    assert "does-not-exist" in errors["unknown-store"]["error"]["message"]
+    assert errors["typo"]["error"]["details"]["errors"][0]["field"] == "similarityTopk"
+    assert errors["bad-reply-to"]["error"]["code"] == "reply_to_not_allowed"
+    assert errors["numeric-id"]["error"]["message"].startswith("requestId:")
+    assert drain(queues, queues.not_allowed) == []
+    extra = drain(queues, queues.extra_reply)
+    assert [(r.body["requestId"], r.body["status"], r.attributes["requestId"]) for r in extra] == [
+        ("to-extra", "ok", "to-extra")
+    ]
+
+
+def test_without_its_idempotency_table_a_job_is_retried_rather_than_answered_unguarded(
+    queue_handler: Handler, queues: Queues, moto: MotoServer
+) -> None:
+    send(queues, [job("guarded-1"), job("guarded-2")])
+    event = receive_event(queues)
+    # The table the function is configured with (see the queue_handler fixture) is gone.
+    moto.client("dynamodb").delete_table(TableName=os.environ["IDEMPOTENCY_TABLE_NAME"])
+    response = invoke(queue_handler, event)
+    assert {f["itemIdentifier"] for f in response["batchItemFailures"]} == {
+        r["messageId"] for r in event["Records"]
+    }
+    assert drain(queues, queues.results) == []
+
+
+def test_database_down_fails_every_record_until_the_messages_reach_the_dead_letter_queue(
+    queue_handler: Handler, queues: Queues, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval_core import runtime
+    from retrieval_core.settings import get_settings
+
+    ids = ["down-1", "down-2", "down-3"]
+    send(queues, [job(i) for i in ids])
+    previous = runtime.replace_service(None)
+    invocations = 0
+    try:
+        with monkeypatch.context() as mp:
+            mp.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+            get_settings.cache_clear()
+            while (event := receive_event(queues))["Records"]:
+                invocations += 1
+                assert invocations <= 3, "a message was received more often than maxReceiveCount"
+                response = invoke(queue_handler, event)
+                assert {f["itemIdentifier"] for f in response["batchItemFailures"]} == {
+                    r["messageId"] for r in event["Records"]
+                }
+                acknowledge(queues, event, response)
+    finally:
+        get_settings.cache_clear()
+        runtime.replace_service(previous)
+
+    assert invocations == 3
+    dead = drain(queues, queues.dead_letters)
+    assert sorted(r.body["requestId"] for r in dead) == ids
+    assert drain(queues, queues.results) == []
+    # Redriven once the database is back, each job is answered.
+    send(queues, [json.dumps(r.body) for r in dead])
+    event = receive_event(queues)
+    response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []
+    assert sorted(r.body["requestId"] for r in drain(queues, queues.results)) == ids
+
+
+def test_end_to_end_every_job_gets_exactly_one_reply(queue_handler: Handler, queues: Queues) -> None:
+    questions = [
+        "How does Kubernetes decide which node runs a pod?",
+        "Why is the office cold in the morning?",
+        "How do readiness probes work?",
+        "What makes pods scale automatically?",
+    ]
+    n = 23
+    ids = [f"e2e-{i}" for i in range(n)]
+    bodies = [
+        job(rid, questions[i % len(questions)], **({"replyTo": queues.extra_reply} if i % 5 == 0 else {}))
+        for i, rid in enumerate(ids)
+    ]
+    send(queues, bodies)
+    send(queues, bodies[:4])  # the producer sent these twice
+    batches = 0
+    while (event := receive_event(queues))["Records"]:
+        batches += 1
+        assert batches < 20
+        response = invoke(queue_handler, event)
+        assert response["batchItemFailures"] == []
+        acknowledge(queues, event, response)
+
+    replies = drain(queues, queues.results) + drain(queues, queues.extra_reply)
+    counts = Counter(r.body["requestId"] for r in replies)
+    assert sorted(counts) == sorted(ids)
+    assert max(counts.values()) == 1
+    assert all(r.body["status"] == "ok" and r.attributes["requestId"] == r.body["requestId"] for r in replies)
+    assert queue_depth(queues, queues.requests) == 0
+    assert queue_depth(queues, queues.dead_letters) == 0
+
+
+def test_a_batch_embeds_all_its_queries_in_one_provider_call(
+    queue_handler: Handler, queues: Queues, postgres_dsn: str, service: Any
+) -> None:
+    queries = [f"{QUESTION} (variant {i})" for i in range(10)]
+    send(queues, [job(f"embed-{i}", q) for i, q in enumerate(queries)])
+    event = receive_event(queues)
+    counting = CountingEmbedder(service.embedder)
+    with installed_service(postgres_dsn, counting):
+        response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []
+    assert len(counting.calls) == 1
+    assert sorted(counting.calls[0]) == sorted(queries)
+    replies = drain(queues, queues.results)
+    assert len(replies) == 10 and all(r.body["status"] == "ok" for r in replies)
+
+
+def test_a_precomputed_query_vector_gives_the_same_answer_without_embedding(
+    service: Any, sample_store: Any, postgres_dsn: str
+) -> None:
+    from retrieval_core.models import RetrieveRequest
+
+    request = RetrieveRequest.model_validate({"query": QUESTION, "grade": 0.2, "cacheTTLms": 0})
+    vector = service.embedder.embed([QUESTION], "query")[0]
+    counting = CountingEmbedder(service.embedder)
+    with installed_service(postgres_dsn, counting) as own:
+        plain, _ = own.retrieve(request)
+        precomputed, _ = own.retrieve(request, query_vector=vector)
+    assert len(counting.calls) == 1  # only the plain call embedded
+    assert [r.id for r in precomputed.results] == [r.id for r in plain.results]
+    assert precomputed.results[0].metadata["documentId"] == "k8s-scheduling"
