@@ -17,7 +17,16 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from bench.common import REPO, load_queries, machine, median, percentile, timed_ms
+from bench.common import (
+    REPO,
+    bench_store,
+    load_queries,
+    machine,
+    median,
+    moto_environment,
+    percentile,
+    timed_ms,
+)
 from tests.servers import MotoServer, create_cache_table
 
 
@@ -33,25 +42,11 @@ def main() -> None:
 def run(moto: MotoServer) -> None:
     table = f"bench-cache-{uuid.uuid4().hex[:8]}"
     create_cache_table(moto.client("dynamodb"), table)
-    os.environ.update(
-        CACHE_TABLE_NAME=table,
-        DYNAMODB_ENDPOINT_URL=moto.endpoint_url,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION="us-east-1",
-        POWERTOOLS_METRICS_NAMESPACE="Bench",
-    )
-    from retrieval_core.exceptions import StoreNotFoundError
+    os.environ.update(moto_environment(), CACHE_TABLE_NAME=table, DYNAMODB_ENDPOINT_URL=moto.endpoint_url)
     from retrieval_core.runtime import get_service
 
     service = get_service()  # the embedded database of .data unless DATABASE_URL is set
-    try:
-        store = service.get_store("msmarco-5k").name
-    except StoreNotFoundError:
-        from retrieval_core.sample import load_sample_corpus
-
-        load_sample_corpus(service)
-        store = "sample"
+    store = bench_store(service)
 
     spec = importlib.util.spec_from_file_location("retrieve_app", REPO / "functions" / "retrieve" / "app.py")
     assert spec is not None and spec.loader is not None

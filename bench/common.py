@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 EVAL_DIR = REPO.parent / "shared" / "eval" / "msmarco-5k"
@@ -66,3 +67,26 @@ def find_python312() -> str | None:
         if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
             return candidate
     return None
+
+
+def moto_environment() -> dict[str, str]:
+    """Environment for code under benchmark that talks to moto_server: dummy credentials, quiet logs."""
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "POWERTOOLS_METRICS_NAMESPACE": "Bench",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+
+
+def bench_store(service: Any) -> str:
+    """`msmarco-5k` when `make bench` has ingested it, else the sample store (loaded if needed)."""
+    from retrieval_core.exceptions import StoreNotFoundError
+    from retrieval_core.sample import load_sample_corpus
+
+    try:
+        return str(service.get_store("msmarco-5k").name)
+    except StoreNotFoundError:
+        load_sample_corpus(service)
+        return "sample"

@@ -23,7 +23,16 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from bench.common import REPO, load_queries, machine, median, percentile, timed_ms
+from bench.common import (
+    REPO,
+    bench_store,
+    load_queries,
+    machine,
+    median,
+    moto_environment,
+    percentile,
+    timed_ms,
+)
 from tests.servers import MotoServer, create_idempotency_table
 
 BATCH = 10
@@ -69,24 +78,13 @@ def run(moto: MotoServer) -> None:
         IDEMPOTENCY_TABLE_NAME=table,
         SQS_ENDPOINT_URL=moto.endpoint_url,
         DYNAMODB_ENDPOINT_URL=moto.endpoint_url,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION="us-east-1",
-        POWERTOOLS_METRICS_NAMESPACE="Bench",
-        POWERTOOLS_LOG_LEVEL="WARNING",
+        **moto_environment(),
     )
-    from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.queue import build_queue_handler
     from retrieval_core.runtime import get_service
 
     service = get_service()  # the embedded database of .data unless DATABASE_URL is set
-    try:
-        store = service.get_store("msmarco-5k").name
-    except StoreNotFoundError:
-        from retrieval_core.sample import load_sample_corpus
-
-        load_sample_corpus(service)
-        store = "sample"
+    store = bench_store(service)
 
     embedding, searching = Stopwatch(), Stopwatch()
     inner_embed = service.embedder.embed
