@@ -31,12 +31,8 @@ from tests.servers import MotoServer, create_cache_table
 
 
 def main() -> None:
-    moto = MotoServer()
-    moto.start()
-    try:
+    with MotoServer() as moto:
         run(moto)
-    finally:
-        moto.stop()
 
 
 def run(moto: MotoServer) -> None:

@@ -57,12 +57,8 @@ class Stopwatch:
 
 
 def main() -> None:
-    moto = MotoServer()
-    moto.start()
-    try:
+    with MotoServer() as moto:
         run(moto)
-    finally:
-        moto.stop()
 
 
 def run(moto: MotoServer) -> None:

@@ -38,6 +38,13 @@ class MotoServer:
                 time.sleep(0.05)
         raise RuntimeError("moto_server did not start within 20 s")
 
+    def __enter__(self) -> MotoServer:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self._process is not None:
             self._process.terminate()

@@ -675,6 +675,19 @@ def received(sock: socket.socket) -> list[str]:
             return datagrams
 
 
+def layer_modules_without_bytecode(function: Any, run: Any) -> list[str]:
+    """Layer modules the handler imported at cold start that have no .pyc: Lambda compiles those each time."""
+    layer_python = function.layer_dirs[0] / "python"
+    sources = [Path(str(run.module_files[name])) for name in run.modules_at_import]
+    return [
+        str(source.relative_to(layer_python))
+        for source in sources
+        if source.is_relative_to(layer_python)
+        and source.suffix == ".py"
+        and not (source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc").is_file()
+    ]
+
+
 def test_every_built_handler_answers_every_event_like_lambda(
     bundle: Bundle,
     sample_store: Any,
@@ -735,15 +748,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
         )
         assert not heavy, f"{function.name} imports {heavy} at import time"
         # Lambda cannot write bytecode: each layer module imported at cold start ships its .pyc.
-        layer_python = function.layer_dirs[0] / "python"
-        sources = [Path(str(run.module_files[name])) for name in run.modules_at_import]
-        uncompiled = [
-            str(source.relative_to(layer_python))
-            for source in sources
-            if source.is_relative_to(layer_python)
-            and source.suffix == ".py"
-            and not (source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc").is_file()
-        ]
+        uncompiled = layer_modules_without_bytecode(function, run)
         assert not uncompiled, f"{function.name} compiles at cold start: {uncompiled[:10]}"
         assert "aws_xray_sdk" in run.modules_at_import  # LAMBDA_TASK_ROOT is set: tracing is on
         for event_path, response in zip(events, run.responses, strict=True):
@@ -1094,15 +1099,7 @@ def test_the_built_queue_function_answers_its_sqs_event_like_lambda(
     heavy = {"torch", "numpy", "google.genai", "boto3", "sentence_transformers", "fastapi", "mangum"}
     assert not heavy & set(run.modules_at_import), "the queue handler imports these at cold start"
     assert "boto3" in run.modules_after  # created on first use
-    layer_python = function.layer_dirs[0] / "python"
-    sources = [Path(str(run.module_files[name])) for name in run.modules_at_import]
-    uncompiled = [
-        str(source.relative_to(layer_python))
-        for source in sources
-        if source.is_relative_to(layer_python)
-        and source.suffix == ".py"
-        and not (source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc").is_file()
-    ]
+    uncompiled = layer_modules_without_bytecode(function, run)
     assert not uncompiled, f"the queue function compiles at cold start: {uncompiled[:10]}"
     assert "Traceback" not in run.output
 
