@@ -65,27 +65,24 @@ class MotoServer:
         )
 
 
-def create_cache_table(dynamodb: Any, name: str) -> None:
-    """The cache table as template.yaml declares it: `pk` string key, TTL on `expiresAt`."""
+def create_ttl_table(dynamodb: Any, name: str, key: str, ttl_attribute: str) -> None:
+    """An on-demand table with one string hash key and TTL on `ttl_attribute`."""
     dynamodb.create_table(
         TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
     dynamodb.update_time_to_live(
-        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute}
     )
+
+
+def create_cache_table(dynamodb: Any, name: str) -> None:
+    """The cache table as template.yaml declares it: `pk` string key, TTL on `expiresAt`."""
+    create_ttl_table(dynamodb, name, "pk", "expiresAt")
 
 
 def create_idempotency_table(dynamodb: Any, name: str) -> None:
     """The idempotency table as template.yaml declares it: `id` string key, TTL on `expiration`."""
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    dynamodb.update_time_to_live(
-        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}
-    )
+    create_ttl_table(dynamodb, name, "id", "expiration")

@@ -8,10 +8,68 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.logging import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import Metrics
 
 from . import runtime
 from .db.credentials import forget_cached_secrets
-from .settings import Settings
+from .runtime_env import in_lambda
+from .settings import Settings, get_settings
+
+LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+DEFAULT_SERVICE_NAME = "retrieval-service"
+# Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.
+DEFAULT_METRICS_NAMESPACE = "RetrievalService"
+
+
+@dataclass(frozen=True)
+class Powertools:
+    """The Logger and Metrics one handler reports through."""
+
+    service: str
+    logger: Logger
+    metrics: Metrics
+
+
+def powertools() -> Powertools:
+    """Logger and Metrics named from the Powertools environment (with local defaults)."""
+    service = os.environ.get("POWERTOOLS_SERVICE_NAME") or DEFAULT_SERVICE_NAME
+    logger = Logger(service=service)
+    namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_METRICS_NAMESPACE
+    if in_lambda():
+        # The core's own log lines then come out as JSON with the correlation id too. Only in Lambda:
+        # elsewhere this would detach the `retrieval_core` loggers from the root logger (and from pytest).
+        copy_config_to_registered_loggers(source_logger=logger, include={"retrieval_core"})
+    return Powertools(service, logger, Metrics(namespace=namespace, service=service))
+
+
+def instrumented(
+    invoke: LambdaHandler,
+    tools: Powertools,
+    *,
+    also_trace: tuple[str, ...] = (),
+    correlation_id_path: str | None = None,
+) -> LambdaHandler:
+    """`invoke` with Lambda context in logs, metrics flushed per invocation and, in Lambda, X-Ray tracing."""
+    traced = invoke
+    if tracing_enabled():
+        from aws_lambda_powertools.tracing import Tracer
+
+        modules = tuple(dict.fromkeys((*traced_modules(get_settings()), *also_trace)))
+        tracer = Tracer(service=tools.service, auto_patch=bool(modules), patch_modules=modules or None)
+        # Responses and replies carry document text: keep them out of trace metadata.
+        traced = tracer.capture_lambda_handler(invoke, capture_response=False)
+    handler: LambdaHandler = tools.logger.inject_lambda_context(
+        tools.metrics.log_metrics(traced, capture_cold_start_metric=True),
+        correlation_id_path=correlation_id_path,
+    )
+    return handler
 
 
 def tracing_enabled() -> bool:

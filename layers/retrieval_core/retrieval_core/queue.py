@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -33,9 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from aws_lambda_powertools.logging import Logger
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import Metrics, MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
@@ -51,14 +48,12 @@ from .exceptions import (
     ReplyToNotAllowedError,
     RetrievalError,
 )
-from .lambda_runtime import after_database_failure, traced_modules, tracing_enabled
+from .lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
 from .models import RetrieveRequest
-from .runtime_env import in_lambda
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 
-LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 REQUEST_ID = "requestId"
 REPLY_TO = "replyTo"
@@ -386,13 +381,8 @@ def _dynamodb_client(settings: Settings) -> Any:
 
 def build_queue_handler() -> LambdaHandler:
     """The SQS-triggered handler, with Powertools logging, metrics and (in Lambda) tracing."""
-    service = os.environ.get("POWERTOOLS_SERVICE_NAME") or "retrieval-service"
-    powertools_logger = Logger(service=service)
-    emf = Metrics(
-        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "RetrievalService", service=service
-    )
-    if in_lambda():
-        copy_config_to_registered_loggers(source_logger=powertools_logger, include={"retrieval_core"})
+    tools = powertools()
+    powertools_logger, emf = tools.logger, tools.metrics
     lock = threading.Lock()
     built: list[QueueProcessor] = []
 
@@ -419,16 +409,5 @@ def build_queue_handler() -> LambdaHandler:
         )
         return response
 
-    traced = invoke
-    if tracing_enabled():
-        from aws_lambda_powertools.tracing import Tracer
-
-        modules = tuple(dict.fromkeys((*traced_modules(get_settings()), "botocore")))
-        tracer = Tracer(service=service, auto_patch=True, patch_modules=modules)
-        # Replies carry document text: keep them out of trace metadata.
-        traced = tracer.capture_lambda_handler(invoke, capture_response=False)
-
-    handler: LambdaHandler = powertools_logger.inject_lambda_context(
-        emf.log_metrics(traced, capture_cold_start_metric=True)
-    )
-    return handler
+    # Replies go out through SQS (botocore) whatever the configuration: trace that too.
+    return instrumented(invoke, tools, also_trace=("botocore",))

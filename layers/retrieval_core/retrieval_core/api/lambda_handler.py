@@ -9,44 +9,25 @@ connects to the database until the first request.
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools.logging import Logger, correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import Metrics, MetricUnit
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
 from fastapi import APIRouter
 from mangum import Mangum
 
-from ..lambda_runtime import after_database_failure, traced_modules, tracing_enabled
-from ..runtime_env import in_lambda
-from ..settings import get_settings
+from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
 from .app import create_app
 
-LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
-
-SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
-METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
-DEFAULT_SERVICE_NAME = "retrieval-service"
-# Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.
-DEFAULT_METRICS_NAMESPACE = "RetrievalService"
 DATABASE_FAILURE_CODE = "database_unavailable"
 
 
 def build_handler(*routers: APIRouter) -> LambdaHandler:
     """A Lambda handler serving `routers` behind Powertools logging, metrics and (in Lambda) tracing."""
     asgi = Mangum(create_app(*routers), lifespan="off")
-    service = os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME
-    logger = Logger(service=service)
-    metrics = Metrics(
-        namespace=os.environ.get(METRICS_NAMESPACE_ENV) or DEFAULT_METRICS_NAMESPACE, service=service
-    )
-    if in_lambda():
-        # The core's own log lines then come out as JSON with the correlation id too. Only in Lambda:
-        # elsewhere this would detach the `retrieval_core` loggers from the root logger (and from pytest).
-        copy_config_to_registered_loggers(source_logger=logger, include={"retrieval_core"})
+    tools = powertools()
+    logger, metrics = tools.logger, tools.metrics
 
     def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()
@@ -71,20 +52,7 @@ def build_handler(*routers: APIRouter) -> LambdaHandler:
             after_database_failure()
         return response
 
-    traced = invoke
-    if tracing_enabled():
-        from aws_lambda_powertools.tracing import Tracer
-
-        modules = traced_modules(get_settings())
-        tracer = Tracer(service=service, auto_patch=bool(modules), patch_modules=modules or None)
-        # Responses carry document text: keep them out of trace metadata.
-        traced = tracer.capture_lambda_handler(invoke, capture_response=False)
-
-    handler: LambdaHandler = logger.inject_lambda_context(
-        metrics.log_metrics(traced, capture_cold_start_metric=True),
-        correlation_id_path=correlation_paths.API_GATEWAY_HTTP,
-    )
-    return handler
+    return instrumented(invoke, tools, correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 
 
 def _route_key(event: dict[str, Any]) -> str:

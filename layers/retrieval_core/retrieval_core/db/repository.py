@@ -56,6 +56,10 @@ class DocumentRow:
 
 
 _STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version"
+# The store named `%(n)s`, by name first, else by display name.
+_STORE_BY_NAME = (
+    "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
+)
 
 
 def _store(row: tuple[Any, ...]) -> Store:
@@ -65,8 +69,7 @@ def _store(row: tuple[Any, ...]) -> Store:
 def find_store(conn: Connection, name: str) -> Store | None:
     """The store called `name`, or whose display name is `name`."""
     row = conn.execute(
-        f"SELECT {_STORE_COLUMNS} FROM stores WHERE name = %(n)s OR display_name = %(n)s "  # noqa: S608
-        "ORDER BY name = %(n)s DESC, id LIMIT 1",
+        f"SELECT {_STORE_COLUMNS} {_STORE_BY_NAME}",
         {"n": name},
     ).fetchone()
     return _store(row) if row else None
@@ -250,9 +253,7 @@ def set_search_options(conn: Connection, ef_search: int, filtered: bool) -> None
 def find_store_for_search(conn: Connection, name: str, ef_search: int, filtered: bool) -> Store | None:
     """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
     row = conn.execute(
-        f"""SELECT {_STORE_COLUMNS}, {_SEARCH_OPTIONS}
-            FROM stores WHERE name = %(n)s OR display_name = %(n)s
-            ORDER BY name = %(n)s DESC, id LIMIT 1""",  # noqa: S608
+        f"SELECT {_STORE_COLUMNS}, {_SEARCH_OPTIONS} {_STORE_BY_NAME}",
         {"n": name, **_search_options(ef_search, filtered)},
     ).fetchone()
     return _store(row[: len(fields(Store))]) if row else None
