@@ -18,7 +18,12 @@ def retrieve(client: TestClient, **body: object) -> dict:  # type: ignore[type-a
 
 
 def test_retrieve_ranks_the_relevant_chunk_first_with_its_metadata(client: TestClient) -> None:
-    body = retrieve(client, query="How does Kubernetes decide which node runs a pod?", similarityTopK=5)
+    body = retrieve(
+        client,
+        query="How does Kubernetes decide which node runs a pod?",
+        similarityTopK=5,
+        engineName="naive",
+    )
     first = body["results"][0]
     assert first["id"] == "k8s-scheduling#0"
     assert first["metadata"]["fileName"] == "k8s-docs.pdf"
@@ -29,7 +34,13 @@ def test_retrieve_ranks_the_relevant_chunk_first_with_its_metadata(client: TestC
     assert scores == sorted(scores, reverse=True)
     assert body["engineUsed"] == "naive" and body["store"] == "sample"
     assert body["totalResults"] == len(body["results"]) == 5
-    assert body["pipeline"] == {"reranked": False, "rerankStrategy": None, "candidatesConsidered": 5}
+    pipeline = body["pipeline"]
+    assert (pipeline["reranked"], pipeline["rerankStrategy"], pipeline["candidatesConsidered"]) == (
+        False,
+        None,
+        5,
+    )
+    assert pipeline["hybrid"] is False and pipeline["warnings"] == []
 
 
 def test_scores_are_similarities_not_distances(client: TestClient, service) -> None:  # type: ignore[no-untyped-def]
@@ -44,13 +55,14 @@ def test_scores_are_similarities_not_distances(client: TestClient, service) -> N
 
 
 def test_grade_filters_and_a_strict_grade_returns_empty_200(client: TestClient) -> None:
-    loose = retrieve(client, query="air filter replacement schedule", similarityTopK=10, grade=0.0)
+    query = {"query": "air filter replacement schedule", "engineName": "naive"}
+    loose = retrieve(client, **query, similarityTopK=10, grade=0.0)
     assert loose["totalResults"] == 10
     cut = loose["results"][2]["score"]
-    graded = retrieve(client, query="air filter replacement schedule", similarityTopK=10, grade=cut)
+    graded = retrieve(client, **query, similarityTopK=10, grade=cut)
     assert all(r["score"] >= cut for r in graded["results"])
     assert graded["totalResults"] == 3
-    strict = retrieve(client, query="air filter replacement schedule", grade=0.99)
+    strict = retrieve(client, **query, grade=0.99)
     assert strict["results"] == [] and strict["totalResults"] == 0
     assert strict["pipeline"]["candidatesConsidered"] == 5
 

@@ -8,9 +8,27 @@ from retrieval_core.models import RetrieveRequest, RetrieveResponse, SimilarityS
 
 def test_retrieve_request_reads_camel_case_and_applies_defaults() -> None:
     request = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, "docIds": ["a"]})
-    assert request.similarity_top_k == 5
     assert request.doc_ids == ["a"]
-    assert request.engine_name == "naive"
+    # Seed 002: engineName "default" is the advanced engine, and it is the default.
+    assert request.engine_name == "default" and request.candidate_count == 20
+    assert request.rerank is None and not request.use_hybrid and request.mmr_lambda == 0.7
+    naive = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, "engineName": "naive"})
+    assert naive.candidate_count == 5
+
+
+def test_seed_004_hybrid_flags_are_read() -> None:
+    request = RetrieveRequest.model_validate(
+        {
+            "query": "q",
+            "grade": 0,
+            "useHybrid": True,
+            "fusion": "weighted",
+            "vectorWeight": 0.8,
+            "keywordWeight": 0.2,
+        }
+    )
+    assert request.use_hybrid and request.fusion == "weighted"
+    assert (request.vector_weight, request.keyword_weight) == (0.8, 0.2)
 
 
 @pytest.mark.parametrize(
@@ -24,8 +42,12 @@ def test_retrieve_request_reads_camel_case_and_applies_defaults() -> None:
         ({"query": "q", "grade": 0.5, "similarityTopK": 51}, "similarityTopK"),
         ({"query": "q", "grade": 0.5, "docIds": ["x"] * 101}, "docIds"),
         ({"query": "q\x00", "grade": 0.5}, "query"),
-        ({"query": "q", "grade": 0.5, "engineName": "default"}, "engineName"),
-        ({"query": "q", "grade": 0.5, "rerank": {"enabled": True}}, "rerank"),
+        ({"query": "q", "grade": 0.5, "engineName": "fancy"}, "engineName"),
+        ({"query": "q", "grade": 0.5, "rerank": {"strategy": "cohere"}}, "rerank"),
+        ({"query": "q", "grade": 0.5, "rerank": {"topK": 0}}, "rerank"),
+        ({"query": "q", "grade": 0.5, "fusion": "concat"}, "fusion"),
+        ({"query": "q", "grade": 0.5, "vectorWeight": 1.5}, "vectorWeight"),
+        ({"query": "q", "grade": 0.5, "mmrLambda": -0.1}, "mmrLambda"),
         ({"query": "x" * 8001, "grade": 0.5}, "query"),
     ],
 )
@@ -33,6 +55,24 @@ def test_invalid_retrieve_requests_name_the_field(body: dict[str, object], field
     with pytest.raises(ValidationError) as info:
         RetrieveRequest.model_validate(body)
     assert field in {str(e["loc"][0]) for e in info.value.errors()}
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"engineName": "naive", "rerank": {"strategy": "bge"}}, "naive engine does not rerank"),
+        ({"rerank": {"strategy": "mmr", "score": 0.5}}, "does not apply to mmr"),
+        ({"useHybrid": True, "fusion": "weighted", "vectorWeight": 0, "keywordWeight": 0}, "both be 0"),
+    ],
+)
+def test_contradictory_options_are_refused_not_ignored(extra: dict[str, object], says: str) -> None:
+    with pytest.raises(ValidationError, match=says):
+        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **extra})
+
+
+def test_naive_engine_accepts_a_disabled_rerank_object() -> None:
+    body = {"query": "q", "grade": 0.5, "engineName": "naive", "rerank": {"enabled": False}}
+    assert RetrieveRequest.model_validate(body).rerank is not None
 
 
 @pytest.mark.parametrize("bad", [[float("nan")], [float("inf")], []])
@@ -54,4 +94,12 @@ def test_response_serialises_camel_case() -> None:
     )
     dumped = response.model_dump(by_alias=True)
     assert dumped["totalResults"] == 0 and dumped["engineUsed"] == "naive"
-    assert dumped["pipeline"] == {"reranked": False, "rerankStrategy": None, "candidatesConsidered": 3}
+    assert dumped["pipeline"] == {
+        "reranked": False,
+        "rerankStrategy": None,
+        "candidatesConsidered": 3,
+        "hybrid": False,
+        "fusion": None,
+        "timingsMs": {"embed": 0.0, "search": 0.0, "rerank": 0.0},
+        "warnings": [],
+    }

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from retrieval_core.ranking import ScoredChunk, apply_threshold, rank, similarity_from_distance
+from retrieval_core.ranking import ScoredChunk, apply_threshold, similarity_from_distance
 
 
 def chunk(doc: str, index: int, score: float) -> ScoredChunk:
@@ -13,14 +13,10 @@ def test_similarity_is_one_minus_cosine_distance() -> None:
     assert similarity_from_distance(2.0) == -1.0
 
 
-def test_rank_orders_highest_similarity_first_with_stable_ties() -> None:
-    ranked = rank([chunk("b", 0, 0.5), chunk("a", 1, 0.9), chunk("a", 0, 0.5)])
-    assert [(c.document_id, c.chunk_index) for c in ranked] == [("a", 1), ("a", 0), ("b", 0)]
-
-
-def test_threshold_keeps_scores_at_or_above_grade() -> None:
+def test_threshold_keeps_scores_at_or_above_grade_in_the_given_order() -> None:
+    # The order is the engine's (similarity, fused or reranked), so the threshold must not re-sort.
     kept = apply_threshold([chunk("a", 0, 0.7), chunk("b", 0, 0.69999), chunk("c", 0, 0.9)], grade=0.7)
-    assert [c.document_id for c in kept] == ["c", "a"]
+    assert [c.document_id for c in kept] == ["a", "c"]
 
 
 def test_threshold_nothing_meets_is_empty_not_error() -> None:

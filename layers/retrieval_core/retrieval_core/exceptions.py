@@ -121,3 +121,10 @@ class CacheUnavailableError(RetrievalError):
 
     status_code = 503
     code = "cache_unavailable"
+
+
+class RerankerUnavailableError(RetrievalError):
+    """A reranker failed, timed out or answered with garbage. The engine keeps the search order."""
+
+    status_code = 502
+    code = "reranker_unavailable"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from .exceptions import InvalidRequestError
 from .filters import MetadataValue
+from .fusion import Fusion
 
 SIMILARITY_NOTE = (
     "Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. "
@@ -66,21 +68,84 @@ CacheTtl = Annotated[
 ]
 
 
+EngineName = Literal["default", "naive"]
+RerankStrategyName = Literal["bge", "llm", "bedrock", "mmr"]
+# Candidates fetched when `similarityTopK` is unset: the advanced engine reranks a wider pool.
+DEFAULT_CANDIDATES = {"default": 20, "naive": 5}
+
+
+class RerankOptions(RequestModel):
+    """Reranking of the candidates (advanced engine only), seed 002's `rerank` object."""
+
+    enabled: bool = True
+    strategy: RerankStrategyName = Field(
+        default="bge",
+        description="bge: the HTTP reranker at RERANKER_SERVICE_URL; llm: Gemini scores every candidate "
+        "in one call; bedrock: Bedrock's Rerank API; mmr: maximal marginal relevance over the stored "
+        "embeddings (diversity, no model call).",
+    )
+    top_k: int = Field(default=5, ge=1, le=50, description="Results returned after reranking.")
+    score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Minimum rerank score (0-1) a chunk must reach. Not used by mmr, which has no score.",
+    )
+
+
 class RetrieveRequest(RequestModel):
     """POST /api/v1/rag/retrieve."""
 
     query: Text = Field(min_length=1, max_length=8000, description="Natural-language query.")
-    grade: float = Field(ge=0.0, le=1.0, description="Minimum similarity (0-1) a chunk must reach.")
-    similarity_top_k: int = Field(default=5, ge=1, le=50, description="Number of nearest chunks to consider.")
+    grade: float = Field(
+        ge=0.0, le=1.0, description="Minimum vector similarity (0-1) a chunk must reach, in every engine."
+    )
+    similarity_top_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=50,
+        description="Candidates taken from the search: default 20 for the default engine, 5 for naive.",
+    )
     doc_ids: DocIds | None = None
     metadata_filter: MetadataFilter | None = None
     store: StoreName | None = Field(
         default=None, description="Store to search; the service default if unset."
     )
-    engine_name: Literal["naive"] = Field(
-        default="naive", description="Retrieval engine. Only 'naive' (vector search + grade) is available."
+    engine_name: EngineName = Field(
+        default="default",
+        description="default (advanced): candidates are reranked when a reranker is asked for or "
+        "configured, then cut to rerank.topK. naive: every candidate at or above grade, no reranking.",
+    )
+    rerank: RerankOptions | None = None
+    use_hybrid: bool = Field(
+        default=False, description="Fuse PostgreSQL full-text search with the vector search (seed 004)."
+    )
+    fusion: Fusion = Field(
+        default="rrf",
+        description="How hybrid results are fused: rrf (reciprocal rank fusion, k=60) or weighted "
+        "(min-max normalised similarity and keyword scores, weighted by vectorWeight and keywordWeight).",
+    )
+    vector_weight: float = Field(default=0.7, ge=0.0, le=1.0, description="Weight of vector similarity.")
+    keyword_weight: float = Field(default=0.3, ge=0.0, le=1.0, description="Weight of the keyword score.")
+    mmr_lambda: float = Field(
+        default=0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 is pure relevance, 0 pure diversity."
     )
     cache_ttl_ms: CacheTtl = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RetrieveRequest:
+        if self.engine_name == "naive" and self.rerank is not None and self.rerank.enabled:
+            raise ValueError("the naive engine does not rerank; use engineName 'default' or drop rerank")
+        if self.rerank is not None and self.rerank.strategy == "mmr" and self.rerank.score is not None:
+            raise ValueError("rerank.score does not apply to mmr, which gives no score")
+        if self.use_hybrid and self.fusion == "weighted" and self.vector_weight + self.keyword_weight == 0:
+            raise ValueError("vectorWeight and keywordWeight cannot both be 0")
+        return self
+
+    @property
+    def candidate_count(self) -> int:
+        """How many candidates the search returns."""
+        return self.similarity_top_k or DEFAULT_CANDIDATES[self.engine_name]
 
 
 def _finite(values: list[float]) -> list[float]:
@@ -113,6 +178,23 @@ class ChunkResult(ResponseModel):
     metadata: dict[str, Any] = Field(
         description="Stored chunk metadata plus documentId and chunkIndex; always travels with the text."
     )
+    keyword_score: float | None = Field(
+        default=None, description="Hybrid only: PostgreSQL ts_rank_cd of the chunk (0: no query term)."
+    )
+    fused_score: float | None = Field(
+        default=None, description="Hybrid only: the fused score the chunk was ranked by, higher is better."
+    )
+    rerank_score: float | None = Field(
+        default=None, description="Reranked only: the reranker's relevance score, higher is better."
+    )
+
+
+class Timings(ResponseModel):
+    """Milliseconds spent in each stage of this answer's computation."""
+
+    embed: float = 0.0
+    search: float = 0.0
+    rerank: float = 0.0
 
 
 class Pipeline(ResponseModel):
@@ -121,10 +203,19 @@ class Pipeline(ResponseModel):
     reranked: bool = False
     rerank_strategy: str | None = None
     candidates_considered: int
+    hybrid: bool = False
+    fusion: str | None = None
+    timings_ms: Timings = Field(default_factory=Timings)
+    warnings: list[str] = Field(
+        default_factory=list, description="Why a requested stage was skipped, e.g. the reranker failed."
+    )
 
 
 class RetrieveResponse(ResponseModel):
-    """Ranked chunks, highest similarity first. Nothing above `grade`: an empty list."""
+    """Ranked chunks, best first: by similarity, fused score or rerank score, as `pipeline` says.
+
+    Nothing at or above `grade`: an empty list.
+    """
 
     results: list[ChunkResult]
     query: str
@@ -142,13 +233,6 @@ class SimilaritySearchResponse(ResponseModel):
     store: str
 
 
-class HealthResponse(ResponseModel):
-    """Liveness and database reachability."""
-
-    status: Literal["ok", "degraded"]
-    database: Literal["ok", "unreachable"]
-
-
 class ErrorBody(BaseModel):
     """The error object."""
 
@@ -161,3 +245,48 @@ class ErrorResponse(BaseModel):
     """Every error the API returns."""
 
     error: ErrorBody
+
+
+MAX_BATCH = 20
+
+
+class RetrieveBatchRequest(RequestModel):
+    """POST /api/v1/rag/retrieve/batch."""
+
+    requests: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Up to 20 RetrieveRequest bodies. Each is validated on its own, so one invalid "
+        "item is a 422 in its slot and does not fail the others.",
+    )
+
+
+class BatchItem(ResponseModel):
+    """One request's outcome: `response` when status is 200, else `error`."""
+
+    status: int = Field(description="The HTTP status this request would have had on its own.")
+    response: RetrieveResponse | None = None
+    error: ErrorBody | None = None
+
+
+class RetrieveBatchResponse(ResponseModel):
+    """Outcomes in the order of the requests."""
+
+    results: list[BatchItem]
+
+
+class HealthResponse(ResponseModel):
+    """Liveness and database reachability."""
+
+    status: Literal["ok", "degraded"]
+    database: Literal["ok", "unreachable"]
+
+
+def validation_error(exc: ValidationError) -> InvalidRequestError:
+    """The same error the HTTP API answers with 422: `message` starts with the field."""
+    errors = [
+        {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False)
+    ]
+    first = errors[0]
+    return InvalidRequestError(f"{first['field']}: {first['message']}", {"errors": errors})

@@ -27,7 +27,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -38,7 +38,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from . import metrics, runtime
-from .embeddings import Embedder
+from .embeddings.batch import QueryVectors
 from .exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
@@ -49,7 +49,7 @@ from .exceptions import (
     RetrievalError,
 )
 from .lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
-from .models import RetrieveRequest
+from .models import RetrieveRequest, validation_error
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -111,16 +111,6 @@ def read_job(record: dict[str, Any], allowed_reply_queues: frozenset[str]) -> Jo
     return Job(message_id, request_id, reply_to, request=request)
 
 
-def validation_error(exc: ValidationError) -> InvalidRequestError:
-    """The same error the HTTP API answers with 422: `message` starts with the field."""
-    errors = [
-        {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False)
-    ]
-    first = errors[0]
-    return InvalidRequestError(f"{first['field']}: {first['message']}", {"errors": errors})
-
-
 def _invalid(field_name: str, message: str, kind: str) -> InvalidRequestError:
     return InvalidRequestError(
         f"{field_name}: {message}", {"errors": [{"field": field_name, "message": message, "type": kind}]}
@@ -146,32 +136,6 @@ def error_reply(request_id: str, error: RetrievalError) -> dict[str, Any]:
         "status": "error",
         "error": {"code": error.code, "message": error.message, "details": error.details},
     }
-
-
-class QueryVectors:
-    """The batch's queries, embedded together in one provider call when the first one is needed.
-
-    If every job of the batch turns out to be answered already (a redelivery), nothing is embedded.
-    """
-
-    def __init__(self, queries: Sequence[str]) -> None:
-        self._queries = list(dict.fromkeys(queries))
-        self._vectors: dict[str, list[float]] | None = None
-        self._failure: RetrievalError | None = None
-
-    def vector_for(self, query: str, embedder: Embedder) -> list[float]:
-        if self._vectors is None and self._failure is None:
-            try:
-                vectors = embedder.embed(self._queries, "query")
-            except RetrievalError as exc:
-                # Remembered: the other jobs of this batch fail alike instead of calling the provider again.
-                self._failure = exc
-                raise
-            self._vectors = dict(zip(self._queries, vectors, strict=True))
-        if self._failure is not None:
-            raise self._failure
-        assert self._vectors is not None
-        return self._vectors[query]
 
 
 @dataclass
@@ -311,8 +275,9 @@ class QueueProcessor:
         assert job.request is not None
         try:
             service = runtime.get_service()
-            vector = batch.vectors.vector_for(job.request.query, service.embedder)
-            response, _ = service.retrieve(job.request, query_vector=vector)
+            response, _ = service.retrieve(
+                job.request, lambda query: batch.vectors.vector_for(query, service.embedder)
+            )
         except RetrievalError as exc:
             if exc.status_code >= 500:
                 raise

@@ -21,6 +21,15 @@ class ScoredChunk:
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding: Sequence[float] | None = None
+    # Hybrid search: the full-text rank (None: not among the keyword hits), and whether the chunk is
+    # among the vector hits (keyword-only hits have a similarity too, computed exactly).
+    keyword_score: float | None = None
+    vector_hit: bool = True
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(document id, chunk index): identifies the chunk within its store."""
+        return (self.document_id, self.chunk_index)
 
     @property
     def chunk_id(self) -> str:
@@ -33,11 +42,6 @@ def similarity_from_distance(cosine_distance: float) -> float:
     return 1.0 - cosine_distance
 
 
-def rank(chunks: Iterable[ScoredChunk]) -> list[ScoredChunk]:
-    """Highest similarity first; ties broken by document id and chunk index so order is stable."""
-    return sorted(chunks, key=lambda c: (-c.score, c.document_id, c.chunk_index))
-
-
 def apply_threshold(chunks: Iterable[ScoredChunk], grade: float) -> list[ScoredChunk]:
-    """Keep chunks whose similarity is at least `grade`, ranked. Nothing met it: an empty list."""
-    return rank(c for c in chunks if c.score >= grade)
+    """Keep chunks whose similarity is at least `grade`, in their given order. None met it: empty list."""
+    return [c for c in chunks if c.score >= grade]

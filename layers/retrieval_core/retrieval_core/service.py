@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import ValidationError
 
 from . import metrics
 from .cache.json_cache import CacheStatus
@@ -14,27 +20,53 @@ from .db.connection import Database
 from .db.errors import database_errors
 from .db.repository import Store
 from .embeddings import Embedder
+from .embeddings.batch import QueryVectors
 from .exceptions import (
     DatabaseUnavailableError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
+    InvalidRequestError,
+    RerankerUnavailableError,
+    RetrievalError,
     StoreNotFoundError,
 )
 from .filters import Predicate, document_ids_in, metadata_equals
+from .fusion import reciprocal_rank_fusion, weighted_fusion
 from .models import (
+    BatchItem,
     ChunkResult,
+    ErrorBody,
     Pipeline,
     RetrieveRequest,
     RetrieveResponse,
     SimilaritySearchRequest,
     SimilaritySearchResponse,
+    Timings,
+    validation_error,
 )
 from .ranking import ScoredChunk, apply_threshold
 
+if TYPE_CHECKING:
+    from .rerank import Reranker
+
+logger = logging.getLogger(__name__)
+
 BACKEND = "pgvector"
+# Results the advanced engine returns when the request has no `rerank.topK` (seed 002's example).
+DEFAULT_RERANK_TOP_K = 5
 
 Request = TypeVar("Request", RetrieveRequest, SimilaritySearchRequest)
 Response = TypeVar("Response", RetrieveResponse, SimilaritySearchResponse)
+
+
+@dataclass(frozen=True)
+class Rerankers:
+    """The rerankers a service may call: `get(strategy)` gives one, or None when it is not configured."""
+
+    get: Callable[[str], Reranker | None]
+    default_strategy: str | None
+    # Which models answer; part of cache keys, so changing a reranker never serves old rankings.
+    identity: str
 
 
 class RetrievalService:
@@ -47,12 +79,14 @@ class RetrievalService:
         default_store: str,
         ef_search: int,
         cache: SearchCache | None = None,
+        rerankers: Rerankers | None = None,
     ) -> None:
         self.database = database
         self.embedder = embedder
         self.default_store = default_store
         self.ef_search = ef_search
         self.cache = cache
+        self.rerankers = rerankers
 
     def get_store(self, name: str | None) -> Store:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
@@ -64,18 +98,48 @@ class RetrievalService:
         return store
 
     def retrieve(
-        self, request: RetrieveRequest, query_vector: Sequence[float] | None = None
+        self, request: RetrieveRequest, embed_query: Callable[[str], Sequence[float]] | None = None
     ) -> tuple[RetrieveResponse, CacheStatus]:
-        """Naive engine: embed the query, take the nearest chunks, keep those at or above `grade`.
+        """Embed the query, search (vector or hybrid), keep chunks at or above `grade`, then rerank.
 
-        `query_vector`, when given, must be `request.query` embedded by this service's embedder (the
-        queue function embeds a whole batch in one provider call); the query is then not embedded again.
+        `embed_query`, when given, replaces this service's own embedding of `request.query` (the queue
+        function and the batch endpoint embed all their queries in one provider call). It is called only
+        when the answer is not cached.
         """
 
         def compute(req: RetrieveRequest) -> RetrieveResponse:
-            return self._retrieve(req, query_vector)
+            return self._retrieve(req, embed_query)
 
         return self._through_cache("retrieve", request, RetrieveResponse, compute)
+
+    def retrieve_batch(self, bodies: Sequence[dict[str, Any]]) -> list[BatchItem]:
+        """Answer each body as `retrieve` would, in order; one item's error does not fail the others.
+
+        The queries of every valid item are embedded together, in one provider call, at the first miss.
+        """
+        requests: list[RetrieveRequest | InvalidRequestError] = []
+        for body in bodies:
+            try:
+                requests.append(RetrieveRequest.model_validate(body))
+            except ValidationError as exc:
+                requests.append(validation_error(exc))
+        vectors = QueryVectors([r.query for r in requests if isinstance(r, RetrieveRequest)])
+
+        def embed(query: str) -> list[float]:
+            return vectors.vector_for(query, self.embedder)
+
+        items: list[BatchItem] = []
+        for request in requests:
+            try:
+                if isinstance(request, InvalidRequestError):
+                    raise request
+                response, _ = self.retrieve(request, embed)
+            except RetrievalError as exc:
+                error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
+                items.append(BatchItem(status=exc.status_code, error=error))
+            else:
+                items.append(BatchItem(status=200, response=response))
+        return items
 
     def similarity_search(
         self, request: SimilaritySearchRequest
@@ -101,7 +165,11 @@ class RetrievalService:
         if self.cache is None or ttl_s is None:
             return compute(request), CacheStatus.BYPASS
         options = request.model_dump(mode="json", exclude={"store"})
-        context = {"embeddingModel": self.embedder.model, "efSearch": self.ef_search}
+        context = {
+            "embeddingModel": self.embedder.model,
+            "efSearch": self.ef_search,
+            "rerankers": self.rerankers.identity if self.rerankers is not None else None,
+        }
 
         def key_of(store: StoreRef) -> str:
             return search_key(
@@ -125,32 +193,111 @@ class RetrievalService:
             return response_type.model_validate(cached), CacheStatus.HIT
         metrics.count("CacheMiss")
         response = compute(request)
-        self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
+        if _complete(response):
+            self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
         return response, CacheStatus.MISS
 
     def _retrieve(
-        self, request: RetrieveRequest, query_vector: Sequence[float] | None = None
+        self, request: RetrieveRequest, embed_query: Callable[[str], Sequence[float]] | None = None
     ) -> RetrieveResponse:
+        timings = Timings()
         # Embed before touching the database, so a pooled connection is never held during a provider call.
-        if query_vector is None:
-            query_vector = self.embedder.embed([request.query], "query")[0]
-        store, candidates = self._search(
-            request.store,
-            query_vector,
-            request.similarity_top_k,
-            request.doc_ids,
-            request.metadata_filter,
-            embedded_by=self.embedder.model,
+        with _stopwatch(timings, "embed"):
+            query_vector = (embed_query or self._embed_query)(request.query)
+        strategy = self._rerank_strategy(request)
+        with _stopwatch(timings, "search"):
+            store, candidates = self._search(
+                request.store,
+                query_vector,
+                request.candidate_count,
+                request.doc_ids,
+                request.metadata_filter,
+                embedded_by=self.embedder.model,
+                query_text=request.query if request.use_hybrid else None,
+                with_embeddings=strategy == "mmr",
+            )
+        fused = _fuse(candidates, request) if request.use_hybrid else {}
+        ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
+        kept = apply_threshold(ranked, request.grade)
+        pipeline = Pipeline(
+            candidates_considered=len(candidates),
+            hybrid=request.use_hybrid,
+            fusion=request.fusion if request.use_hybrid else None,
+            timings_ms=timings,
         )
-        kept = apply_threshold(candidates, request.grade)
+        rerank_scores: dict[tuple[str, int], float] = {}
+        if request.engine_name == "default":
+            top_k = request.rerank.top_k if request.rerank is not None else DEFAULT_RERANK_TOP_K
+            if strategy is not None and kept:
+                with _stopwatch(timings, "rerank"):
+                    kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores)
+            kept = kept[:top_k]
+        pipeline.timings_ms = timings
         return RetrieveResponse(
-            results=[_result(c) for c in kept],
+            results=[_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
             query=request.query,
             total_results=len(kept),
-            engine_used="naive",
+            engine_used="advanced" if request.engine_name == "default" else "naive",
             store=store.name,
-            pipeline=Pipeline(candidates_considered=len(candidates)),
+            pipeline=pipeline,
         )
+
+    def _embed_query(self, query: str) -> Sequence[float]:
+        return self.embedder.embed([query], "query")[0]
+
+    def _rerank_strategy(self, request: RetrieveRequest) -> str | None:
+        """The strategy this request reranks with: asked for, else the configured default, else none."""
+        if request.engine_name == "naive":
+            return None
+        if request.rerank is not None:
+            return request.rerank.strategy if request.rerank.enabled else None
+        return self.rerankers.default_strategy if self.rerankers is not None else None
+
+    def _rerank(
+        self,
+        request: RetrieveRequest,
+        strategy: str,
+        query_vector: Sequence[float],
+        chunks: list[ScoredChunk],
+        pipeline: Pipeline,
+        scores: dict[tuple[str, int], float],
+    ) -> list[ScoredChunk]:
+        """`chunks` in reranked order, recording scores and what happened in `pipeline`.
+
+        A model reranker that is not configured or fails leaves the order as it was, with a warning:
+        reranking improves an answer, it is never the reason there is none.
+        """
+        top_k = request.rerank.top_k if request.rerank is not None else DEFAULT_RERANK_TOP_K
+        if strategy == "mmr":
+            from .rerank.mmr import maximal_marginal_relevance
+
+            vectors = [c.embedding for c in chunks if c.embedding is not None]
+            assert len(vectors) == len(chunks), "mmr needs the stored embeddings"
+            order = maximal_marginal_relevance(query_vector, vectors, top_k, request.mmr_lambda)
+            pipeline.reranked, pipeline.rerank_strategy = True, "mmr"
+            return [chunks[i] for i in order]
+        reranker = self.rerankers.get(strategy) if self.rerankers is not None else None
+        if reranker is None:
+            pipeline.warnings.append(f"reranker '{strategy}' is not configured; results keep search order")
+            return chunks
+        try:
+            ranked = reranker.rerank(request.query, [c.content for c in chunks])
+        except RerankerUnavailableError as exc:
+            logger.warning("reranker %s failed, keeping search order: %s", strategy, exc.message)
+            metrics.count("RerankFallback")
+            pipeline.warnings.append(
+                f"reranker '{strategy}' failed ({exc.message}); results keep search order"
+            )
+            return chunks
+        pipeline.reranked, pipeline.rerank_strategy = True, strategy
+        minimum = request.rerank.score if request.rerank is not None else None
+        reordered = []
+        for item in ranked:
+            if minimum is None or item.score >= minimum:
+                chunk = chunks[item.index]
+                scores[chunk.key] = item.score
+                reordered.append(chunk)
+        return reordered
 
     def _similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
         store, found = self._search(
@@ -168,19 +315,30 @@ class RetrievalService:
         doc_ids: Sequence[str] | None,
         metadata_filter: dict[str, str | int | float | bool] | None,
         embedded_by: str | None = None,
+        query_text: str | None = None,
+        with_embeddings: bool = False,
     ) -> tuple[Store, list[ScoredChunk]]:
-        """Look the store up and search it on one connection; nearest first."""
+        """Look the store up and search it on one connection; nearest first.
+
+        With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits.
+        """
         name = store_name or self.default_store
         where: Predicate = document_ids_in(doc_ids) & metadata_equals(metadata_filter)
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, name, self.ef_search, filtered=bool(where.sql))
+            # The full-text side reads a GIN index, which only bitmap scans can use.
+            bitmaps = bool(where.sql) or query_text is not None
+            store = repository.find_store_for_search(conn, name, self.ef_search, filtered=bitmaps)
             if store is None:
                 raise StoreNotFoundError(name)
             if embedded_by is not None and store.embedding_model != embedded_by:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
-            return store, repository.nearest_chunks(conn, store, query_vector, limit, where)
+            if query_text is not None:
+                return store, repository.hybrid_chunks(
+                    conn, store, query_vector, query_text, limit, where, with_embeddings
+                )
+            return store, repository.nearest_chunks(conn, store, query_vector, limit, where, with_embeddings)
 
     def database_is_up(self) -> bool:
         """True when PostgreSQL answers a round trip."""
@@ -192,10 +350,45 @@ class RetrievalService:
         return True
 
 
-def _result(chunk: ScoredChunk) -> ChunkResult:
+def _result(
+    chunk: ScoredChunk, fused_score: float | None = None, rerank_score: float | None = None
+) -> ChunkResult:
     return ChunkResult(
         id=chunk.chunk_id,
         content=chunk.content,
         score=chunk.score,
         metadata={**chunk.metadata, "documentId": chunk.document_id, "chunkIndex": chunk.chunk_index},
+        keyword_score=chunk.keyword_score if fused_score is not None else None,
+        fused_score=fused_score,
+        rerank_score=rerank_score,
     )
+
+
+def _fuse(candidates: Sequence[ScoredChunk], request: RetrieveRequest) -> dict[tuple[str, int], float]:
+    """Fused score of every hybrid candidate, by the request's fusion mode."""
+    if request.fusion == "rrf":
+        by_vector = [c.key for c in candidates if c.vector_hit]  # candidates come nearest first
+        keyword_hits = [c for c in candidates if c.keyword_score is not None]
+        by_keyword = [c.key for c in sorted(keyword_hits, key=lambda c: (-(c.keyword_score or 0.0), c.key))]
+        scores = reciprocal_rank_fusion([by_vector, by_keyword])
+        return {c.key: scores.get(c.key, 0.0) for c in candidates}
+    return weighted_fusion(
+        {c.key: c.score for c in candidates},
+        {c.key: c.keyword_score or 0.0 for c in candidates},
+        request.vector_weight,
+        request.keyword_weight,
+    )
+
+
+def _complete(response: RetrieveResponse | SimilaritySearchResponse) -> bool:
+    """False for an answer a failing stage degraded: it is not cached, so the next request tries again."""
+    return not (isinstance(response, RetrieveResponse) and response.pipeline.warnings)
+
+
+@contextmanager
+def _stopwatch(timings: Timings, stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        setattr(timings, stage, round(getattr(timings, stage) + (time.perf_counter() - start) * 1000, 3))

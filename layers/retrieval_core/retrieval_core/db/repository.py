@@ -206,20 +206,72 @@ def count_chunks(conn: Connection, store: Store) -> int:
     return int(row[0]) if row else 0
 
 
-def nearest_chunks_query(store: Store, where: Predicate) -> sql.Composed:
+def nearest_chunks_query(store: Store, where: Predicate, with_embeddings: bool = False) -> sql.Composed:
     """The top-k query: HNSW (iterative scan) inside a materialised CTE, then an exact re-sort."""
     filters = sql.SQL(" AND ({})").format(sql.SQL(where.sql)) if where.sql else sql.SQL("")
+    embedding = sql.SQL(", embedding::vector({dim}) AS embedding") if with_embeddings else sql.SQL("")
     return sql.SQL(
         """WITH nearest AS MATERIALIZED (
-               SELECT document_id, chunk_index, content, metadata,
+               SELECT document_id, chunk_index, content, metadata{embedding},
                       embedding::vector({dim}) <=> %(query_vector)s AS distance
                FROM chunks
                WHERE store_id = {store_id}{filters}
                ORDER BY embedding::vector({dim}) <=> %(query_vector)s
                LIMIT %(limit)s)
-           SELECT document_id, chunk_index, content, metadata, distance
-           FROM nearest ORDER BY distance, document_id, chunk_index"""
-    ).format(dim=sql.Literal(store.dimension), store_id=sql.Literal(store.id), filters=filters)
+           SELECT * FROM nearest ORDER BY distance, document_id, chunk_index"""
+    ).format(
+        dim=sql.Literal(store.dimension),
+        store_id=sql.Literal(store.id),
+        filters=filters,
+        embedding=embedding.format(dim=sql.Literal(store.dimension)),
+    )
+
+
+# Natural-language queries should match chunks with any of their words, ranked by how well they
+# cover them: websearch_to_tsquery ANDs every word, so its ANDs between positive terms become ORs.
+# Quoted phrases stay phrases; a -word keeps its AND, binding to the term before it.
+_KEYWORD_QUERY = (
+    "regexp_replace(websearch_to_tsquery('english', %(query_text)s)::text, ' & (?!!)', ' | ', 'g')::tsquery"
+)
+
+
+def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = False) -> sql.Composed:
+    """Vector hits and full-text hits of one query in one round trip, each list `limit` long.
+
+    Rows: the union of both lists, each with its exact distance, its `ts_rank_cd` keyword score (NULL
+    when the full-text query does not match it) and whether it is a vector hit. Fusion happens in Python.
+    """
+    filters = sql.SQL(" AND ({})").format(sql.SQL(where.sql)) if where.sql else sql.SQL("")
+    embedding = sql.SQL(", c.embedding::vector({dim}) AS embedding") if with_embeddings else sql.SQL("")
+    return sql.SQL(
+        """WITH vector_hits AS MATERIALIZED (
+               SELECT document_id, chunk_index
+               FROM chunks
+               WHERE store_id = {store_id}{filters}
+               ORDER BY embedding::vector({dim}) <=> %(query_vector)s
+               LIMIT %(limit)s),
+           keyword_hits AS MATERIALIZED (
+               SELECT document_id, chunk_index, ts_rank_cd(tsv, keyword_query) AS keyword_score
+               FROM chunks, {keyword_query} AS keyword_query
+               WHERE store_id = {store_id}{filters} AND tsv @@ keyword_query
+               ORDER BY keyword_score DESC, document_id, chunk_index
+               LIMIT %(limit)s),
+           hits AS (
+               SELECT document_id, chunk_index, k.keyword_score, v.document_id IS NOT NULL AS vector_hit
+               FROM vector_hits v FULL JOIN keyword_hits k USING (document_id, chunk_index))
+           SELECT c.document_id, c.chunk_index, c.content, c.metadata,
+                  c.embedding::vector({dim}) <=> %(query_vector)s AS distance,
+                  hits.keyword_score, hits.vector_hit{embedding}
+           FROM hits JOIN chunks c ON c.store_id = {store_id}
+               AND c.document_id = hits.document_id AND c.chunk_index = hits.chunk_index
+           ORDER BY distance, c.document_id, c.chunk_index"""
+    ).format(
+        dim=sql.Literal(store.dimension),
+        store_id=sql.Literal(store.id),
+        filters=filters,
+        embedding=embedding.format(dim=sql.Literal(store.dimension)),
+        keyword_query=sql.SQL(_KEYWORD_QUERY),
+    )
 
 
 def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
@@ -260,7 +312,12 @@ def find_store_for_search(conn: Connection, name: str, ef_search: int, filtered:
 
 
 def nearest_chunks(
-    conn: Connection, store: Store, query_vector: Sequence[float], limit: int, where: Predicate
+    conn: Connection,
+    store: Store,
+    query_vector: Sequence[float],
+    limit: int,
+    where: Predicate,
+    with_embeddings: bool = False,
 ) -> list[ScoredChunk]:
     """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first.
 
@@ -268,18 +325,39 @@ def nearest_chunks(
     """
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
-            nearest_chunks_query(store, where), search_params(query_vector, limit, where)
+            nearest_chunks_query(store, where, with_embeddings), search_params(query_vector, limit, where)
         ).fetchall()
-    return [
-        ScoredChunk(
-            document_id=r["document_id"],
-            chunk_index=r["chunk_index"],
-            content=r["content"],
-            score=similarity_from_distance(r["distance"]),
-            metadata=r["metadata"],
-        )
-        for r in rows
-    ]
+    return [_scored(r) for r in rows]
+
+
+def hybrid_chunks(
+    conn: Connection,
+    store: Store,
+    query_vector: Sequence[float],
+    query_text: str,
+    limit: int,
+    where: Predicate,
+    with_embeddings: bool = False,
+) -> list[ScoredChunk]:
+    """The union of the `limit` nearest chunks and the `limit` best full-text matches, nearest first."""
+    params = {**search_params(query_vector, limit, where), "query_text": query_text}
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(hybrid_chunks_query(store, where, with_embeddings), params).fetchall()
+    return [_scored(r) for r in rows]
+
+
+def _scored(row: dict[str, Any]) -> ScoredChunk:
+    embedding = row.get("embedding")
+    return ScoredChunk(
+        document_id=row["document_id"],
+        chunk_index=row["chunk_index"],
+        content=row["content"],
+        score=similarity_from_distance(row["distance"]),
+        metadata=row["metadata"],
+        embedding=embedding.to_list() if embedding is not None else None,
+        keyword_score=row.get("keyword_score"),
+        vector_hit=row.get("vector_hit", True),
+    )
 
 
 def ping(conn: Connection) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ...models import ErrorResponse, RetrieveRequest, RetrieveResponse
+from ...models import (
+    ErrorResponse,
+    RetrieveBatchRequest,
+    RetrieveBatchResponse,
+    RetrieveRequest,
+    RetrieveResponse,
+)
 from ..dependencies import ServiceDep
 
 router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
@@ -22,3 +28,14 @@ async def retrieve(body: RetrieveRequest, service: ServiceDep, response: Respons
     answer, status = await run_in_threadpool(service.retrieve, body)
     response.headers["X-Cache"] = status.value
     return answer
+
+
+@router.post("/retrieve/batch", response_model=RetrieveBatchResponse, responses=_ERRORS)  # type: ignore[arg-type]
+async def retrieve_batch(body: RetrieveBatchRequest, service: ServiceDep) -> RetrieveBatchResponse:
+    """Up to 20 retrieve requests in one call, answered in order; their queries are embedded together.
+
+    Each item carries the status it would have had alone: one invalid or failing item does not fail
+    the others. The whole call fails only when the body itself is malformed.
+    """
+    items = await run_in_threadpool(service.retrieve_batch, body.requests)
+    return RetrieveBatchResponse(results=items)
