@@ -6,8 +6,8 @@ Here both modes first put the two signals on one footing:
 - `rrf`: reciprocal rank fusion, sum of 1 / (k + rank) over the lists a chunk is in (k = 60).
 - `weighted`: min-max normalised scores, `vector_weight * v + keyword_weight * w`, where v is the
   chunk's vector similarity and w its keyword score, each normalised over all candidates. Every
-  candidate has a vector similarity (it is computed for keyword hits too); a chunk the keyword
-  query does not match has keyword score 0.
+  candidate has a vector similarity (it is computed for keyword hits too, where seed 004 gave 0);
+  a chunk the keyword query does not match has keyword score 0.
 """
 
 from __future__ import annotations
@@ -49,11 +49,12 @@ def weighted_fusion(
 ) -> dict[Key, float]:
     """`vector_weight * minmax(vector) + keyword_weight * minmax(keyword)` for every key of either map.
 
-    A key missing from one map contributes 0 for that signal. Keyword scores of 0 (no match) stay 0
-    after normalisation, so a chunk that matches no query term gains nothing from the keyword side.
+    A key missing from one map contributes 0 for that signal. Keyword scores are normalised over every
+    candidate, non-matches (0) included, and when nothing matches the keyword side adds nothing.
     """
     vector = min_max(vector_scores)
-    keyword = min_max({k: s for k, s in keyword_scores.items() if s > 0})
+    matched = any(score > 0 for score in keyword_scores.values())
+    keyword = min_max(keyword_scores) if matched else {}
     return {
         key: vector_weight * vector.get(key, 0.0) + keyword_weight * keyword.get(key, 0.0)
         for key in {*vector_scores, *keyword_scores}

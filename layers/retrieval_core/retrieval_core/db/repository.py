@@ -251,9 +251,9 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
                ORDER BY embedding::vector({dim}) <=> %(query_vector)s
                LIMIT %(limit)s),
            keyword_hits AS MATERIALIZED (
-               SELECT document_id, chunk_index, ts_rank_cd(tsv, keyword_query) AS keyword_score
-               FROM chunks, {keyword_query} AS keyword_query
-               WHERE store_id = {store_id}{filters} AND tsv @@ keyword_query
+               SELECT document_id, chunk_index, ts_rank_cd(tsv, keywords.q) AS keyword_score
+               FROM chunks, (SELECT {keyword_query} AS q) AS keywords
+               WHERE store_id = {store_id}{filters} AND tsv @@ keywords.q
                ORDER BY keyword_score DESC, document_id, chunk_index
                LIMIT %(limit)s),
            hits AS (
