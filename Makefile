@@ -52,6 +52,10 @@ bench-cache: $(VENV)/.dev-installed
 bench-queue: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.queue
 
+# Retrieval quality on ../shared/eval/msmarco-5k; writes docs/quality.md.
+eval: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.eval $(ARGS)
+
 clean:
 	rm -rf $(VENV) .data .aws-sam
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from .ranking import ScoredChunk
+
 Fusion = Literal["rrf", "weighted"]
 RRF_K = 60
 
@@ -64,3 +66,21 @@ def weighted_fusion(
 def ordered(scores: Mapping[Key, float]) -> list[Key]:
     """Keys by score, best first; ties by document id and chunk index, so the order is stable."""
     return sorted(scores, key=lambda key: (-scores[key], key))
+
+
+def fuse(
+    candidates: Sequence[ScoredChunk], fusion: Fusion, vector_weight: float, keyword_weight: float
+) -> dict[Key, float]:
+    """Fused score of every candidate of a hybrid search (candidates nearest first)."""
+    if fusion == "rrf":
+        by_vector = [c.key for c in candidates if c.vector_hit]
+        keyword_hits = [c for c in candidates if c.keyword_score is not None]
+        by_keyword = [c.key for c in sorted(keyword_hits, key=lambda c: (-(c.keyword_score or 0.0), c.key))]
+        scores = reciprocal_rank_fusion([by_vector, by_keyword])
+        return {c.key: scores.get(c.key, 0.0) for c in candidates}
+    return weighted_fusion(
+        {c.key: c.score for c in candidates},
+        {c.key: c.keyword_score or 0.0 for c in candidates},
+        vector_weight,
+        keyword_weight,
+    )

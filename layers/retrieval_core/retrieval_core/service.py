@@ -31,7 +31,7 @@ from .exceptions import (
     StoreNotFoundError,
 )
 from .filters import Predicate, document_ids_in, metadata_equals
-from .fusion import reciprocal_rank_fusion, weighted_fusion
+from .fusion import fuse
 from .models import (
     BatchItem,
     ChunkResult,
@@ -206,7 +206,7 @@ class RetrievalService:
             query_vector = (embed_query or self._embed_query)(request.query)
         strategy = self._rerank_strategy(request)
         with _stopwatch(timings, "search"):
-            store, candidates = self._search(
+            store, candidates = self.search_chunks(
                 request.store,
                 query_vector,
                 request.candidate_count,
@@ -216,7 +216,11 @@ class RetrievalService:
                 query_text=request.query if request.use_hybrid else None,
                 with_embeddings=strategy == "mmr",
             )
-        fused = _fuse(candidates, request) if request.use_hybrid else {}
+        fused = (
+            fuse(candidates, request.fusion, request.vector_weight, request.keyword_weight)
+            if request.use_hybrid
+            else {}
+        )
         ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
         kept = apply_threshold(ranked, request.grade)
         pipeline = Pipeline(
@@ -300,14 +304,14 @@ class RetrievalService:
         return reordered
 
     def _similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
-        store, found = self._search(
+        store, found = self.search_chunks(
             request.store, request.query_embedding, request.top_k, request.doc_ids, request.metadata_filter
         )
         return SimilaritySearchResponse(
             results=[_result(c) for c in found], total_results=len(found), store=store.name
         )
 
-    def _search(
+    def search_chunks(
         self,
         store_name: str | None,
         query_vector: Sequence[float],
@@ -361,22 +365,6 @@ def _result(
         keyword_score=chunk.keyword_score if fused_score is not None else None,
         fused_score=fused_score,
         rerank_score=rerank_score,
-    )
-
-
-def _fuse(candidates: Sequence[ScoredChunk], request: RetrieveRequest) -> dict[tuple[str, int], float]:
-    """Fused score of every hybrid candidate, by the request's fusion mode."""
-    if request.fusion == "rrf":
-        by_vector = [c.key for c in candidates if c.vector_hit]  # candidates come nearest first
-        keyword_hits = [c for c in candidates if c.keyword_score is not None]
-        by_keyword = [c.key for c in sorted(keyword_hits, key=lambda c: (-(c.keyword_score or 0.0), c.key))]
-        scores = reciprocal_rank_fusion([by_vector, by_keyword])
-        return {c.key: scores.get(c.key, 0.0) for c in candidates}
-    return weighted_fusion(
-        {c.key: c.score for c in candidates},
-        {c.key: c.keyword_score or 0.0 for c in candidates},
-        request.vector_weight,
-        request.keyword_weight,
     )
 
 
