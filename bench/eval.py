@@ -9,8 +9,9 @@ search code (`RetrievalService.search_chunks` and `fusion.fuse`), 100 candidates
 - hybrid RRF and hybrid weighted: both lists fused, as `useHybrid` does;
 - MMR: the dense candidates re-ordered by maximal marginal relevance over their stored embeddings.
 
-Metrics follow BEIR (pytrec_eval): nDCG@10 with the graded judgments as linear gains, and recall@100
-with a passage relevant when its grade is at least 1. Nothing is tuned per query. The weighted fusion
+Metrics: nDCG@10 with gains 2^grade - 1 (the formulation the anchors in docs/quality.md were measured
+with: exact dense search gives 0.704 with it, 0.798 with linear gains), and recall@100 with a passage
+relevant when its grade is at least 1. Nothing is tuned per query. The weighted fusion
 sweep uses the same queries it is reported on (there is no held-out split in this set); the README
 default stays seed 004's 0.7 / 0.3.
 """
@@ -46,11 +47,16 @@ def load_qrels() -> dict[str, dict[str, int]]:
     return qrels
 
 
+def gain(grade: int) -> float:
+    """Exponential gain: a grade-3 passage is worth 7 grade-1 ones."""
+    return float(2**grade - 1)
+
+
 def ndcg_at(ranking: Ranking, judged: dict[str, int], k: int = 10) -> float:
-    """nDCG@k with linear gains (pytrec_eval's ndcg_cut)."""
-    dcg = sum(judged.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranking[:k]))
+    """nDCG@k, gains 2^grade - 1, discount log2(rank + 1)."""
+    dcg = sum(gain(judged.get(doc, 0)) / math.log2(i + 2) for i, doc in enumerate(ranking[:k]))
     ideal = sorted(judged.values(), reverse=True)[:k]
-    best = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    best = sum(gain(g) / math.log2(i + 2) for i, g in enumerate(ideal))
     return dcg / best if best > 0 else 0.0
 
 
