@@ -121,3 +121,13 @@ class CacheUnavailableError(RetrievalError):
 
     status_code = 503
     code = "cache_unavailable"
+
+
+class RerankerUnavailableError(RetrievalError):
+    """A reranker failed, timed out or answered with something unusable.
+
+    Reranking is optional: callers catch this, keep the vector order and report a warning.
+    """
+
+    status_code = 502
+    code = "reranker_unavailable"
