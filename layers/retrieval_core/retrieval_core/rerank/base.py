@@ -61,7 +61,10 @@ def with_attempts(
     for number in range(1, attempts + 1):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise RerankerUnavailableError(f"{label}: no time left for attempt {number} of {attempts}")
+            raise RerankerUnavailableError(
+                f"{label}: no time left for attempt {number} of {attempts} (RERANK_TIMEOUT_S is spent)",
+                {"attempts": number - 1},
+            )
         try:
             return attempt(remaining)
         except RetryableFailure as exc:
