@@ -198,6 +198,7 @@ def test_bge_client_error_is_not_retried(reranker_fake: FakeReranker) -> None:
     assert len(reranker_fake.requests) == 1
     assert "HTTP 422" in caught.value.message
     assert "input is too long" in caught.value.message
+    assert "sent the tei request shape to /rerank" in caught.value.message
 
 
 def test_bge_rejected_key_is_reported_without_leaking_it() -> None:

@@ -171,6 +171,9 @@ class HTTPReranker:
         detail = response.text
         if self._api_key is not None and self._api_key.get_secret_value():
             detail = detail.replace(self._api_key.get_secret_value(), "***")
+        # A wrong path or request shape is the usual cause: say which ones were used.
+        sent = f" (sent the {self.api} request shape to {httpx.URL(self.endpoint).path}; see RERANKER_API)"
+        hint = sent if status in (400, 404, 405, 422) else ""
         return RerankerUnavailableError(
-            f"{self._label} answered HTTP {status}: {detail[:_MAX_DETAIL_CHARS]}", {"status": status}
+            f"{self._label} answered HTTP {status}{hint}: {detail[:_MAX_DETAIL_CHARS]}", {"status": status}
         )
