@@ -7,6 +7,7 @@ Scores are `overlap_score` (tests.fakes.rerank_scoring), best first, cut to numb
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from .http import FakeHTTPServer, RecordedRequest, Reply
@@ -27,10 +28,16 @@ ERROR_CODES = {
 class FakeBedrockAgentRuntime(FakeHTTPServer):
     """Validates the documented request shape and answers {"results": [{"index", "relevanceScore"}]}."""
 
-    def __init__(self, *, page_size: int | None = None) -> None:
+    def __init__(self, *, page_size: int | None = None, hang_s: float = 0.0) -> None:
         super().__init__()
         self.page_size = page_size
+        self.hang_s = hang_s  # delay every answer (released early by `stop()`)
+        self._release = threading.Event()
         self.add_route("POST", RERANK_PATH, self._rerank)
+
+    def stop(self) -> None:
+        self._release.set()
+        super().stop()
 
     def rerank_calls(self) -> list[RecordedRequest]:
         """Every Rerank request received, in order."""
@@ -44,6 +51,8 @@ class FakeBedrockAgentRuntime(FakeHTTPServer):
         )
 
     def _rerank(self, request: RecordedRequest, match: re.Match[str]) -> Reply:
+        if self.hang_s:
+            self._release.wait(self.hang_s)
         body: Any = request.json()
         try:
             (query,) = body["queries"]

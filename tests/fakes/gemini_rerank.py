@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any
 
 from .gemini import API_VERSIONS, FakeGemini
@@ -22,17 +23,25 @@ GENERATE_PATH = r"/v1(?:beta)?/models/[^/:]+:generateContent"
 class FakeGeminiRerank(FakeGemini):
     """Serves `POST /{v1,v1beta}/models/{model}:generateContent` besides the embedding routes."""
 
-    def __init__(self, *, api_key: str = "test-gemini-key") -> None:
+    def __init__(self, *, api_key: str = "test-gemini-key", hang_s: float = 0.0) -> None:
         super().__init__(api_key=api_key)
         self.answer_text: str | None = None
+        self.hang_s = hang_s  # delay every generateContent answer (released early by `stop()`)
+        self._release = threading.Event()
         for version in API_VERSIONS:
             self.add_route("POST", rf"/{version}/models/(?P<model>[^/:]+):generateContent", self._generate)
+
+    def stop(self) -> None:
+        self._release.set()
+        super().stop()
 
     def generate_calls(self) -> list[RecordedRequest]:
         """Every generateContent request received, in order."""
         return self.requests_to("POST", GENERATE_PATH)
 
     def _generate(self, request: RecordedRequest, match: re.Match[str]) -> Reply:
+        if self.hang_s:
+            self._release.wait(self.hang_s)
         if not self._authorized(request):
             return self.invalid_key_reply()
         body: Any = request.json()

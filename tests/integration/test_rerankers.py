@@ -337,6 +337,17 @@ def test_llm_fails_after_two_attempts(gemini_fake: FakeGeminiRerank) -> None:
     assert "HTTP 500" in caught.value.message
 
 
+def test_llm_gives_up_within_its_timeout_when_gemini_hangs() -> None:
+    with FakeGeminiRerank(api_key=GEMINI_KEY, hang_s=10) as fake:
+        reranker = _llm(fake, rerank_timeout_s=1.0)
+
+        with pytest.raises(RerankerUnavailableError) as caught:
+            reranker.rerank(QUERY, DOCUMENTS)
+
+        assert "timeout" in caught.value.message
+        assert len(fake.generate_calls()) == 1
+
+
 def test_llm_rejected_key_is_reported_without_leaking_it() -> None:
     with FakeGeminiRerank(api_key="the-right-key") as fake:
         with pytest.raises(RerankerUnavailableError) as caught:
@@ -442,6 +453,18 @@ def test_bedrock_fails_after_two_attempts(bedrock_fake: FakeBedrockAgentRuntime)
 
     assert len(bedrock_fake.rerank_calls()) == 2
     assert "InternalServerException" in caught.value.message
+
+
+def test_bedrock_timeout_is_a_reranker_failure(aws_env: None) -> None:
+    with FakeBedrockAgentRuntime(hang_s=10) as fake:
+        reranker = _bedrock(fake, rerank_timeout_s=1.0)
+
+        with pytest.raises(RerankerUnavailableError) as caught:
+            reranker.rerank(QUERY, DOCUMENTS)
+
+        assert "ReadTimeoutError" in caught.value.message
+        # botocore's read timeout spent the whole budget: no second attempt was started.
+        assert len(fake.rerank_calls()) == 1
 
 
 def test_bedrock_access_denied_is_not_retried(bedrock_fake: FakeBedrockAgentRuntime) -> None:

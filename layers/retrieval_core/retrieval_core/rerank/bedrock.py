@@ -99,8 +99,10 @@ class BedrockReranker:
             raise RerankerUnavailableError(
                 f"{_LABEL}: the Rerank API takes at most {MAX_SOURCES} documents, got {len(documents)}"
             )
-        deadline = time.monotonic() + self.timeout_s
         client = self._bedrock()
+        model_arn = self.model_arn
+        # The clock starts after the one-time import and client construction (a cold start's cost).
+        deadline = time.monotonic() + self.timeout_s
         request: dict[str, Any] = {
             "queries": [{"type": "TEXT", "textQuery": {"text": _text(query)}}],
             "sources": [
@@ -114,7 +116,7 @@ class BedrockReranker:
                 "type": "BEDROCK_RERANKING_MODEL",
                 "bedrockRerankingConfiguration": {
                     "numberOfResults": len(documents),
-                    "modelConfiguration": {"modelArn": self.model_arn},
+                    "modelConfiguration": {"modelArn": model_arn},
                 },
             },
         }

@@ -97,6 +97,8 @@ class HTTPReranker:
         """One score per document, best first. The timeout covers every batch and attempt."""
         if not documents:
             return []
+        self._http()
+        # The clock starts after the one-time client construction (a cold start's cost).
         deadline = time.monotonic() + self.timeout_s
         pairs: list[tuple[object, object]] = []
         for start in range(0, len(documents), self._batch_size):

@@ -126,9 +126,11 @@ class GeminiReranker:
         """One score per document, best first, from a single model call."""
         if not documents:
             return []
-        deadline = time.monotonic() + self.timeout_s
         client = self._genai()
         from google.genai import errors, types
+
+        # The clock starts after the one-time import and client construction (a cold start's cost).
+        deadline = time.monotonic() + self.timeout_s
 
         contents = build_prompt(query, documents)
         schema = score_schema(len(documents))
