@@ -184,6 +184,11 @@ class BedrockReranker:
             raise self._error_for(code, status, exc) from exc
         except (boto_errors.ConnectionError, boto_errors.HTTPClientError) as exc:
             raise RetryableFailure(f"Bedrock could not be reached ({type(exc).__name__})") from exc
+        except boto_errors.BotoCoreError as exc:
+            # E.g. partial credentials or a request botocore refuses to send: another try would not help.
+            raise RerankerUnavailableError(
+                f"{_LABEL}: botocore refused the call ({type(exc).__name__})"
+            ) from exc
 
     @staticmethod
     def _error_for(code: str, status: int, exc: Any) -> RerankerUnavailableError:
