@@ -124,7 +124,10 @@ class CacheUnavailableError(RetrievalError):
 
 
 class RerankerUnavailableError(RetrievalError):
-    """A reranker failed, timed out or answered with garbage. The engine keeps the search order."""
+    """A reranker failed, timed out or answered with something unusable.
+
+    Reranking is optional: callers catch this, keep the vector order and report a warning.
+    """
 
     status_code = 502
     code = "reranker_unavailable"

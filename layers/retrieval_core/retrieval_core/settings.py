@@ -77,6 +77,22 @@ class Settings(BaseSettings):
     idempotency_table_name: str | None = None
     idempotency_ttl_s: int = Field(default=86_400, ge=60, le=30 * 86_400)
 
+    # Reranking. Each strategy is optional; a failing or unconfigured reranker leaves the vector order.
+    # bge: an HTTP reranker at RERANKER_SERVICE_URL speaking TEI's `/rerank` or the Cohere/Jina-style
+    # `/v1/rerank` (RERANKER_API; "auto" decides from the URL path, see the README). llm: Gemini scores
+    # every candidate in one call (GEMINI_API_KEY). bedrock: the Bedrock Agent Runtime Rerank API.
+    # RERANK_TIMEOUT_S bounds a whole rerank call, its RERANK_ATTEMPTS attempts included.
+    reranker_service_url: str | None = None
+    reranker_api: Literal["auto", "tei", "cohere"] = "auto"
+    reranker_model: str | None = None
+    reranker_api_key: SecretStr | None = None
+    reranker_batch_size: int = Field(default=32, ge=1, le=1000)
+    rerank_timeout_s: float = Field(default=30.0, gt=0)
+    rerank_attempts: int = Field(default=2, ge=1, le=5)
+    rerank_llm_model: str = "gemini-2.5-flash"
+    bedrock_rerank_model: str = "amazon.rerank-v1:0"
+    bedrock_agent_runtime_endpoint_url: str | None = None
+
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)

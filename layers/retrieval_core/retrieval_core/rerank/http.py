@@ -1,0 +1,181 @@
+"""The `bge` strategy: a cross-encoder behind HTTP, in TEI's or the Cohere/Jina-style request shape.
+
+TEI (text-embeddings-inference) `POST /rerank`:
+    {"query": q, "texts": [...], "raw_scores": false} -> [{"index": i, "score": s}, ...]
+Cohere/Jina-style `POST /v1/rerank` (also Infinity, vLLM, OpenVINO Model Server):
+    {"model"?: m, "query": q, "documents": [...]} -> {"results": [{"index": i, "relevance_score": s}]}
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import httpx
+from pydantic import SecretStr
+
+from ..exceptions import RerankerUnavailableError
+from ..retry import RETRY_BASE_DELAY_S
+from ..settings import Settings
+from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
+
+RerankerApi = Literal["tei", "cohere"]
+DEFAULT_PATHS: dict[RerankerApi, str] = {"tei": "/rerank", "cohere": "/v1/rerank"}
+# TEI refuses more texts per request than its --max-client-batch-size, 32 by default.
+DEFAULT_BATCH_SIZE = 32
+_MAX_DETAIL_CHARS = 300
+
+
+def resolve_endpoint(url: str, api: Literal["auto", "tei", "cohere"]) -> tuple[RerankerApi, str]:
+    """Which request shape to speak, and the URL to POST it to.
+
+    A URL whose path ends in `/rerank` is used as it is; any other URL is a base URL and gets the
+    API's path appended (`/rerank` for TEI, `/v1/rerank` for Cohere). With `auto`, a path ending in
+    `/rerank` right after the host means TEI, any other path (such as `/v1/rerank`, `/v2/rerank`, or a
+    bare base URL, which gets seed 002's `/v1/rerank`) means the Cohere/Jina shape.
+    """
+    parsed = httpx.URL(url)
+    path = parsed.path.rstrip("/")
+    if api == "auto":
+        api = "tei" if path == "/rerank" else "cohere"
+    if not path.endswith("/rerank"):
+        path = path + DEFAULT_PATHS[api]
+    return api, str(parsed.copy_with(path=path))
+
+
+def _is_retryable(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+class HTTPReranker:
+    """POSTs the documents in batches to one reranker endpoint; 2 attempts within one time budget."""
+
+    strategy = "bge"
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        api: Literal["auto", "tei", "cohere"] = "auto",
+        model: str | None = None,
+        api_key: SecretStr | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        timeout_s: float = 30.0,
+        attempts: int = 2,
+        retry_base_delay_s: float = RETRY_BASE_DELAY_S,
+    ) -> None:
+        self.api, self.endpoint = resolve_endpoint(url, api)
+        self.model = model
+        self._api_key = api_key
+        self._batch_size = batch_size
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.retry_base_delay_s = retry_base_delay_s
+        # Only the host goes into messages: a URL may carry credentials in its userinfo.
+        self._label = f"reranker {httpx.URL(self.endpoint).host or 'service'}"
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HTTPReranker:
+        """Configure from RERANKER_SERVICE_URL, RERANKER_API, RERANKER_MODEL, RERANKER_API_KEY, RERANK_*."""
+        if not settings.reranker_service_url:
+            raise ValueError("the bge reranker needs RERANKER_SERVICE_URL")
+        return cls(
+            url=settings.reranker_service_url,
+            api=settings.reranker_api,
+            model=settings.reranker_model,
+            api_key=settings.reranker_api_key,
+            batch_size=settings.reranker_batch_size,
+            timeout_s=settings.rerank_timeout_s,
+            attempts=settings.rerank_attempts,
+        )
+
+    def rerank(self, query: str, documents: Sequence[str]) -> list[RerankScore]:
+        """One score per document, best first. The timeout covers every batch and attempt."""
+        if not documents:
+            return []
+        self._http()
+        # The clock starts after the one-time client construction (a cold start's cost).
+        deadline = time.monotonic() + self.timeout_s
+        pairs: list[tuple[object, object]] = []
+        for start in range(0, len(documents), self._batch_size):
+            batch = list(documents[start : start + self._batch_size])
+            checked = ranked_scores(self._score_batch(query, batch, deadline), len(batch), self._label)
+            pairs.extend((item.index + start, item.score) for item in checked)
+        return ranked_scores(pairs, len(documents), self._label)
+
+    def _http(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                headers = {"Accept": "application/json"}
+                if self._api_key is not None and self._api_key.get_secret_value():
+                    headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+                self._client = httpx.Client(headers=headers, timeout=self.timeout_s)
+            return self._client
+
+    def _body(self, query: str, batch: list[str]) -> dict[str, Any]:
+        if self.api == "tei":
+            # raw_scores false: TEI applies the sigmoid, so scores are 0..1 and comparable across batches.
+            return {"query": query, "texts": batch, "raw_scores": False}
+        body: dict[str, Any] = {"query": query, "documents": batch}
+        if self.model:
+            body["model"] = self.model
+        return body
+
+    def _score_batch(self, query: str, batch: list[str], deadline: float) -> list[tuple[object, object]]:
+        client = self._http()
+        body = self._body(query, batch)
+
+        def attempt(remaining_s: float) -> httpx.Response:
+            try:
+                response = client.post(self.endpoint, json=body, timeout=httpx.Timeout(remaining_s))
+            except httpx.TimeoutException as exc:
+                raise RetryableFailure(f"no answer within the timeout ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise RetryableFailure(f"could not be reached ({type(exc).__name__})") from exc
+            if response.is_success:
+                return response
+            if _is_retryable(response.status_code):
+                raise RetryableFailure(
+                    f"answered HTTP {response.status_code}", {"status": response.status_code}
+                )
+            raise self._error_for(response)
+
+        response = with_attempts(
+            attempt,
+            label=self._label,
+            attempts=self.attempts,
+            deadline=deadline,
+            retry_base_delay_s=self.retry_base_delay_s,
+        )
+        return self._parse(response)
+
+    def _parse(self, response: httpx.Response) -> list[tuple[object, object]]:
+        try:
+            payload: Any = response.json()
+            if self.api == "tei":
+                return [(item["index"], item["score"]) for item in payload]
+            return [(item["index"], item["relevance_score"]) for item in payload["results"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            shape = "TEI's [{index, score}]" if self.api == "tei" else "{results: [{index, relevance_score}]}"
+            raise RerankerUnavailableError(f"{self._label} answered with a body that is not {shape}") from exc
+
+    def _error_for(self, response: httpx.Response) -> RerankerUnavailableError:
+        status = response.status_code
+        if status in (401, 403):
+            return RerankerUnavailableError(
+                f"{self._label} refused the credentials (HTTP {status}); check RERANKER_API_KEY",
+                {"status": status},
+            )
+        detail = response.text
+        if self._api_key is not None and self._api_key.get_secret_value():
+            detail = detail.replace(self._api_key.get_secret_value(), "***")
+        # A wrong path or request shape is the usual cause: say which ones were used.
+        sent = f" (sent the {self.api} request shape to {httpx.URL(self.endpoint).path}; see RERANKER_API)"
+        hint = sent if status in (400, 404, 405, 422) else ""
+        return RerankerUnavailableError(
+            f"{self._label} answered HTTP {status}{hint}: {detail[:_MAX_DETAIL_CHARS]}", {"status": status}
+        )
