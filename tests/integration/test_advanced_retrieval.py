@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -12,7 +14,11 @@ from retrieval_core.embeddings import build_embedder
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.service import RetrievalService
 from retrieval_core.settings import Settings
+from tests.fakes.bedrock_rerank import FakeBedrockAgentRuntime
+from tests.fakes.gemini_rerank import FakeGeminiRerank
 from tests.fakes.openai_embeddings import FakeOpenAIEmbeddings
+from tests.fakes.rerank_scoring import overlap_score
+from tests.fakes.reranker import FakeReranker
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
@@ -174,3 +180,130 @@ def test_batch_embeds_every_query_in_one_provider_call(
     items = batch_service.retrieve_batch([*bodies, {"query": "invalid", "grade": -1}])
     assert [item.status for item in items] == [200] * 5 + [422]
     assert fake.embedding_batches() == [[f"question {i}" for i in range(5)]]
+
+
+# Reranking through the API: a service wired to local fakes of each reranker, installed as the app's.
+
+
+@contextmanager
+def client_with_rerankers(service: RetrievalService, **settings: Any) -> Iterator[TestClient]:
+    from retrieval_core import runtime
+    from retrieval_core.api.app import create_app
+    from retrieval_core.rerank import clear_reranker_cache
+
+    rerankers = runtime.build_rerankers(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
+    wired = RetrievalService(
+        service.database, service.embedder, service.default_store, service.ef_search, rerankers=rerankers
+    )
+    previous = runtime.replace_service(wired)
+    try:
+        with TestClient(create_app()) as test_client:
+            yield test_client
+    finally:
+        runtime.replace_service(previous)
+        clear_reranker_cache()
+
+
+QUESTION = "how often are air handling unit filters replaced"
+
+
+def overlap_order(body: dict[str, Any]) -> list[float]:
+    return [overlap_score(QUESTION, r["content"]) for r in body["results"]]
+
+
+def test_bge_reranks_by_the_model_score_and_applies_top_k_and_score(
+    service: RetrievalService, sample_store: Any
+) -> None:
+    with FakeReranker() as fake, client_with_rerankers(service, reranker_service_url=fake.url) as client:
+        body = retrieve(client, query=QUESTION, rerank={"strategy": "bge", "topK": 3})
+        assert body["pipeline"]["reranked"] is True and body["pipeline"]["rerankStrategy"] == "bge"
+        scores = [r["rerankScore"] for r in body["results"]]
+        assert scores == sorted(scores, reverse=True) and len(scores) == 3
+        assert scores == pytest.approx(overlap_order(body))  # the fake's scores, in its order
+        assert body["pipeline"]["candidatesConsidered"] == 20 and body["pipeline"]["timingsMs"]["rerank"] > 0
+        (call,) = fake.requests_to("POST", r"/v1/rerank")
+        # Every candidate at or above grade is reranked, before the cut to topK.
+        assert call.json()["query"] == QUESTION and 3 < len(call.json()["documents"]) <= 20
+        # rerank.score drops what the reranker scores below it.
+        strict = retrieve(client, query=QUESTION, rerank={"strategy": "bge", "topK": 10, "score": 0.5})
+        assert strict["results"] and all(r["rerankScore"] >= 0.5 for r in strict["results"])
+        # With RERANKER_SERVICE_URL set, the default engine reranks with bge unasked.
+        unasked = retrieve(client, query=QUESTION)
+        assert unasked["pipeline"]["rerankStrategy"] == "bge" and unasked["totalResults"] == 5
+
+
+def test_failing_reranker_keeps_search_order_with_a_warning(
+    service: RetrievalService, sample_store: Any
+) -> None:
+    with FakeReranker() as fake, client_with_rerankers(service, reranker_service_url=fake.url) as client:
+        fake.fail_always(500)
+        body = retrieve(client, query=QUESTION, rerank={"strategy": "bge", "topK": 4})
+        assert body["pipeline"]["reranked"] is False and "failed" in body["pipeline"]["warnings"][0]
+        assert len(fake.requests_to("POST", r"/v1/rerank")) == 2  # seed 002: two attempts
+        search_order = retrieve(client, query=QUESTION, rerank={"enabled": False, "topK": 4})
+        assert ids(body) == ids(search_order)
+        assert all(r["rerankScore"] is None for r in body["results"])
+
+
+def test_hanging_reranker_is_bounded_by_the_timeout(service: RetrievalService, sample_store: Any) -> None:
+    with (
+        FakeReranker(hang_s=30) as fake,
+        client_with_rerankers(service, reranker_service_url=fake.url, rerank_timeout_s=0.5) as client,
+    ):
+        start = time.monotonic()
+        body = retrieve(client, query=QUESTION, rerank={"strategy": "bge"})
+        waited = time.monotonic() - start
+    assert body["pipeline"]["reranked"] is False and body["totalResults"] == 5
+    assert waited < 15  # far below the fake's 30 s hang: the budget, not the hang, ended the wait
+
+
+def test_llm_strategy_scores_candidates_with_gemini_in_one_call(
+    service: RetrievalService, sample_store: Any
+) -> None:
+    with (
+        FakeGeminiRerank(api_key="gemini-test-key") as fake,
+        client_with_rerankers(service, gemini_api_key="gemini-test-key", gemini_base_url=fake.url) as client,
+    ):
+        body = retrieve(client, query=QUESTION, rerank={"strategy": "llm", "topK": 3})
+        assert body["pipeline"]["reranked"] is True and body["pipeline"]["rerankStrategy"] == "llm"
+        assert [r["rerankScore"] for r in body["results"]] == pytest.approx(overlap_order(body))
+        assert len(fake.generate_calls()) == 1
+
+
+def test_bedrock_strategy_calls_the_rerank_api(
+    service: RetrievalService, sample_store: Any, aws_env: None
+) -> None:
+    with (
+        FakeBedrockAgentRuntime() as fake,
+        client_with_rerankers(
+            service, bedrock_region="us-east-1", bedrock_agent_runtime_endpoint_url=fake.url
+        ) as client,
+    ):
+        body = retrieve(client, query=QUESTION, rerank={"strategy": "bedrock", "topK": 2})
+        assert body["pipeline"]["reranked"] is True and body["pipeline"]["rerankStrategy"] == "bedrock"
+        assert [r["rerankScore"] for r in body["results"]] == pytest.approx(overlap_order(body))
+        assert len(fake.rerank_calls()) == 1
+
+
+def test_mmr_prefers_a_different_chunk_over_a_near_duplicate(service: RetrievalService) -> None:
+    embedder = service.embedder
+    store = ensure_store(service.database, embedder, "mmr-duplicates")
+    texts = {
+        "copy-a": "Replace the air filters of the air handling units every three months.",
+        "copy-b": "Replace the air filters of the air handling units every three months!",
+        "other": "Filter replacement is logged in the maintenance system with the pressure reading.",
+    }
+    documents = [SourceDocument(id=doc_id, text=text) for doc_id, text in texts.items()]
+    ingest_documents(service.database, embedder, store, documents, 1000, 0, progress=False)
+    query = {"query": "how often are air filters replaced", "store": "mmr-duplicates"}
+    plain = retrieve(service_client(), **query, rerank={"strategy": "mmr", "topK": 2}, mmrLambda=1.0)
+    diverse = retrieve(service_client(), **query, rerank={"strategy": "mmr", "topK": 2}, mmrLambda=0.5)
+    assert {r["metadata"]["documentId"] for r in plain["results"]} == {"copy-a", "copy-b"}
+    assert plain["pipeline"]["rerankStrategy"] == "mmr" and plain["pipeline"]["reranked"] is True
+    assert [r["metadata"]["documentId"] for r in diverse["results"]][1] == "other"
+
+
+def service_client() -> TestClient:
+    from retrieval_core.api.app import create_app
+
+    return TestClient(create_app())

@@ -15,7 +15,7 @@ from .db.migrations import migrate
 from .embeddings import get_embedder
 from .exceptions import ConfigurationError, DatabaseUnavailableError
 from .runtime_env import in_lambda
-from .service import RetrievalService
+from .service import Rerankers, RetrievalService
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -105,8 +105,30 @@ def get_service() -> RetrievalService:
                     default_store=settings.default_store,
                     ef_search=settings.hnsw_ef_search,
                     cache=build_cache(settings),
+                    rerankers=build_rerankers(settings),
                 )
     return _service
+
+
+def build_rerankers(settings: Settings) -> Rerankers:
+    """The rerankers of `settings`; no client is created (or imported) until a request reranks."""
+
+    def get(strategy: str) -> Any:
+        from .rerank import get_reranker
+
+        return get_reranker(strategy, settings)  # type: ignore[arg-type]
+
+    identity = "|".join(
+        str(part)
+        for part in (
+            settings.reranker_service_url,
+            settings.reranker_api,
+            settings.reranker_model,
+            settings.rerank_llm_model,
+            settings.bedrock_rerank_model,
+        )
+    )
+    return Rerankers(get, "bge" if settings.reranker_service_url else None, identity)
 
 
 def replace_service(service: RetrievalService | None) -> RetrievalService | None:
