@@ -73,12 +73,13 @@ def documents(keys: Sequence[tuple[str, int]]) -> Ranking:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--no-write", action="store_true", help="print the table, leave docs/quality.md alone")
+    parser.add_argument(
+        "--no-write", action="store_true", help="print the table, leave docs/quality.md alone"
+    )
     args = parser.parse_args()
 
     import numpy as np
 
-    from retrieval_core.db import repository
     from retrieval_core.fusion import fuse, ordered
     from retrieval_core.ranking import ScoredChunk
     from retrieval_core.rerank.mmr import maximal_marginal_relevance
@@ -90,7 +91,9 @@ def main() -> None:
     queries = load_queries()
     qrels = load_qrels()
     query_ids = [q for q in queries if q in qrels]
-    vectors = dict(zip(query_ids, service.embedder.embed([queries[q] for q in query_ids], "query"), strict=True))
+    vectors = dict(
+        zip(query_ids, service.embedder.embed([queries[q] for q in query_ids], "query"), strict=True)
+    )
 
     with service.database.connection() as conn:
         rows = conn.execute(
@@ -131,14 +134,17 @@ def main() -> None:
         "hybrid RRF (k=60)": fused("rrf"),
         **{f"hybrid weighted {w:.1f} / {1 - w:.1f}": fused("weighted", w) for w in WEIGHTS},
     }
-    rankings: dict[str, dict[str, Ranking]] = {"dense, exact (reference)": {}, f"MMR (lambda {MMR_LAMBDA})": {}}
+    rankings: dict[str, dict[str, Ranking]] = {
+        "dense, exact (reference)": {},
+        f"MMR (lambda {MMR_LAMBDA})": {},
+    }
     rankings.update({name: {} for name in methods})
     for query_id in tqdm(query_ids, desc="eval queries", unit="query"):
         _, candidates = service.search_chunks(
             STORE, vectors[query_id], DEPTH, None, None, query_text=queries[query_id], with_embeddings=True
         )
-        rankings["dense, exact (reference)"][query_id] = exact(query_id)
-        rankings[f"MMR (lambda {MMR_LAMBDA})"][query_id] = mmr(query_id, candidates)
+        rankings[exact_name][query_id] = exact(query_id)
+        rankings[mmr_name][query_id] = mmr(query_id, candidates)
         for name, method in methods.items():
             rankings[name][query_id] = method(candidates)
 

@@ -1,4 +1,4 @@
-"""Lambda: POST /api/v1/rag/retrieve and GET /api/v1/health."""
+"""Lambda: POST /api/v1/rag/retrieve, POST /api/v1/rag/retrieve/batch and GET /api/v1/health."""
 
 from retrieval_core.api.lambda_handler import build_handler
 from retrieval_core.api.routers import health, retrieve

@@ -129,7 +129,9 @@ def check_retrieve(status: int, body: dict[str, Any]) -> None:
     assert_ranked_chunks(body, "k8s-scheduling", grade=0.3)
     assert body["results"][0]["metadata"]["fileName"] == "k8s-docs.pdf"
     assert body["results"][0]["metadata"]["pageNumber"] == 12
-    assert body["store"] == "sample" and body["engineUsed"] == "naive"
+    # No engineName: seed 002's default (advanced) engine; no reranker configured, so search order.
+    assert body["store"] == "sample" and body["engineUsed"] == "advanced"
+    assert body["pipeline"]["reranked"] is False and body["pipeline"]["warnings"] == []
     assert body["query"].startswith("How does the Kubernetes scheduler")
 
 
@@ -151,6 +153,30 @@ def check_retrieve_unknown_store(status: int, body: dict[str, Any]) -> None:
     assert body["error"]["code"] == "store_not_found"
     assert "does-not-exist" in body["error"]["message"]
     assert body["error"]["details"] == {"store": "does-not-exist"}
+
+
+def check_retrieve_hybrid_mmr(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    pipeline = body["pipeline"]
+    assert pipeline["hybrid"] is True and pipeline["fusion"] == "weighted"
+    assert pipeline["reranked"] is True and pipeline["rerankStrategy"] == "mmr"
+    assert body["totalResults"] == len(body["results"]) == 3
+    assert len({r["id"] for r in body["results"]}) == 3
+    assert all(r["fusedScore"] is not None for r in body["results"])
+
+
+def check_retrieve_batch(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    first, second, third = body["results"]
+    assert first["status"] == 200 and second["status"] == 200
+    assert_ranked_chunks(first["response"], "k8s-scheduling", grade=0.3)
+    assert_ranked_chunks(second["response"], "hvac-cold-complaints", grade=0.2)
+    assert third["status"] == 404 and third["error"]["code"] == "store_not_found"
+
+
+def check_retrieve_batch_too_many(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["code"] == "validation_error" and body["error"]["message"].startswith("requests")
 
 
 def check_similarity_search(status: int, body: dict[str, Any]) -> None:
@@ -178,6 +204,9 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve-metadata-filter.json": check_retrieve_metadata_filter,
     "retrieve-invalid-grade.json": check_retrieve_invalid_grade,
     "retrieve-unknown-store.json": check_retrieve_unknown_store,
+    "retrieve-hybrid-mmr.json": check_retrieve_hybrid_mmr,
+    "retrieve-batch.json": check_retrieve_batch,
+    "retrieve-batch-too-many.json": check_retrieve_batch_too_many,
     "similarity-search.json": check_similarity_search,
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,
@@ -211,7 +240,14 @@ def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
         json.loads(event["body"])
 
 
-GOOD_EVENTS = {"retrieve.json", "retrieve-metadata-filter.json", "similarity-search.json", "health.json"}
+GOOD_EVENTS = {
+    "retrieve.json",
+    "retrieve-metadata-filter.json",
+    "retrieve-hybrid-mmr.json",
+    "retrieve-batch.json",
+    "similarity-search.json",
+    "health.json",
+}
 
 
 def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> None:
