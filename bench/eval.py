@@ -134,11 +134,8 @@ def main() -> None:
         "hybrid RRF (k=60)": fused("rrf"),
         **{f"hybrid weighted {w:.1f} / {1 - w:.1f}": fused("weighted", w) for w in WEIGHTS},
     }
-    rankings: dict[str, dict[str, Ranking]] = {
-        "dense, exact (reference)": {},
-        f"MMR (lambda {MMR_LAMBDA})": {},
-    }
-    rankings.update({name: {} for name in methods})
+    exact_name, mmr_name = "dense, exact (reference)", f"MMR (lambda {MMR_LAMBDA})"
+    rankings: dict[str, dict[str, Ranking]] = {exact_name: {}, mmr_name: {}, **{name: {} for name in methods}}
     for query_id in tqdm(query_ids, desc="eval queries", unit="query"):
         _, candidates = service.search_chunks(
             STORE, vectors[query_id], DEPTH, None, None, query_text=queries[query_id], with_embeddings=True
