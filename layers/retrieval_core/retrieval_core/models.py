@@ -81,6 +81,11 @@ class RetrieveRequest(RequestModel):
         default="naive", description="Retrieval engine. Only 'naive' (vector search + grade) is available."
     )
     cache_ttl_ms: CacheTtl = None
+    backend: Literal["pgvector", "gemini"] | None = Field(
+        default=None,
+        description="Where the store lives. Unset: gemini for a store named fileSearchStores/..., "
+        "else pgvector.",
+    )
 
 
 def _finite(values: list[float]) -> list[float]:
@@ -109,7 +114,9 @@ class ChunkResult(ResponseModel):
 
     id: str = Field(description="Stable chunk id: documentId#chunkIndex.")
     content: str
-    score: float = Field(description=SIMILARITY_NOTE)
+    score: float | None = Field(
+        description=SIMILARITY_NOTE + " Null only for a Gemini File Search chunk Gemini gave no score."
+    )
     metadata: dict[str, Any] = Field(
         description="Stored chunk metadata plus documentId and chunkIndex; always travels with the text."
     )

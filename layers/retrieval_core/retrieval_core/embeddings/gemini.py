@@ -12,6 +12,7 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..knowledge.gemini_client import new_genai_client
 from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRY_MAX_DELAY_S
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
@@ -89,30 +90,23 @@ class GeminiEmbedder:
         with self._lock:
             if self._client is None:
                 try:
-                    from google import genai
                     from google.genai import types
                 except ImportError as exc:
                     raise ConfigurationError(
                         "EMBEDDING_PROVIDER=gemini needs the google-genai package installed"
                     ) from exc
 
-                self._client = genai.Client(
-                    vertexai=False,
-                    api_key=self._api_key.get_secret_value(),
-                    http_options=types.HttpOptions(
-                        base_url=self._base_url,
-                        timeout=int(self._timeout_s * 1000),
-                        retry_options=types.HttpRetryOptions(
-                            attempts=self.retry_attempts,
-                            initial_delay=self.retry_base_delay_s,
-                            max_delay=RETRY_MAX_DELAY_S,
-                            exp_base=2,
-                            jitter=self.retry_base_delay_s,
-                            http_status_codes=list(RETRYABLE_STATUSES),
-                        ),
-                        # Our own httpx client pins the transport (google-genai prefers httpx2 when it is
-                        # installed), so the transport errors caught below are the ones raised.
-                        httpx_client=httpx.Client(timeout=self._timeout_s),
+                self._client = new_genai_client(
+                    self._api_key.get_secret_value(),
+                    base_url=self._base_url,
+                    timeout_s=self._timeout_s,
+                    retry_options=types.HttpRetryOptions(
+                        attempts=self.retry_attempts,
+                        initial_delay=self.retry_base_delay_s,
+                        max_delay=RETRY_MAX_DELAY_S,
+                        exp_base=2,
+                        jitter=self.retry_base_delay_s,
+                        http_status_codes=list(RETRYABLE_STATUSES),
                     ),
                 )
             return self._client
