@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import SecretStr
 
+from ..db.credentials import forget_cached_secrets
 from ..exceptions import (
     ConfigurationError,
     InvalidRequestError,
@@ -168,10 +169,11 @@ class GeminiCaller:
             return self._client
 
     def forget_client(self) -> None:
-        """Drop the client: the next call reads the key again (after a rejected or rotated key)."""
+        """Drop the client and cached secrets: the next call reads the key again (a rotated key applies)."""
         with self._lock:
             self._client = None
             self._key = None
+        forget_cached_secrets()
 
     def call(self, operation: str, call: Callable[[Client], T], *, store: str | None = None) -> T:
         """Run `call(client)`; 429, 5xx and transport errors are retried with backoff and jitter.
