@@ -1,7 +1,7 @@
 """The google-genai client, built on first use, and one call to the Gemini API with retries and error mapping.
 
-google-genai costs ~0.5 s to import, so it is imported here, inside functions, and only when a Gemini call
-is first needed. The API key never appears in a message raised or logged from this module.
+google-genai costs ~0.5 s to import, so it (and httpx) is imported here, inside functions, and only when
+a Gemini call is first needed. The API key never appears in a message raised or logged from this module.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 from pydantic import SecretStr
 
 from ..db.credentials import forget_cached_secrets
@@ -64,6 +63,7 @@ def new_genai_client(
         from google.genai import types
     except ImportError as exc:
         raise ConfigurationError("the Gemini API needs the google-genai package installed") from exc
+    import httpx
 
     return genai.Client(
         vertexai=False,
@@ -180,6 +180,7 @@ class GeminiCaller:
 
         `store` names the store a 404 is about (StoreNotFoundError); without it a 404 is an upstream error.
         """
+        import httpx
         from google.genai import errors
 
         client = self.client()
