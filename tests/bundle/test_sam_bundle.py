@@ -494,8 +494,11 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
     ),
     "resolve-store.json": (
         200,
+        # "cache" when the retrieve function's knowledge search resolved it first: the table is shared.
         lambda b: (
-            b["name"] == HVAC_STORE and b["displayName"] == HVAC_DISPLAY and b["resolvedBy"] == "displayName"
+            b["name"] == HVAC_STORE
+            and b["displayName"] == HVAC_DISPLAY
+            and b["resolvedBy"] in {"displayName", "cache"}
         ),
     ),
     "resolve-store-short-name.json": (
@@ -1040,9 +1043,35 @@ def test_secret_and_bedrock_grant_only_that_secret_and_that_model(monkeypatch: p
             "AWSLambdaVPCAccessExecutionRole",
             "AWSXrayWriteOnlyAccess",
         }
+    # Store resolution never embeds and never deletes: the cache's GetItem and PutItem and the secret.
+    assert grants(inline_statements(resources, "ResolveStoreFunctionRole")) == {
+        ("dynamodb:GetItem", "CacheTable.Arn"),
+        ("dynamodb:PutItem", "CacheTable.Arn"),
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
+    }
     env = resources["RetrieveFunction"]["Properties"]["Environment"]["Variables"]
     assert env["DATABASE_SECRET_ARN"] == SECRET_ARN and env["EMBEDDING_PROVIDER"] == "bedrock"
     assert "DATABASE_USER" not in env and "OPENAI_API_KEY" not in env
+    assert "GEMINI_API_KEY_SECRET_ARN" not in env
+
+
+GEMINI_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/gemini-XyZ123"
+
+
+def test_the_gemini_key_secret_is_readable_by_the_gemini_functions_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resources = deployed(
+        {"DatabaseSecretArn": SECRET_ARN, "GeminiApiKeySecretArn": GEMINI_SECRET_ARN}, monkeypatch
+    )
+    gemini_grant = ("secretsmanager:GetSecretValue", GEMINI_SECRET_ARN)
+    for name in ("RetrieveFunction", "ResolveStoreFunction"):
+        assert gemini_grant in grants(inline_statements(resources, f"{name}Role"))
+        env = resources[name]["Properties"]["Environment"]["Variables"]
+        assert env["GEMINI_API_KEY_SECRET_ARN"] == GEMINI_SECRET_ARN
+    for name in ("SimilaritySearchFunction", "RetrieveQueueFunction"):
+        assert gemini_grant not in grants(inline_statements(resources, f"{name}Role"))
+        assert "GEMINI_API_KEY_SECRET_ARN" not in resources[name]["Properties"]["Environment"]["Variables"]
 
 
 def test_iam_auth_grants_rds_db_connect_for_that_user_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1054,6 +1083,7 @@ def test_iam_auth_grants_rds_db_connect_for_that_user_only(monkeypatch: pytest.M
     for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
         # Provider openai: no Bedrock; no secret: no Secrets Manager.
         assert grants(inline_statements(resources, role)) == CACHE_GRANTS | {connect}
+    assert connect in grants(inline_statements(resources, "ResolveStoreFunctionRole"))
     env = resources["SimilaritySearchFunction"]["Properties"]["Environment"]["Variables"]
     assert env["DATABASE_IAM_AUTH"] == "true" and env["DATABASE_USER"] == "retrieval_app"
     assert "DATABASE_SECRET_ARN" not in env
@@ -1076,7 +1106,12 @@ def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audienc
     )
     body = resources["HttpApi"]["Properties"]["Body"]
     paths = body["paths"]
-    for path, method in (("/api/v1/rag/retrieve", "post"), ("/api/v1/chunks/similarity-search", "post")):
+    for path, method in (
+        ("/api/v1/rag/retrieve", "post"),
+        ("/api/v1/chunks/similarity-search", "post"),
+        ("/api/v1/knowledge/search", "post"),
+        ("/api/v1/stores/resolve", "get"),
+    ):
         operation = paths[path][method]
         assert ("security" in operation) is protected
         if protected:
@@ -1094,7 +1129,7 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     resources = deployed({"DatabaseSecretArn": SECRET_ARN}, monkeypatch)
-    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
         props = resources[name]["Properties"]
         assert props["SnapStart"] == {"ApplyOn": "PublishedVersions"}
         assert props["Runtime"] == "python3.12" and props["Architectures"] == ["x86_64"]
@@ -1113,9 +1148,12 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias(
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 3
+    assert len(uris) == 5
     assert all(
-        re.search(r"\$\{(RetrieveFunction|SimilaritySearchFunction)Aliaslive\}", str(uri)) for uri in uris
+        re.search(
+            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction)Aliaslive\}", str(uri)
+        )
+        for uri in uris
     )
 
 

@@ -195,7 +195,7 @@ class GeminiCaller:
                     "gemini %s: HTTP %s after %.1f ms (attempt %d)", operation, exc.code, elapsed_ms, attempt
                 )
                 if exc.code not in RETRYABLE_STATUSES:
-                    raise self._error_for(operation, exc, store) from None
+                    raise self._error_for(operation, exc, store) from exc
                 retry_after = _retry_after_s(exc)
                 last: str = f"HTTP {exc.code} {exc.status or ''}".strip()
             except httpx.TransportError as exc:
