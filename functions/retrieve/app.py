@@ -1,6 +1,6 @@
-"""Lambda: POST /api/v1/rag/retrieve, POST /api/v1/rag/retrieve/batch and GET /api/v1/health."""
+"""Lambda: POST /api/v1/rag/retrieve, /rag/retrieve/batch, /knowledge/search and GET /api/v1/health."""
 
 from retrieval_core.api.lambda_handler import build_handler
-from retrieval_core.api.routers import health, retrieve
+from retrieval_core.api.routers import health, knowledge, retrieve
 
-handler = build_handler(retrieve.router, health.router)
+handler = build_handler(retrieve.router, knowledge.router, health.router)

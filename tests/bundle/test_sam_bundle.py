@@ -38,7 +38,9 @@ from packaging.version import Version
 from bench.coldstart import LAMBDA_RUNTIME_SDK, lambda_runtime_packages
 from bench.common import find_python312
 from tests.conftest import EVENTS_DIR, REPO_ROOT
+from tests.fakes.gemini import FakeGemini
 from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply
+from tests.integration.knowledge_support import GEMINI_KEY, HVAC_DISPLAY, HVAC_STORE, stock_fake
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 
 pytestmark = pytest.mark.bundle
@@ -468,7 +470,57 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
         ),
     ),
     "health.json": (200, lambda b: b == {"status": "ok", "database": "ok"}),
+    # Gemini File Search, against a fake Gemini API, with the key read from the template's secret.
+    "knowledge-search.json": (
+        200,
+        lambda b: (
+            [s["score"] for s in b["sources"]] == [0.88, 0.91, None]
+            and b["sources"][0]["storeName"] == HVAC_STORE
+        ),
+    ),
+    "knowledge-search-missing-store.json": (
+        422,
+        lambda b: b["error"]["details"]["errors"][0]["field"] == "store",
+    ),
+    "knowledge-search-unknown-store.json": (
+        404,
+        lambda b: b["error"]["details"] == {"store": "fileSearchStores/does-not-exist"},
+    ),
+    "retrieve-gemini.json": (
+        200,
+        lambda b: (
+            b["engineUsed"] == "gemini-file-search" and [r["score"] for r in b["results"]] == [0.91, 0.88]
+        ),
+    ),
+    "resolve-store.json": (
+        200,
+        # "cache" when the retrieve function's knowledge search resolved it first: the table is shared.
+        lambda b: (
+            b["name"] == HVAC_STORE
+            and b["displayName"] == HVAC_DISPLAY
+            and b["resolvedBy"] in {"displayName", "cache"}
+        ),
+    ),
+    "resolve-store-short-name.json": (
+        200,
+        lambda b: b["name"] == HVAC_STORE and b["resolvedBy"] == "pattern",
+    ),
+    "resolve-store-pgvector.json": (200, lambda b: b["name"] == "sample" and b["backend"] == "pgvector"),
+    "resolve-store-missing-name.json": (422, lambda b: b["error"]["details"]["errors"][0]["field"] == "name"),
 }
+# Retrieve events answered by Gemini File Search, not by an embedding and pgvector.
+GEMINI_RETRIEVE_EVENTS = frozenset({"retrieve-gemini.json"})
+
+
+@pytest.fixture()
+def gemini_api(moto: MotoServer) -> Iterator[tuple[FakeGemini, str]]:
+    """A fake Gemini API with the test stores, and the ARN of a Secrets Manager secret holding its key."""
+    arn: str = moto.client("secretsmanager").create_secret(
+        Name=f"retrieval/gemini-{uuid.uuid4().hex[:8]}", SecretString=GEMINI_KEY
+    )["ARN"]
+    with FakeGemini(api_key=GEMINI_KEY) as fake:
+        stock_fake(fake)
+        yield fake, arn
 
 
 def test_sam_build_puts_the_core_at_python_retrieval_core_without_torch_or_boto3(bundle: Bundle) -> None:
@@ -694,12 +746,15 @@ def test_every_built_handler_answers_every_event_like_lambda(
     postgres_dsn: str,
     embeddings_server: RealModelEmbeddings,
     cache_table: CacheTable,
+    gemini_api: tuple[FakeGemini, str],
     tmp_path: Path,
 ) -> None:
+    gemini, gemini_secret_arn = gemini_api
     assert {fn.name for fn in bundle.functions} == {
         "RetrieveFunction",
         "SimilaritySearchFunction",
         "RetrieveQueueFunction",
+        "ResolveStoreFunction",
     }
     covered: set[str] = set()
     for function in bundle.functions:
@@ -707,8 +762,15 @@ def test_every_built_handler_answers_every_event_like_lambda(
             continue  # SQS-triggered: test_the_built_queue_function_answers_its_sqs_event_like_lambda
         events = events_for(function)
         assert events, f"no event targets {function.name}"
-        parameters = PARAMETERS | {"OpenAIBaseUrl": embeddings_server.base_url}
+        parameters = PARAMETERS | {
+            "OpenAIBaseUrl": embeddings_server.base_url,
+            "GeminiApiKeySecretArn": gemini_secret_arn,
+        }
         environment = function.environment(parameters, {"CacheTable": cache_table.name})
+        if function.name in ("RetrieveFunction", "ResolveStoreFunction"):
+            assert environment["GEMINI_API_KEY_SECRET_ARN"] == gemini_secret_arn
+        else:
+            assert "GEMINI_API_KEY_SECRET_ARN" not in environment
         # Template wiring: the parameters reach the function under the names Settings reads.
         assert environment["EMBEDDING_PROVIDER"] == "openai"
         assert environment["EMBEDDING_MODEL"] == "all-MiniLM-L6-v2"
@@ -736,6 +798,10 @@ def test_every_built_handler_answers_every_event_like_lambda(
                     # The template passes DATABASE_HOST; DATABASE_URL (the test database) takes precedence.
                     "DATABASE_URL": postgres_dsn,
                     "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{xray.getsockname()[1]}",
+                    # The Gemini key comes from the template's secret, on moto; the API is the fake.
+                    "AWS_ENDPOINT_URL_SECRETS_MANAGER": cache_table.moto.endpoint_url,
+                    "GEMINI_BASE_URL": gemini.url,
+                    "GEMINI_RETRY_BASE_DELAY_S": "0.01",
                 },
                 tmp_path,
             )
@@ -760,6 +826,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
             covered.add(event_path.name)
         # The answers went through the DynamoDB cache, which never failed (it fails open, logging).
         assert "cache unavailable" not in run.output
+        assert GEMINI_KEY not in run.output and GEMINI_KEY not in json.dumps(run.responses)
 
         # Powertools: one JSON log line per request with the API Gateway request id, EMF metrics.
         logs = [json.loads(line) for line in run.output.splitlines() if line.startswith('{"level"')]
@@ -777,9 +844,15 @@ def test_every_built_handler_answers_every_event_like_lambda(
         assert sum(d["name"] == "## invoke" for d in documents) == len(events), "no X-Ray handler subsegments"
         if function.name == "RetrieveFunction":
             calls = [d["http"]["request"]["url"] for d in documents if d.get("namespace") == "remote"]
-            assert calls and all(url == f"{embeddings_server.base_url}/embeddings" for url in calls)
+            assert calls and all(
+                url == f"{embeddings_server.base_url}/embeddings" or url.startswith(gemini.url)
+                for url in calls
+            )
     http_events = {p.name for p in EVENTS_DIR.glob("*.json") if "routeKey" in json.loads(p.read_text())}
     assert covered == set(EXPECTED) == http_events
+    # The Gemini routes used the key read from Secrets Manager, and it never reached a response or a log.
+    assert gemini.generate_calls() and gemini.list_calls()
+    assert all(r.headers["x-goog-api-key"] == GEMINI_KEY for r in gemini.requests)
     assert cache_table.item_count() > 0, "nothing was written to the cache table"
 
     # Retrieve embedded its queries through the OpenAI-compatible endpoint named by the template.
@@ -789,7 +862,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
     answered = {
         json.loads(json.loads(p.read_text())["body"])["query"]
         for p in EVENTS_DIR.glob("retrieve*.json")
-        if EXPECTED[p.name][0] == 200
+        if EXPECTED[p.name][0] == 200 and p.name not in GEMINI_RETRIEVE_EVENTS
     }
     assert answered and answered <= embedded
 
@@ -970,9 +1043,35 @@ def test_secret_and_bedrock_grant_only_that_secret_and_that_model(monkeypatch: p
             "AWSLambdaVPCAccessExecutionRole",
             "AWSXrayWriteOnlyAccess",
         }
+    # Store resolution never embeds and never deletes: the cache's GetItem and PutItem and the secret.
+    assert grants(inline_statements(resources, "ResolveStoreFunctionRole")) == {
+        ("dynamodb:GetItem", "CacheTable.Arn"),
+        ("dynamodb:PutItem", "CacheTable.Arn"),
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
+    }
     env = resources["RetrieveFunction"]["Properties"]["Environment"]["Variables"]
     assert env["DATABASE_SECRET_ARN"] == SECRET_ARN and env["EMBEDDING_PROVIDER"] == "bedrock"
     assert "DATABASE_USER" not in env and "OPENAI_API_KEY" not in env
+    assert "GEMINI_API_KEY_SECRET_ARN" not in env
+
+
+GEMINI_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/gemini-XyZ123"
+
+
+def test_the_gemini_key_secret_is_readable_by_the_gemini_functions_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resources = deployed(
+        {"DatabaseSecretArn": SECRET_ARN, "GeminiApiKeySecretArn": GEMINI_SECRET_ARN}, monkeypatch
+    )
+    gemini_grant = ("secretsmanager:GetSecretValue", GEMINI_SECRET_ARN)
+    for name in ("RetrieveFunction", "ResolveStoreFunction"):
+        assert gemini_grant in grants(inline_statements(resources, f"{name}Role"))
+        env = resources[name]["Properties"]["Environment"]["Variables"]
+        assert env["GEMINI_API_KEY_SECRET_ARN"] == GEMINI_SECRET_ARN
+    for name in ("SimilaritySearchFunction", "RetrieveQueueFunction"):
+        assert gemini_grant not in grants(inline_statements(resources, f"{name}Role"))
+        assert "GEMINI_API_KEY_SECRET_ARN" not in resources[name]["Properties"]["Environment"]["Variables"]
 
 
 def test_iam_auth_grants_rds_db_connect_for_that_user_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -984,6 +1083,7 @@ def test_iam_auth_grants_rds_db_connect_for_that_user_only(monkeypatch: pytest.M
     for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
         # Provider openai: no Bedrock; no secret: no Secrets Manager.
         assert grants(inline_statements(resources, role)) == CACHE_GRANTS | {connect}
+    assert connect in grants(inline_statements(resources, "ResolveStoreFunctionRole"))
     env = resources["SimilaritySearchFunction"]["Properties"]["Environment"]["Variables"]
     assert env["DATABASE_IAM_AUTH"] == "true" and env["DATABASE_USER"] == "retrieval_app"
     assert "DATABASE_SECRET_ARN" not in env
@@ -1006,7 +1106,12 @@ def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audienc
     )
     body = resources["HttpApi"]["Properties"]["Body"]
     paths = body["paths"]
-    for path, method in (("/api/v1/rag/retrieve", "post"), ("/api/v1/chunks/similarity-search", "post")):
+    for path, method in (
+        ("/api/v1/rag/retrieve", "post"),
+        ("/api/v1/chunks/similarity-search", "post"),
+        ("/api/v1/knowledge/search", "post"),
+        ("/api/v1/stores/resolve", "get"),
+    ):
         operation = paths[path][method]
         assert ("security" in operation) is protected
         if protected:
@@ -1024,7 +1129,7 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     resources = deployed({"DatabaseSecretArn": SECRET_ARN}, monkeypatch)
-    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
         props = resources[name]["Properties"]
         assert props["SnapStart"] == {"ApplyOn": "PublishedVersions"}
         assert props["Runtime"] == "python3.12" and props["Architectures"] == ["x86_64"]
@@ -1043,9 +1148,12 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias(
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 3
+    assert len(uris) == 5
     assert all(
-        re.search(r"\$\{(RetrieveFunction|SimilaritySearchFunction)Aliaslive\}", str(uri)) for uri in uris
+        re.search(
+            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction)Aliaslive\}", str(uri)
+        )
+        for uri in uris
     )
 
 

@@ -23,6 +23,8 @@ HEAVY = [
     "boto3",
     "psycopg_pool",
     "uvicorn",
+    # Only the OpenAI and Gemini clients need it, on their first call.
+    "httpx",
 ]
 
 PROBE = """

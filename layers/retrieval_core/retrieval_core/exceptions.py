@@ -14,6 +14,8 @@ class RetrievalError(Exception):
 
     status_code = 500
     code = "internal_error"
+    # Seconds the caller should wait before retrying; api.errors sends it as a Retry-After header.
+    retry_after_s: int | None = None
 
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -131,3 +133,27 @@ class RerankerUnavailableError(RetrievalError):
 
     status_code = 502
     code = "reranker_unavailable"
+
+
+class UpstreamError(RetrievalError):
+    """An upstream API (e.g. Gemini) failed or answered with something unusable."""
+
+    status_code = 502
+    code = "upstream_error"
+
+
+class UpstreamAuthError(UpstreamError):
+    """An upstream API rejected our credentials. The message never quotes them."""
+
+    code = "upstream_auth_rejected"
+
+
+class UpstreamUnavailableError(RetrievalError):
+    """An upstream API stayed rate-limited or unavailable through every retry. Transient."""
+
+    status_code = 503
+    code = "upstream_unavailable"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, retry_after_s: int) -> None:
+        super().__init__(message, details)
+        self.retry_after_s = retry_after_s

@@ -1,11 +1,10 @@
-"""The google-genai client as every Gemini caller here builds it. google-genai is imported on call."""
+"""The google-genai client as every Gemini caller here builds it. google-genai and httpx load on call."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import httpx
 from pydantic import SecretStr
 
 from .retry import RETRY_MAX_DELAY_S
@@ -19,31 +18,42 @@ def build_genai_client(
     api_key: SecretStr,
     base_url: str | None,
     timeout_s: float,
-    retry_attempts: int,
-    retry_base_delay_s: float,
-    retryable_statuses: Sequence[int],
+    retry_attempts: int = 1,
+    retry_base_delay_s: float = 0.0,
+    retryable_statuses: Sequence[int] = (),
+    api_version: str | None = None,
 ) -> Client:
-    """A Gemini API client (not Vertex) with our timeout and retry policy.
+    """A Gemini API client (not Vertex) with our timeout and, when statuses are given, retry policy.
 
-    Raises ImportError when google-genai is not installed; callers turn that into their own error.
+    Without `retryable_statuses` the client never retries by itself (the caller does). `api_version`
+    None: the SDK's default. Raises ImportError when google-genai is not installed; callers turn that
+    into their own error.
     """
+    # Imported after google-genai, which needs it anyway.
+    import httpx
     from google import genai
     from google.genai import types
 
+    retry = (
+        types.HttpRetryOptions(
+            attempts=retry_attempts,
+            initial_delay=retry_base_delay_s,
+            max_delay=RETRY_MAX_DELAY_S,
+            exp_base=2,
+            jitter=retry_base_delay_s,
+            http_status_codes=list(retryable_statuses),
+        )
+        if retryable_statuses
+        else None
+    )
     return genai.Client(
         vertexai=False,
         api_key=api_key.get_secret_value(),
         http_options=types.HttpOptions(
             base_url=base_url,
+            api_version=api_version,
             timeout=int(timeout_s * 1000),
-            retry_options=types.HttpRetryOptions(
-                attempts=retry_attempts,
-                initial_delay=retry_base_delay_s,
-                max_delay=RETRY_MAX_DELAY_S,
-                exp_base=2,
-                jitter=retry_base_delay_s,
-                http_status_codes=list(retryable_statuses),
-            ),
+            retry_options=retry,
             # Our own httpx client pins the transport (google-genai prefers httpx2 when it is
             # installed), so the transport errors callers catch are the ones raised.
             httpx_client=httpx.Client(timeout=timeout_s),

@@ -131,6 +131,11 @@ class RetrieveRequest(RequestModel):
         default=0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 is pure relevance, 0 pure diversity."
     )
     cache_ttl_ms: CacheTtl = None
+    backend: Literal["pgvector", "gemini"] | None = Field(
+        default=None,
+        description="Where the store lives. Unset: gemini for a store named fileSearchStores/..., "
+        "else pgvector.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RetrieveRequest:
@@ -174,7 +179,9 @@ class ChunkResult(ResponseModel):
 
     id: str = Field(description="Stable chunk id: documentId#chunkIndex.")
     content: str
-    score: float = Field(description=SIMILARITY_NOTE)
+    score: float | None = Field(
+        description=SIMILARITY_NOTE + " Null only for a Gemini File Search chunk Gemini gave no score."
+    )
     metadata: dict[str, Any] = Field(
         description="Stored chunk metadata plus documentId and chunkIndex; always travels with the text."
     )

@@ -56,6 +56,14 @@ class Settings(BaseSettings):
     bedrock_endpoint_url: str | None = None
     http_timeout_s: float = Field(default=30.0, gt=0)
 
+    # Gemini File Search (POST /api/v1/knowledge/search, GET /api/v1/stores/resolve). The key comes from
+    # GEMINI_API_KEY, else from this Secrets Manager secret (in Lambda).
+    gemini_api_key_secret_arn: str | None = None
+    gemini_model: str = "gemini-2.5-flash"
+    gemini_retry_attempts: int = Field(default=3, ge=1, le=10)
+    gemini_retry_base_delay_s: float = Field(default=0.5, ge=0, le=30)
+    gemini_store_page_size: int = Field(default=20, ge=1, le=20)
+
     # Retrieval.
     default_store: str = "sample"
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)

@@ -11,9 +11,9 @@ from .errors import install_error_handlers
 def create_app(*routers: APIRouter) -> FastAPI:
     """An app serving `routers` (all of them when none are given)."""
     if not routers:
-        from .routers import chunks, health, retrieve
+        from .routers import chunks, health, knowledge, retrieve, stores
 
-        routers = (retrieve.router, chunks.router, health.router)
+        routers = (retrieve.router, chunks.router, health.router, knowledge.router, stores.router)
     app = FastAPI(
         title="Retrieval service",
         version=__version__,

@@ -55,7 +55,10 @@ async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
     if exc.status_code >= 500:
         # The cause (driver error, DSN host) stays in our logs at debug level only.
         logger.error("%s: %s", exc.code, exc.message, extra={"cause": type(exc.__cause__).__name__})
-    return error_response(exc.status_code, exc.code, exc.message, exc.details)
+    response = error_response(exc.status_code, exc.code, exc.message, exc.details)
+    if exc.retry_after_s is not None:
+        response.headers["Retry-After"] = str(max(0, int(exc.retry_after_s)))
+    return response
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:

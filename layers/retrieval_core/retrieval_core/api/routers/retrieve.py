@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
+from ...knowledge.runtime import get_knowledge_service
+from ...knowledge.service import targets_gemini
 from ...models import (
     ErrorResponse,
     RetrieveBatchRequest,
@@ -16,7 +18,7 @@ from ..dependencies import ServiceDep
 
 router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
 
-_ERRORS = {status: {"model": ErrorResponse} for status in (404, 409, 422, 500, 502)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (404, 409, 422, 500, 502, 503)}
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS)  # type: ignore[arg-type]
@@ -25,7 +27,11 @@ async def retrieve(body: RetrieveRequest, service: ServiceDep, response: Respons
 
     The `X-Cache` header says whether the answer came from the cache (hit, miss, bypass).
     """
-    answer, status = await run_in_threadpool(service.retrieve, body)
+    if targets_gemini(body):
+        # A Gemini File Search store (docs/gemini.md): the knowledge service answers, not pgvector.
+        answer, status = await run_in_threadpool(get_knowledge_service().retrieve, body)
+    else:
+        answer, status = await run_in_threadpool(service.retrieve, body)
     response.headers["X-Cache"] = status.value
     return answer
 

@@ -1,0 +1,32 @@
+"""POST /api/v1/knowledge/search: an answer with sources from a Gemini File Search store (seed 000)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
+from fastapi.concurrency import run_in_threadpool
+
+from ...knowledge.models import KnowledgeAnswer, KnowledgeSearchRequest
+from ...knowledge.runtime import get_knowledge_service
+from ...knowledge.service import KnowledgeService
+from ...models import ErrorResponse
+
+router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
+
+KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge_service)]
+_ERRORS = {status: {"model": ErrorResponse} for status in (404, 422, 500, 502, 503)}
+
+
+@router.post("/search", response_model=KnowledgeAnswer, responses=_ERRORS)  # type: ignore[arg-type]
+async def knowledge_search(
+    body: KnowledgeSearchRequest, knowledge: KnowledgeDep, response: Response
+) -> KnowledgeAnswer:
+    """Ask Gemini with the File Search tool over `store`; the answer text, its sources and the raw metadata.
+
+    `store` may be a display name, a short name or a full `fileSearchStores/...` name. The `X-Cache`
+    header says whether the answer came from the cache (hit, miss, bypass).
+    """
+    answer, status = await run_in_threadpool(knowledge.search, body)
+    response.headers["X-Cache"] = status.value
+    return answer

@@ -1,0 +1,33 @@
+"""GET /api/v1/stores/resolve: a store's full name from a display name, short name or full name."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.concurrency import run_in_threadpool
+
+from ...knowledge.models import Backend, ResolvedStore
+from ...knowledge.resolve import STORE_PREFIX
+from ...knowledge.runtime import get_knowledge_service
+from ...knowledge.service import KnowledgeService
+from ...models import ErrorResponse, StoreName
+
+router = APIRouter(prefix="/api/v1/stores", tags=["stores"])
+
+KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge_service)]
+_ERRORS = {status: {"model": ErrorResponse} for status in (404, 422, 500, 502, 503)}
+
+
+@router.get("/resolve", response_model=ResolvedStore, responses=_ERRORS)  # type: ignore[arg-type]
+async def resolve_store(
+    knowledge: KnowledgeDep,
+    name: Annotated[StoreName, Query()],
+    backend: Annotated[Backend | None, Query()] = None,
+) -> ResolvedStore:
+    """Resolve in seed 000's order: cache, display name, exact name, `fileSearchStores/{name}`, fallback.
+
+    `backend` unset: gemini for a name starting with `fileSearchStores/`, else pgvector (as for retrieve).
+    """
+    chosen: Backend = backend or ("gemini" if name.startswith(STORE_PREFIX) else "pgvector")
+    return await run_in_threadpool(knowledge.resolve, name, chosen)

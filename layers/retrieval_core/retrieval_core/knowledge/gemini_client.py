@@ -1,0 +1,221 @@
+"""The google-genai client, built on first use, and one call to the Gemini API with retries and error mapping.
+
+google-genai costs ~0.5 s to import, so it (and httpx) is imported here, inside functions, and only when
+a Gemini call is first needed. The API key never appears in a message raised or logged from this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import SecretStr
+
+from ..db.credentials import forget_cached_secrets
+from ..exceptions import (
+    ConfigurationError,
+    InvalidRequestError,
+    StoreNotFoundError,
+    UpstreamAuthError,
+    UpstreamError,
+    UpstreamUnavailableError,
+)
+from ..genai_client import build_genai_client
+from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay
+from ..settings import Settings
+from .debug import debug
+
+if TYPE_CHECKING:
+    from google.genai import Client
+    from google.genai.errors import APIError
+
+T = TypeVar("T")
+
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# File Search (fileSearchStores, the fileSearch tool) is documented on v1beta.
+FILE_SEARCH_API_VERSION = "v1beta"
+# Seconds a fetched API key secret is reused (a rotated key reaches a warm instance within this time).
+SECRET_MAX_AGE_S = 300
+# Retry-After we send when Gemini gave none after its last 429/5xx.
+DEFAULT_RETRY_AFTER_S = 5
+_MAX_DETAIL_CHARS = 300
+
+
+def api_key_from_settings(settings: Settings) -> SecretStr:
+    """GEMINI_API_KEY when set (local runs); else the Secrets Manager secret GEMINI_API_KEY_SECRET_ARN."""
+    if settings.gemini_api_key is not None and settings.gemini_api_key.get_secret_value():
+        return settings.gemini_api_key
+    if settings.gemini_api_key_secret_arn:
+        return _secret_api_key(settings.gemini_api_key_secret_arn)
+    raise ConfigurationError("Gemini File Search needs GEMINI_API_KEY or GEMINI_API_KEY_SECRET_ARN")
+
+
+def _secret_api_key(secret_arn: str) -> SecretStr:
+    # The Powertools parameters utility imports boto3: only on first use.
+    from aws_lambda_powertools.utilities.parameters import GetParameterError, get_secret
+
+    try:
+        raw = get_secret(secret_arn, max_age=SECRET_MAX_AGE_S)
+    except GetParameterError as exc:
+        cause = exc.__cause__ or exc.__context__
+        response = getattr(cause, "response", None)
+        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+        raise ConfigurationError(
+            f"could not read the Gemini API key secret from Secrets Manager ({code or type(cause).__name__})"
+        ) from None
+    value = str(raw).strip()
+    if value.startswith("{"):
+        # A key/value secret made in the console: {"apiKey": "..."}.
+        try:
+            parsed: Any = json.loads(value)
+        except ValueError:
+            parsed = None
+        value = parsed.get("apiKey", "") if isinstance(parsed, dict) else ""
+        if not isinstance(value, str):
+            value = ""
+    if not value:
+        raise ConfigurationError(
+            'the Gemini API key secret is empty; store the key itself or {"apiKey": ...}'
+        )
+    return SecretStr(value)
+
+
+class GeminiCaller:
+    """Builds the client on first use and runs calls with retries; Gemini errors become ours."""
+
+    def __init__(
+        self,
+        key_source: Callable[[], SecretStr],
+        *,
+        base_url: str | None,
+        timeout_s: float,
+        attempts: int = RETRY_ATTEMPTS,
+        base_delay_s: float = RETRY_BASE_DELAY_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._key_source = key_source
+        self._base_url = base_url
+        self._timeout_s = timeout_s
+        self.attempts = attempts
+        self.base_delay_s = base_delay_s
+        self._sleep = sleep
+        self._client: Client | None = None
+        self._key: SecretStr | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GeminiCaller:
+        """From GEMINI_API_KEY (or GEMINI_API_KEY_SECRET_ARN), GEMINI_BASE_URL and the retry settings."""
+        return cls(
+            lambda: api_key_from_settings(settings),
+            base_url=settings.gemini_base_url,
+            timeout_s=settings.http_timeout_s,
+            attempts=settings.gemini_retry_attempts,
+            base_delay_s=settings.gemini_retry_base_delay_s,
+        )
+
+    def client(self) -> Client:
+        """The google-genai client, built (and google-genai imported) on the first call."""
+        with self._lock:
+            if self._client is None:
+                started = time.perf_counter()
+                self._key = self._key_source()
+                try:
+                    self._client = build_genai_client(
+                        api_key=self._key,
+                        base_url=self._base_url,
+                        timeout_s=self._timeout_s,
+                        api_version=FILE_SEARCH_API_VERSION,
+                    )
+                except ImportError as exc:
+                    raise ConfigurationError(
+                        "the Gemini API needs the google-genai package installed"
+                    ) from exc
+                debug("gemini client built in %.1f ms", (time.perf_counter() - started) * 1000)
+            return self._client
+
+    def forget_client(self) -> None:
+        """Drop the client and cached secrets: the next call reads the key again (a rotated key applies)."""
+        with self._lock:
+            self._client = None
+            self._key = None
+        forget_cached_secrets()
+
+    def call(self, operation: str, call: Callable[[Client], T], *, store: str | None = None) -> T:
+        """Run `call(client)`; 429, 5xx and transport errors are retried with backoff and jitter.
+
+        `store` names the store a 404 is about (StoreNotFoundError); without it a 404 is an upstream error.
+        """
+        import httpx
+        from google.genai import errors
+
+        client = self.client()
+        retry_after: float | None = None
+        for attempt in range(1, self.attempts + 1):
+            started = time.perf_counter()
+            try:
+                result = call(client)
+            except errors.APIError as exc:
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                debug(
+                    "gemini %s: HTTP %s after %.1f ms (attempt %d)", operation, exc.code, elapsed_ms, attempt
+                )
+                if exc.code not in RETRYABLE_STATUSES:
+                    raise self._error_for(operation, exc, store) from exc
+                retry_after = _retry_after_s(exc)
+                last: str = f"HTTP {exc.code} {exc.status or ''}".strip()
+            except httpx.TransportError as exc:
+                debug("gemini %s: %s (attempt %d)", operation, type(exc).__name__, attempt)
+                retry_after = None
+                last = type(exc).__name__
+            else:
+                debug("gemini %s: answered in %.1f ms", operation, (time.perf_counter() - started) * 1000)
+                return result
+            if attempt < self.attempts:
+                self._sleep(backoff_delay(attempt, self.base_delay_s))
+        raise UpstreamUnavailableError(
+            f"the Gemini API is unavailable ({last} after {self.attempts} attempts); retry later",
+            {"operation": operation, "attempts": self.attempts},
+            retry_after_s=max(1, math.ceil(retry_after)) if retry_after else DEFAULT_RETRY_AFTER_S,
+        )
+
+    def _error_for(self, operation: str, exc: APIError, store: str | None) -> Exception:
+        details = json.dumps(exc.details, default=str)
+        # The Gemini API answers an invalid key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+        if exc.code in (401, 403) or "API_KEY_INVALID" in details:
+            self.forget_client()
+            return UpstreamAuthError(
+                f"the Gemini API rejected the API key (HTTP {exc.code}); "
+                "check GEMINI_API_KEY or the secret GEMINI_API_KEY_SECRET_ARN names",
+                {"operation": operation, "status": exc.code},
+            )
+        if exc.code == 404 and store is not None:
+            return StoreNotFoundError(store)
+        message = self._redacted(str(exc.message or exc.status or ""))[:_MAX_DETAIL_CHARS]
+        if exc.code == 400:
+            # e.g. a metadataFilter in a syntax Gemini refuses: the caller can fix it.
+            return InvalidRequestError(
+                f"the Gemini API refused the request: {message}", {"operation": operation, "status": 400}
+            )
+        return UpstreamError(
+            f"the Gemini API answered HTTP {exc.code} {exc.status or ''}: {message}".strip(),
+            {"operation": operation, "status": exc.code},
+        )
+
+    def _redacted(self, text: str) -> str:
+        key = self._key.get_secret_value() if self._key is not None else ""
+        return text.replace(key, "***") if key else text
+
+
+def _retry_after_s(exc: APIError) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

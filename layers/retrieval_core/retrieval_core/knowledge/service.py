@@ -1,0 +1,312 @@
+"""KnowledgeService: seed 000's RetrievalService over Gemini File Search, cached through our cache."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .. import metrics
+from ..cache.json_cache import CacheStatus
+from ..cache.keys import search_key
+from ..cache.search_cache import SearchCache
+from ..exceptions import InvalidRequestError, UpstreamError
+from ..models import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
+from .debug import debug
+from .gemini_client import GeminiCaller
+from .models import Backend, KnowledgeAnswer, KnowledgeSearchRequest, KnowledgeSource, ResolvedStore
+from .resolve import STORE_PREFIX, StoreEntry, StoreResolver
+from .sources import extract_sources
+
+if TYPE_CHECKING:
+    from google.genai import Client
+
+BACKEND: Backend = "gemini"
+ENGINE = "gemini-file-search"
+# Gemini has no store version: answers are keyed on the resolved name and expire by TTL alone.
+NO_VERSION = 0
+# Answer length for a retrieve request, which returns the chunks, not the text.
+RETRIEVE_MAX_OUTPUT_TOKENS = 256
+_FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def targets_gemini(request: RetrieveRequest) -> bool:
+    """A retrieve request for Gemini: `backend: "gemini"`, or a store named `fileSearchStores/...`."""
+    backend = getattr(request, "backend", None)
+    if backend is not None:
+        return bool(backend == BACKEND)
+    return bool(request.store and request.store.startswith(STORE_PREFIX))
+
+
+class KnowledgeService:
+    """Knowledge answers with sources from Gemini File Search, and store-name resolution for both backends."""
+
+    def __init__(
+        self,
+        caller: GeminiCaller,
+        cache: SearchCache,
+        *,
+        default_model: str,
+        page_size: int,
+        list_pgvector_stores: Callable[[], list[StoreEntry]] | None = None,
+    ) -> None:
+        self.caller = caller
+        self.cache = cache
+        self.default_model = default_model
+        self.page_size = page_size
+        self.gemini_stores = StoreResolver(BACKEND, self._list_gemini_stores, cache.stores)
+        self.pgvector_stores = (
+            StoreResolver("pgvector", list_pgvector_stores, cache.stores) if list_pgvector_stores else None
+        )
+
+    # Resolution.
+
+    def resolve(self, name: str, backend: Backend) -> ResolvedStore:
+        """GET /api/v1/stores/resolve: the same five steps over Gemini's stores or our stores table."""
+        if backend == "pgvector":
+            if self.pgvector_stores is None:
+                raise InvalidRequestError("backend: pgvector resolution is not configured here")
+            return self.pgvector_stores.resolve(name)
+        return self.gemini_stores.resolve(name)
+
+    def _list_gemini_stores(self) -> list[StoreEntry]:
+        def list_all(client: Client) -> list[StoreEntry]:
+            pager = client.file_search_stores.list(config={"page_size": self.page_size})
+            stores = [StoreEntry(s.name, s.display_name) for s in pager.page if s.name]
+            pages = 1
+            while pager.config.get("page_token"):
+                pager.next_page()
+                stores.extend(StoreEntry(s.name, s.display_name) for s in pager.page if s.name)
+                pages += 1
+            debug("listed %d File Search stores in %d pages", len(stores), pages)
+            return stores
+
+        return self.caller.call("listing File Search stores", list_all)
+
+    # Search.
+
+    def search(self, request: KnowledgeSearchRequest) -> tuple[KnowledgeAnswer, CacheStatus]:
+        """Seed 000's search(): resolve the store, serve from cache or ask Gemini, extract the sources."""
+        store = self.gemini_stores.resolve(request.store).name
+        model = request.model or self.default_model
+
+        def compute() -> dict[str, Any]:
+            text, grounding = self._generate(
+                store,
+                request.query,
+                model=model,
+                top_k=request.top_k,
+                metadata_filter=request.metadata_filter,
+                system_instruction=request.system_instruction,
+                max_output_tokens=request.max_output_tokens,
+            )
+            sources = extract_sources(grounding)
+            debug("extracted %d sources (%d scored)", len(sources), sum(s.score is not None for s in sources))
+            answer = KnowledgeAnswer(text=text, sources=sources, grounding_metadata=grounding)
+            return answer.model_dump(mode="json", by_alias=True)
+
+        body, status = self._through_cache("knowledge-search", store, model, request, compute)
+        return KnowledgeAnswer.model_validate(body), status
+
+    def retrieve(self, request: RetrieveRequest) -> tuple[RetrieveResponse, CacheStatus]:
+        """POST /api/v1/rag/retrieve on a File Search store: the grounding chunks, graded (docs/gemini.md)."""
+        if request.doc_ids:
+            raise InvalidRequestError(
+                "docIds: not supported for Gemini File Search stores; use metadataFilter",
+                {
+                    "errors": [
+                        {"field": "docIds", "message": "not supported by Gemini", "type": "unsupported"}
+                    ]
+                },
+            )
+        metadata_filter = gemini_filter(request.metadata_filter)
+        name = request.store
+        if not name:
+            raise InvalidRequestError(
+                "store: required for the Gemini backend",
+                {"errors": [{"field": "store", "message": "required for gemini", "type": "missing"}]},
+            )
+        store = self.gemini_stores.resolve(name).name
+        model = self.default_model
+
+        def compute() -> dict[str, Any]:
+            _, grounding = self._generate(
+                store,
+                request.query,
+                model=model,
+                top_k=request.similarity_top_k,
+                metadata_filter=metadata_filter,
+                system_instruction=None,
+                max_output_tokens=RETRIEVE_MAX_OUTPUT_TOKENS,
+            )
+            sources = extract_sources(grounding)
+            kept = graded(sources, request.grade)
+            response = RetrieveResponse(
+                results=chunk_results(kept),
+                query=request.query,
+                total_results=len(kept),
+                engine_used=ENGINE,
+                store=store,
+                pipeline=Pipeline(candidates_considered=len(sources)),
+            )
+            return response.model_dump(mode="json", by_alias=True)
+
+        body, status = self._through_cache("retrieve", store, model, request, compute)
+        return RetrieveResponse.model_validate(body), status
+
+    def _through_cache(
+        self,
+        operation: str,
+        store: str,
+        model: str,
+        request: RetrieveRequest | KnowledgeSearchRequest,
+        compute: Callable[[], dict[str, Any]],
+    ) -> tuple[dict[str, Any], CacheStatus]:
+        ttl_s = self.cache.ttl_for(request.cache_ttl_ms)
+        if ttl_s is None:
+            debug("%s: cacheTTLms=0, not cached", operation)
+            return compute(), CacheStatus.BYPASS
+        # Every request option is part of the key (seed 000 left out systemInstruction and maxOutputTokens).
+        key = search_key(
+            backend=BACKEND,
+            store=store,
+            store_version=NO_VERSION,
+            operation=operation,
+            request=request.model_dump(mode="json", exclude={"store"}),
+            context={"model": model},
+        )
+        cached = self.cache.get_answer(key)
+        if cached is not None:
+            debug("%s: cache hit (key %s)", operation, key)
+            metrics.count("CacheHit")
+            return cached, CacheStatus.HIT
+        debug("%s: cache miss (key %s, ttl %.0f s)", operation, key, ttl_s)
+        metrics.count("CacheMiss")
+        body = compute()
+        self.cache.put_answer(key, body, ttl_s)
+        return body, CacheStatus.MISS
+
+    def _generate(
+        self,
+        store: str,
+        query: str,
+        *,
+        model: str,
+        top_k: int | None,
+        metadata_filter: str | None,
+        system_instruction: str | None,
+        max_output_tokens: int,
+    ) -> tuple[str, dict[str, Any] | None]:
+        """generateContent with the fileSearch tool; (answer text, raw groundingMetadata)."""
+
+        def generate(client: Client) -> bytes | str:
+            from google.genai import types
+
+            config = types.GenerateContentConfig(
+                tools=[
+                    types.Tool(
+                        file_search=types.FileSearch(
+                            file_search_store_names=[store], top_k=top_k, metadata_filter=metadata_filter
+                        )
+                    )
+                ],
+                system_instruction=system_instruction,
+                max_output_tokens=max_output_tokens,
+                # The raw body: the SDK's models drop grounding fields they do not know (the legacy shapes).
+                should_return_http_response=True,
+            )
+            response = client.models.generate_content(model=model, contents=query, config=config)
+            raw = response.sdk_http_response.body if response.sdk_http_response else None
+            return raw or ""
+
+        started = time.perf_counter()
+        raw = self.caller.call("generateContent", generate, store=store)
+        debug(
+            "generateContent on %s: %d bytes in %.1f ms",
+            store,
+            len(raw),
+            (time.perf_counter() - started) * 1000,
+        )
+        return parse_generate_response(raw)
+
+
+def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | None]:
+    """(text of the first candidate, its groundingMetadata) from a generateContent JSON body."""
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError:
+        raise UpstreamError("the Gemini API answered with a body that is not JSON") from None
+    if not isinstance(body, dict):
+        raise UpstreamError("the Gemini API answered with an unexpected body")
+    candidates = body.get("candidates") or []
+    candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    parts = parts if isinstance(parts, list) else []
+    # Thought summaries are not part of the answer.
+    text = "".join(
+        p["text"]
+        for p in parts
+        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+    )
+    grounding = candidate.get("groundingMetadata")
+    return text, grounding if isinstance(grounding, dict) else None
+
+
+def gemini_filter(metadata_filter: Mapping[str, str | int | float | bool] | None) -> str | None:
+    """Our `metadataFilter` equalities in Gemini's filter syntax: `k = "v" AND n = 3`."""
+    if not metadata_filter:
+        return None
+    clauses = []
+    for key, value in metadata_filter.items():
+        if not _FILTER_KEY.match(key):
+            raise _filter_error(key, "Gemini metadata keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
+        if isinstance(value, bool):
+            raise _filter_error(key, "Gemini custom metadata holds strings and numbers, not booleans")
+        clauses.append(f"{key} = {json.dumps(value)}")
+    return " AND ".join(clauses)
+
+
+def _filter_error(key: str, message: str) -> InvalidRequestError:
+    field = f"metadataFilter.{key}"
+    return InvalidRequestError(
+        f"{field}: {message}", {"errors": [{"field": field, "message": message, "type": "unsupported"}]}
+    )
+
+
+def graded(sources: list[KnowledgeSource], grade: float) -> list[KnowledgeSource]:
+    """Sources scoring at least `grade`, highest first; unscored ones only when grade is 0, last."""
+    kept = [
+        s for s in sources if (s.score is not None and s.score >= grade) or (s.score is None and grade == 0)
+    ]
+    # Stable: Gemini's own order among equal scores and among the unscored.
+    return sorted(kept, key=lambda s: (s.score is None, -(s.score or 0.0)))
+
+
+def chunk_results(sources: list[KnowledgeSource]) -> list[ChunkResult]:
+    """Sources in the retrieve response shape; ids number each document's chunks in this answer."""
+    seen: dict[str, int] = {}
+    results = []
+    for source in sources:
+        document = source.document_id or source.uri or source.document_name or "chunk"
+        index = seen.get(document, 0)
+        seen[document] = index + 1
+        extra = {
+            "documentId": document,
+            "chunkIndex": index,
+            "documentName": source.document_name,
+            "uri": source.uri,
+            "storeName": source.store_name,
+            "pageNumber": source.page_number,
+        }
+        results.append(
+            ChunkResult(
+                id=f"{document}#{index}",
+                content=source.chunk or "",
+                score=source.score,
+                metadata={**source.metadata, **{k: v for k, v in extra.items() if v is not None}},
+            )
+        )
+    return results
