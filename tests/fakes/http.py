@@ -77,8 +77,11 @@ class FakeHTTPServer:
     # Routes and scripts.
 
     def add_route(self, method: str, pattern: str, handler: Handler) -> None:
-        """Serve `method` requests whose decoded path fully matches `pattern`."""
-        self.routes.append(Route(method.upper(), re.compile(pattern), handler))
+        """Serve `method` requests whose decoded path fully matches `pattern`.
+
+        A route added later takes precedence, so a subclass can override one of its base's routes.
+        """
+        self.routes.insert(0, Route(method.upper(), re.compile(pattern), handler))
 
     def script(self, *replies: Reply) -> None:
         """Answer the next requests, whatever their path, with `replies` in order."""

@@ -305,10 +305,20 @@ def test_retrieve_backend_gemini_resolves_a_display_name(client: TestClient, gem
     assert body["store"] == HVAC_STORE and body["totalResults"] == 3
 
 
-def test_retrieve_on_gemini_refuses_doc_ids(client: TestClient, gemini: FakeGemini) -> None:
-    response = retrieve(client, docIds=["a"])
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [
+        ({"docIds": ["a"]}, "docIds"),
+        ({"useHybrid": True}, "useHybrid"),
+        ({"rerank": {"strategy": "mmr"}}, "rerank"),
+    ],
+)
+def test_retrieve_on_gemini_refuses_what_gemini_cannot_do(
+    client: TestClient, gemini: FakeGemini, option: dict[str, object], field: str
+) -> None:
+    response = retrieve(client, **option)
     assert response.status_code == 422
-    assert response.json()["error"]["details"]["errors"][0]["field"] == "docIds"
+    assert response.json()["error"]["details"]["errors"][0]["field"] == field
     assert gemini.generate_calls() == []
 
 
@@ -317,7 +327,7 @@ def test_retrieve_without_backend_still_searches_pgvector(client: TestClient, ge
         RETRIEVE, json={"query": "How are pods scheduled?", "grade": 0.2, "store": "sample"}
     )
     assert response.status_code == 200
-    assert response.json()["engineUsed"] == "naive"
+    assert response.json()["engineUsed"] == "advanced"  # the pgvector engines, not Gemini's
     assert gemini.requests == []
 
 

@@ -112,15 +112,23 @@ class KnowledgeService:
 
     def retrieve(self, request: RetrieveRequest) -> tuple[RetrieveResponse, CacheStatus]:
         """POST /api/v1/rag/retrieve on a File Search store: the grounding chunks, graded (docs/gemini.md)."""
-        if request.doc_ids:
-            raise InvalidRequestError(
-                "docIds: not supported for Gemini File Search stores; use metadataFilter",
-                {
-                    "errors": [
-                        {"field": "docIds", "message": "not supported by Gemini", "type": "unsupported"}
-                    ]
-                },
-            )
+        unsupported = {
+            "docIds": "use metadataFilter" if request.doc_ids else None,
+            "useHybrid": "Gemini runs its own retrieval" if request.use_hybrid else None,
+            "rerank": "Gemini ranks its own chunks"
+            if request.rerank is not None and request.rerank.enabled
+            else None,
+        }
+        for field, hint in unsupported.items():
+            if hint is not None:
+                raise InvalidRequestError(
+                    f"{field}: not supported for Gemini File Search stores; {hint}",
+                    {
+                        "errors": [
+                            {"field": field, "message": "not supported by Gemini", "type": "unsupported"}
+                        ]
+                    },
+                )
         metadata_filter = gemini_filter(request.metadata_filter)
         name = request.store
         if not name:
