@@ -33,13 +33,22 @@ DocIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_no_nul)]],
     Field(max_length=100, description="Only chunks of these documents (at most 100 ids)."),
 ]
-MetadataFilter = Annotated[
+MetadataEqualities = Annotated[
     dict[Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_no_nul)], MetadataValue],
     Field(
         max_length=32,
         description="Key to value equalities, all of which must hold (typed: 2023 does not match '2023').",
     ),
 ]
+MetadataExpression = Annotated[
+    str,
+    Field(
+        max_length=4000,
+        description='A filter expression, e.g. "year >= 2023 AND NOT draft = true" (README).',
+    ),
+    AfterValidator(_no_nul),
+]
+MetadataFilter = MetadataEqualities | MetadataExpression
 
 
 class RequestModel(BaseModel):

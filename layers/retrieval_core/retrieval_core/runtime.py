@@ -105,6 +105,7 @@ def get_service() -> RetrievalService:
                     default_store=settings.default_store,
                     ef_search=settings.hnsw_ef_search,
                     cache=build_cache(settings),
+                    allowed_metadata_keys=settings.metadata_keys_allowed,
                 )
     return _service
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from . import metrics
@@ -20,7 +20,7 @@ from .exceptions import (
     EmbeddingModelMismatchError,
     StoreNotFoundError,
 )
-from .filters import Predicate, document_ids_in, metadata_equals
+from .filters import Predicate, document_ids_in, metadata_predicate
 from .models import (
     ChunkResult,
     Pipeline,
@@ -47,12 +47,14 @@ class RetrievalService:
         default_store: str,
         ef_search: int,
         cache: SearchCache | None = None,
+        allowed_metadata_keys: frozenset[str] | None = None,
     ) -> None:
         self.database = database
         self.embedder = embedder
         self.default_store = default_store
         self.ef_search = ef_search
         self.cache = cache
+        self.allowed_metadata_keys = allowed_metadata_keys
 
     def get_store(self, name: str | None) -> Store:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
@@ -166,12 +168,14 @@ class RetrievalService:
         query_vector: Sequence[float],
         limit: int,
         doc_ids: Sequence[str] | None,
-        metadata_filter: dict[str, str | int | float | bool] | None,
+        metadata_filter: Mapping[str, str | int | float | bool] | str | None,
         embedded_by: str | None = None,
     ) -> tuple[Store, list[ScoredChunk]]:
         """Look the store up and search it on one connection; nearest first."""
         name = store_name or self.default_store
-        where: Predicate = document_ids_in(doc_ids) & metadata_equals(metadata_filter)
+        where: Predicate = document_ids_in(doc_ids) & metadata_predicate(
+            metadata_filter, self.allowed_metadata_keys
+        )
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
             store = repository.find_store_for_search(conn, name, self.ef_search, filtered=bool(where.sql))
             if store is None:

@@ -77,9 +77,18 @@ class Settings(BaseSettings):
     idempotency_table_name: str | None = None
     idempotency_ttl_s: int = Field(default=86_400, ge=60, le=30 * 86_400)
 
+    # Metadata keys a filter may name (comma-separated); empty: any key.
+    allowed_metadata_keys: str = ""
+
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)
+
+    @property
+    def metadata_keys_allowed(self) -> frozenset[str] | None:
+        """ALLOWED_METADATA_KEYS as a set; None when unset (every key allowed)."""
+        keys = frozenset(k.strip() for k in self.allowed_metadata_keys.split(",") if k.strip())
+        return keys or None
 
     @property
     def resolved_embedding_model(self) -> str:
