@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, WrapValidator
 from pydantic.alias_generators import to_camel
 
 from .filters import MetadataValue
@@ -48,7 +48,18 @@ MetadataExpression = Annotated[
     ),
     AfterValidator(_no_nul),
 ]
-MetadataFilter = MetadataEqualities | MetadataExpression
+_EQUALITIES: TypeAdapter[dict[str, MetadataValue]] = TypeAdapter(MetadataEqualities)
+_EXPRESSION: TypeAdapter[str] = TypeAdapter(MetadataExpression)
+
+
+def _one_filter_form(value: Any, _: Any) -> dict[str, MetadataValue] | str:
+    # Validates the one form the input has, so errors name `metadataFilter.<key>`, not union branches.
+    if isinstance(value, str):
+        return _EXPRESSION.validate_python(value)
+    return _EQUALITIES.validate_python(value)
+
+
+MetadataFilter = Annotated[MetadataEqualities | MetadataExpression, WrapValidator(_one_filter_form)]
 
 
 class RequestModel(BaseModel):
