@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval_core.db import repository
+from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filter_expression import Node, parse
-from retrieval_core.models import SimilaritySearchRequest
+from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
 from tests.filter_strategies import INJECTIONS, STRINGS, expressions, holds, quote, render
 
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -235,3 +236,41 @@ def test_allowed_metadata_keys_reject_other_keys(
     assert error["details"]["key"] == "draft"
     allowed = restricted_client.post(SEARCH, json={**body, "metadataFilter": "project = 'x' OR year >= 2023"})
     assert allowed.status_code == 200
+
+
+class CountingEmbedder:
+    """Counts embed calls; the vectors are never searched with."""
+
+    model = "counting"
+    dimension = DIMENSION
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        self.calls += 1
+        return [QUERY for _ in texts]
+
+
+def test_a_bad_filter_fails_before_the_cache_and_the_embedder(service, filter_store) -> None:  # type: ignore[no-untyped-def]
+    from retrieval_core.runtime import build_cache
+    from retrieval_core.service import RetrievalService
+    from retrieval_core.settings import get_settings
+
+    cache = build_cache(get_settings())
+    embedder = CountingEmbedder()
+    unrestricted = RetrievalService(service.database, embedder, STORE, 100, cache=cache)
+    restricted = RetrievalService(
+        service.database, embedder, STORE, 100, cache=cache, allowed_metadata_keys=frozenset({"project"})
+    )
+    request = SimilaritySearchRequest(
+        query_embedding=QUERY, top_k=50, store=STORE, metadata_filter="draft = true"
+    )
+    answer, _ = unrestricted.similarity_search(request)
+    assert answer.results
+    # The same request, answered and cached without the restriction, is still refused with it.
+    with pytest.raises(FilterKeyNotAllowedError):
+        restricted.similarity_search(request)
+    with pytest.raises(FilterSyntaxError):
+        unrestricted.retrieve(RetrieveRequest(query="q", grade=0.0, store=STORE, metadata_filter="draft = "))
+    assert embedder.calls == 0

@@ -73,6 +73,8 @@ class RetrievalService:
         `query_vector`, when given, must be `request.query` embedded by this service's embedder (the
         queue function embeds a whole batch in one provider call); the query is then not embedded again.
         """
+        # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
+        metadata_predicate(request.metadata_filter, self.allowed_metadata_keys)
 
         def compute(req: RetrieveRequest) -> RetrieveResponse:
             return self._retrieve(req, query_vector)
@@ -83,6 +85,7 @@ class RetrievalService:
         self, request: SimilaritySearchRequest
     ) -> tuple[SimilaritySearchResponse, CacheStatus]:
         """The chunks nearest to a precomputed embedding, highest similarity first."""
+        metadata_predicate(request.metadata_filter, self.allowed_metadata_keys)  # as in `retrieve`
         return self._through_cache(
             "similarity-search", request, SimilaritySearchResponse, self._similarity_search
         )
