@@ -157,3 +157,27 @@ class UpstreamUnavailableError(RetrievalError):
     def __init__(self, message: str, details: dict[str, Any] | None = None, *, retry_after_s: int) -> None:
         super().__init__(message, details)
         self.retry_after_s = retry_after_s
+
+
+class FilterSyntaxError(InvalidRequestError):
+    """A metadata filter expression is malformed or over a limit; `details` names the position."""
+
+    code = "invalid_metadata_filter"
+
+    def __init__(self, position: int, expected: str, found: str) -> None:
+        super().__init__(
+            f"metadataFilter: expected {expected} at position {position}, found {found}",
+            {"field": "metadataFilter", "position": position, "expected": expected, "found": found},
+        )
+
+
+class FilterKeyNotAllowedError(InvalidRequestError):
+    """A metadata filter uses a key outside ALLOWED_METADATA_KEYS."""
+
+    code = "metadata_key_not_allowed"
+
+    def __init__(self, key: str, allowed: frozenset[str]) -> None:
+        super().__init__(
+            f"metadataFilter: key '{key}' is not allowed; allowed keys: {', '.join(sorted(allowed))}",
+            {"field": "metadataFilter", "key": key, "allowedKeys": sorted(allowed)},
+        )

@@ -7,9 +7,11 @@ caller sends travels as a bound parameter.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .exceptions import FilterKeyNotAllowedError
 
 MetadataValue = str | int | float | bool
 
@@ -39,6 +41,35 @@ def metadata_equals(filters: Mapping[str, MetadataValue] | None) -> Predicate:
     return Predicate(
         "metadata @> %(metadata_contains)s::jsonb", {"metadata_contains": json.dumps(dict(filters))}
     )
+
+
+def metadata_predicate(
+    value: Mapping[str, MetadataValue] | str | None, allowed_keys: frozenset[str] | None = None
+) -> Predicate:
+    """Either filter form as a predicate: an object of equalities, or an expression string.
+
+    `allowed_keys`, when given, is the only keys a filter may name (FilterKeyNotAllowedError else).
+    An expression that does not parse raises FilterSyntaxError.
+    """
+    # Imported here: filter_expression builds on Predicate from this module.
+    from .filter_expression import compile_node, keys_of, parse
+
+    if isinstance(value, str):
+        node = parse(value)
+        if node is None:
+            return TRUE
+        _check_keys(keys_of(node), allowed_keys)
+        return compile_node(node)
+    _check_keys(list(value or ()), allowed_keys)
+    return metadata_equals(value)
+
+
+def _check_keys(keys: Iterable[str], allowed_keys: frozenset[str] | None) -> None:
+    if allowed_keys is None:
+        return
+    for key in keys:
+        if key not in allowed_keys:
+            raise FilterKeyNotAllowedError(key, allowed_keys)
 
 
 def document_ids_in(document_ids: Sequence[str] | None) -> Predicate:

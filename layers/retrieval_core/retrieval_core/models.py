@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WrapValidator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from .exceptions import InvalidRequestError
@@ -35,13 +44,33 @@ DocIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_no_nul)]],
     Field(max_length=100, description="Only chunks of these documents (at most 100 ids)."),
 ]
-MetadataFilter = Annotated[
+MetadataEqualities = Annotated[
     dict[Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_no_nul)], MetadataValue],
     Field(
         max_length=32,
         description="Key to value equalities, all of which must hold (typed: 2023 does not match '2023').",
     ),
 ]
+MetadataExpression = Annotated[
+    str,
+    Field(
+        max_length=4000,
+        description='A filter expression, e.g. "year >= 2023 AND NOT draft = true" (README).',
+    ),
+    AfterValidator(_no_nul),
+]
+_EQUALITIES: TypeAdapter[dict[str, MetadataValue]] = TypeAdapter(MetadataEqualities)
+_EXPRESSION: TypeAdapter[str] = TypeAdapter(MetadataExpression)
+
+
+def _one_filter_form(value: Any, _: Any) -> dict[str, MetadataValue] | str:
+    # Validates the one form the input has, so errors name `metadataFilter.<key>`, not union branches.
+    if isinstance(value, str):
+        return _EXPRESSION.validate_python(value)
+    return _EQUALITIES.validate_python(value)
+
+
+MetadataFilter = Annotated[MetadataEqualities | MetadataExpression, WrapValidator(_one_filter_form)]
 
 
 class RequestModel(BaseModel):

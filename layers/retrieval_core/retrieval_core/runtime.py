@@ -106,6 +106,7 @@ def get_service() -> RetrievalService:
                     ef_search=settings.hnsw_ef_search,
                     cache=build_cache(settings),
                     rerankers=build_rerankers(settings),
+                    allowed_metadata_keys=settings.metadata_keys_allowed,
                 )
     return _service
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +30,7 @@ from .exceptions import (
     RetrievalError,
     StoreNotFoundError,
 )
-from .filters import Predicate, document_ids_in, metadata_equals
+from .filters import Predicate, document_ids_in, metadata_predicate
 from .fusion import fuse
 from .models import (
     BatchItem,
@@ -80,6 +80,7 @@ class RetrievalService:
         ef_search: int,
         cache: SearchCache | None = None,
         rerankers: Rerankers | None = None,
+        allowed_metadata_keys: frozenset[str] | None = None,
     ) -> None:
         self.database = database
         self.embedder = embedder
@@ -87,6 +88,7 @@ class RetrievalService:
         self.ef_search = ef_search
         self.cache = cache
         self.rerankers = rerankers
+        self.allowed_metadata_keys = allowed_metadata_keys
 
     def get_store(self, name: str | None) -> Store:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
@@ -106,6 +108,8 @@ class RetrievalService:
         function and the batch endpoint embed all their queries in one provider call). It is called only
         when the answer is not cached.
         """
+        # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
+        metadata_predicate(request.metadata_filter, self.allowed_metadata_keys)
 
         def compute(req: RetrieveRequest) -> RetrieveResponse:
             return self._retrieve(req, embed_query)
@@ -145,6 +149,7 @@ class RetrievalService:
         self, request: SimilaritySearchRequest
     ) -> tuple[SimilaritySearchResponse, CacheStatus]:
         """The chunks nearest to a precomputed embedding, highest similarity first."""
+        metadata_predicate(request.metadata_filter, self.allowed_metadata_keys)  # as in `retrieve`
         return self._through_cache(
             "similarity-search", request, SimilaritySearchResponse, self._similarity_search
         )
@@ -317,7 +322,7 @@ class RetrievalService:
         query_vector: Sequence[float],
         limit: int,
         doc_ids: Sequence[str] | None,
-        metadata_filter: dict[str, str | int | float | bool] | None,
+        metadata_filter: Mapping[str, str | int | float | bool] | str | None,
         embedded_by: str | None = None,
         query_text: str | None = None,
         with_embeddings: bool = False,
@@ -327,7 +332,9 @@ class RetrievalService:
         With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits.
         """
         name = store_name or self.default_store
-        where: Predicate = document_ids_in(doc_ids) & metadata_equals(metadata_filter)
+        where: Predicate = document_ids_in(doc_ids) & metadata_predicate(
+            metadata_filter, self.allowed_metadata_keys
+        )
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
             # The full-text side reads a GIN index, which only bitmap scans can use.
             bitmaps = bool(where.sql) or query_text is not None

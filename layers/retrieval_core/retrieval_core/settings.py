@@ -101,9 +101,18 @@ class Settings(BaseSettings):
     bedrock_rerank_model: str = "amazon.rerank-v1:0"
     bedrock_agent_runtime_endpoint_url: str | None = None
 
+    # Metadata keys a filter may name (comma-separated); empty: any key.
+    allowed_metadata_keys: str = ""
+
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)
+
+    @property
+    def metadata_keys_allowed(self) -> frozenset[str] | None:
+        """ALLOWED_METADATA_KEYS as a set; None when unset (every key allowed)."""
+        keys = frozenset(k.strip() for k in self.allowed_metadata_keys.split(",") if k.strip())
+        return keys or None
 
     @property
     def resolved_embedding_model(self) -> str:

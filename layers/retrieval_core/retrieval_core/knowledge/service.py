@@ -263,10 +263,15 @@ def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | Non
     return text, grounding if isinstance(grounding, dict) else None
 
 
-def gemini_filter(metadata_filter: Mapping[str, str | int | float | bool] | None) -> str | None:
-    """Our `metadataFilter` equalities in Gemini's filter syntax: `k = "v" AND n = 3`."""
+def gemini_filter(metadata_filter: Mapping[str, str | int | float | bool] | str | None) -> str | None:
+    """Our `metadataFilter` equalities in Gemini's filter syntax: `k = "v" AND n = 3`.
+
+    An expression string is passed through as it is: Gemini evaluates it (seed 000's syntax is Gemini's).
+    """
     if not metadata_filter:
         return None
+    if isinstance(metadata_filter, str):
+        return metadata_filter
     clauses = []
     for key, value in metadata_filter.items():
         if not _FILTER_KEY.match(key):

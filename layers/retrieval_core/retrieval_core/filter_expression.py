@@ -1,0 +1,343 @@
+"""Metadata filter expressions (`year >= 2023 AND NOT draft = true`) compiled to SQL. Pure.
+
+Grammar (keywords case-insensitive; precedence NOT > AND > OR):
+
+    expression := or_expr
+    or_expr    := and_expr ("OR" and_expr)*
+    and_expr   := unary ("AND" unary)*
+    unary      := "NOT" unary | "(" or_expr ")" | comparison
+    comparison := key ("=" | "!=" | "<" | "<=" | ">" | ">=") literal
+                | key "IN" "(" literal ("," literal)* ")"
+    key        := [A-Za-z_][A-Za-z0-9_]*   (not a keyword)
+    literal    := string | number | "true" | "false"
+
+Strings take single or double quotes; inside, the quote is escaped by doubling it
+(`'O''Brien'`) or with a backslash (`'O\\'Brien'`), and `\\\\` is a backslash.
+Comparisons are typed: a number literal matches JSON numbers only, a string literal JSON
+strings only, `true`/`false` JSON booleans only. A comparison on a missing key or on a
+value of another type is false (never NULL), so `NOT` is plain two-valued negation.
+
+Every key and value travels as a bound parameter named `mf0`, `mf1`, ...; the SQL text is
+built only from the fixed fragments below.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal as TypingLiteral
+
+from .exceptions import FilterSyntaxError
+from .filters import Predicate
+
+MAX_EXPRESSION_LENGTH = 4_000
+MAX_DEPTH = 32
+MAX_IN_ITEMS = 100
+MAX_COMPARISONS = 100
+MAX_KEY_LENGTH = 256
+
+Value = str | int | float | bool
+Operator = TypingLiteral["=", "!=", "<", "<=", ">", ">=", "IN"]
+KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "TRUE", "FALSE"})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`key op value`; for IN, `value` is the tuple of listed literals."""
+
+    key: str
+    op: Operator
+    value: Value | tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Node
+
+
+@dataclass(frozen=True)
+class And:
+    operands: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    operands: tuple[Node, ...]
+
+
+Node = Comparison | Not | And | Or
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # IDENT, STRING, NUMBER, KEYWORD, OP, LPAREN, RPAREN, COMMA, END
+    text: str  # as written (for messages)
+    position: int
+    value: Value | None = None
+
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPERATORS = ("!=", "<=", ">=", "=", "<", ">")
+_PUNCTUATION = {"(": "LPAREN", ")": "RPAREN", ",": "COMMA"}
+
+
+def _shown(text: str) -> str:
+    """A token as quoted in an error message (bounded, so a huge input is not echoed back)."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _error(position: int, expected: str, found: str) -> FilterSyntaxError:
+    return FilterSyntaxError(position=position, expected=expected, found=found)
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split `text` into tokens; FilterSyntaxError at the first character that starts none."""
+    tokens: list[Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch in _PUNCTUATION:
+            tokens.append(Token(_PUNCTUATION[ch], ch, i))
+            i += 1
+        elif ch in "'\"":
+            value, end = _read_string(text, i)
+            tokens.append(Token("STRING", text[i:end], i, value))
+            i = end
+        elif ch == "-" or ch.isdigit():
+            match = _NUMBER.match(text, i)
+            glued = (
+                match is not None
+                and match.end() < n
+                and (text[match.end()].isalnum() or text[match.end()] in "._")
+            )
+            if match is None or glued:
+                end = match.end() if match else i + 1
+                raise _error(i, "a number", _shown(text[i : end + 1]))
+            tokens.append(Token("NUMBER", match.group(), i, _number(match.group(), i)))
+            i = match.end()
+        elif (ident := _IDENT.match(text, i)) is not None:
+            word = ident.group()
+            if word.upper() in KEYWORDS:
+                upper = word.upper()
+                tokens.append(Token("KEYWORD", upper, i, {"TRUE": True, "FALSE": False}.get(upper)))
+            else:
+                tokens.append(Token("IDENT", word, i, word))
+            i = ident.end()
+        else:
+            op = next((o for o in _OPERATORS if text.startswith(o, i)), None)
+            if op is None:
+                raise _error(i, "a key, a value, an operator or a parenthesis", _shown(ch))
+            tokens.append(Token("OP", op, i))
+            i += len(op)
+    tokens.append(Token("END", "end of input", n))
+    return tokens
+
+
+def _read_string(text: str, start: int) -> tuple[str, int]:
+    """The string literal opening at `start`, and the offset just after its closing quote."""
+    quote = text[start]
+    out: list[str] = []
+    i = start + 1
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 < len(text) and text[i + 1] in "\\'\"":
+                out.append(text[i + 1])
+                i += 2
+                continue
+            raise _error(i, "an escape: \\\\, \\' or \\\"", _shown(text[i : i + 2]))
+        if ch == quote:
+            if i + 1 < len(text) and text[i + 1] == quote:
+                out.append(quote)
+                i += 2
+                continue
+            return "".join(out), i + 1
+        out.append(ch)
+        i += 1
+    raise _error(start, f"a closing {quote} for the string starting here", "end of input")
+
+
+def _number(text: str, position: int) -> int | float:
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    value = float(text)
+    if not math.isfinite(value):
+        raise _error(position, "a finite number", _shown(text))
+    return value
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.index = 0
+        self.comparisons = 0
+
+    @property
+    def current(self) -> Token:
+        return self.tokens[self.index]
+
+    def advance(self) -> Token:
+        token = self.tokens[self.index]
+        self.index += 1
+        return token
+
+    def at_keyword(self, word: str) -> bool:
+        return self.current.kind == "KEYWORD" and self.current.text == word
+
+    def fail(self, expected: str) -> FilterSyntaxError:
+        token = self.current
+        found = "end of input" if token.kind == "END" else _shown(token.text)
+        return _error(token.position, expected, found)
+
+    def or_expr(self, depth: int) -> Node:
+        operands = [self.and_expr(depth)]
+        while self.at_keyword("OR"):
+            self.advance()
+            operands.append(self.and_expr(depth))
+        return operands[0] if len(operands) == 1 else Or(tuple(operands))
+
+    def and_expr(self, depth: int) -> Node:
+        operands = [self.unary(depth)]
+        while self.at_keyword("AND"):
+            self.advance()
+            operands.append(self.unary(depth))
+        return operands[0] if len(operands) == 1 else And(tuple(operands))
+
+    def unary(self, depth: int) -> Node:
+        if self.at_keyword("NOT") or self.current.kind == "LPAREN":
+            if depth >= MAX_DEPTH:
+                raise self.fail(f"at most {MAX_DEPTH} levels of parentheses and NOT")
+            if self.advance().kind == "LPAREN":
+                inner = self.or_expr(depth + 1)
+                if self.current.kind != "RPAREN":
+                    raise self.fail("')' or AND/OR")
+                self.advance()
+                return inner
+            return Not(self.unary(depth + 1))
+        return self.comparison()
+
+    def comparison(self) -> Comparison:
+        if self.current.kind != "IDENT":
+            raise self.fail("a metadata key, NOT or '('")
+        key_token = self.advance()
+        key = key_token.text
+        if len(key) > MAX_KEY_LENGTH:
+            raise _error(key_token.position, f"a key of at most {MAX_KEY_LENGTH} characters", _shown(key))
+        self.comparisons += 1
+        if self.comparisons > MAX_COMPARISONS:
+            raise _error(key_token.position, f"at most {MAX_COMPARISONS} comparisons", _shown(key))
+        if self.at_keyword("IN"):
+            self.advance()
+            return Comparison(key, "IN", self.literal_list())
+        if self.current.kind != "OP":
+            raise self.fail("an operator: =, !=, <, <=, >, >= or IN")
+        op = self.advance().text
+        ordering = op in ("<", "<=", ">", ">=")
+        value = self.literal("a number or a string" if ordering else "a string, a number, true or false")
+        if ordering and isinstance(value, bool):
+            position = self.tokens[self.index - 1].position
+            raise _error(position, f"a number or a string after {op}", "a boolean")
+        return Comparison(key, op, value)  # type: ignore[arg-type]  # op is one of _OPERATORS
+
+    def literal(self, expected: str) -> Value:
+        token = self.current
+        if token.kind in ("STRING", "NUMBER") or (token.kind == "KEYWORD" and token.value is not None):
+            self.advance()
+            assert token.value is not None
+            return token.value
+        raise self.fail(expected)
+
+    def literal_list(self) -> tuple[Value, ...]:
+        if self.current.kind != "LPAREN":
+            raise self.fail("'(' opening the IN list")
+        self.advance()
+        items = [self.literal("a string, a number, true or false")]
+        while self.current.kind == "COMMA":
+            self.advance()
+            if len(items) >= MAX_IN_ITEMS:
+                raise self.fail(f"at most {MAX_IN_ITEMS} values in an IN list")
+            items.append(self.literal("a string, a number, true or false"))
+        if self.current.kind != "RPAREN":
+            raise self.fail("',' or ')' in the IN list")
+        self.advance()
+        return tuple(items)
+
+
+def parse(text: str) -> Node | None:
+    """The expression's syntax tree (None for an empty expression); FilterSyntaxError if malformed."""
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise _error(MAX_EXPRESSION_LENGTH, f"at most {MAX_EXPRESSION_LENGTH} characters", f"{len(text)}")
+    if "\x00" in text:
+        raise _error(text.index("\x00"), "no NUL character", "'\\x00'")
+    parser = _Parser(tokenize(text))
+    if parser.current.kind == "END":
+        return None
+    node = parser.or_expr(0)
+    if parser.current.kind != "END":
+        raise parser.fail("AND, OR or end of input")
+    return node
+
+
+def keys_of(node: Node) -> list[str]:
+    """Every key the expression compares, in order of appearance."""
+    if isinstance(node, Comparison):
+        return [node.key]
+    if isinstance(node, Not):
+        return keys_of(node.operand)
+    return [key for operand in node.operands for key in keys_of(operand)]
+
+
+def _json_type(value: Value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return "string" if isinstance(value, str) else "number"
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.params: dict[str, object] = {}
+
+    def bind(self, value: object) -> str:
+        name = f"mf{len(self.params)}"
+        self.params[name] = value
+        return f"%({name})s"
+
+    def node(self, node: Node) -> str:
+        if isinstance(node, Comparison):
+            return self.comparison(node)
+        if isinstance(node, Not):
+            return f"NOT ({self.node(node.operand)})"
+        joiner = " AND " if isinstance(node, And) else " OR "
+        return joiner.join(f"({self.node(operand)})" for operand in node.operands)
+
+    def comparison(self, c: Comparison) -> str:
+        if c.op == "=":
+            # One-key containment: typed equality that the GIN index on metadata can answer.
+            return f"metadata @> {self.bind(json.dumps({c.key: c.value}))}::jsonb"
+        if c.op == "IN":
+            assert isinstance(c.value, tuple)
+            return f"metadata @> ANY({self.bind([json.dumps({c.key: v}) for v in c.value])}::jsonb[])"
+        assert not isinstance(c.value, tuple)
+        key = self.bind(c.key)
+        json_type = _json_type(c.value)  # one of three fixed words, never caller text
+        sql_op = "<>" if c.op == "!=" else c.op
+        if json_type == "string" and sql_op != "<>":
+            # Byte order of UTF-8 = code point order, whatever the database's default collation.
+            compare = f'(metadata ->> {key}::text) COLLATE "C" {sql_op} {self.bind(c.value)}::text'
+        else:
+            # jsonb compares numbers numerically; the type check keeps comparisons typed.
+            compare = f"(metadata -> {key}::text) {sql_op} {self.bind(json.dumps(c.value))}::jsonb"
+        # COALESCE: a missing key makes the comparison false, never NULL, so NOT stays two-valued.
+        return f"COALESCE(jsonb_typeof(metadata -> {key}::text) = '{json_type}' AND {compare}, false)"
+
+
+def compile_node(node: Node) -> Predicate:
+    """The SQL predicate over the `metadata` jsonb column for `node`, values bound as `mf0`, `mf1`, ..."""
+    compiler = _Compiler()
+    sql = compiler.node(node)
+    return Predicate(sql, compiler.params)
