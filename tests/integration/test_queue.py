@@ -479,7 +479,7 @@ def test_a_precomputed_query_vector_gives_the_same_answer_without_embedding(
     counting = CountingEmbedder(service.embedder)
     with installed_service(postgres_dsn, counting) as own:
         plain, _ = own.retrieve(request)
-        precomputed, _ = own.retrieve(request, query_vector=vector)
+        precomputed, _ = own.retrieve(request, lambda _query: vector)
     assert len(counting.calls) == 1  # only the plain call embedded
     assert [r.id for r in precomputed.results] == [r.id for r in plain.results]
     assert precomputed.results[0].metadata["documentId"] == "k8s-scheduling"
