@@ -1,11 +1,14 @@
 """Maximal marginal relevance: reorder candidates to trade relevance for diversity. Pure; no I/O.
 
 It works on the embeddings the vector search already returned: nothing is embedded again (seed 004
-re-embedded every candidate for this). numpy is imported on call, to keep it out of cold starts.
+re-embedded every candidate for this). Plain Python: the Lambda layer carries no numpy, and at most 50
+candidates are reordered.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 
 DEFAULT_LAMBDA = 0.7
@@ -32,39 +35,34 @@ def maximal_marginal_relevance(
     count = min(k, len(candidates))
     if count <= 0:
         return []
-
-    import numpy as np
-
-    query_vector = np.asarray(query, dtype=np.float64)
-    matrix = np.asarray(candidates, dtype=np.float64)
-    if query_vector.ndim != 1 or matrix.ndim != 2 or matrix.shape[1] != query_vector.shape[0]:
-        raise ValueError(
-            f"the query ({query_vector.shape}) and every candidate ({matrix.shape}) need the same length"
-        )
-
-    if not (np.all(np.isfinite(query_vector)) and np.all(np.isfinite(matrix))):
+    if any(len(c) != len(query) for c in candidates):
+        raise ValueError(f"the query ({len(query)} dims) and every candidate need the same length")
+    if not all(math.isfinite(x) for vector in (query, *candidates) for x in vector):
         raise ValueError("the query and candidate vectors must hold finite numbers")
 
-    def unit(vectors: np.ndarray) -> np.ndarray:
-        norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-        # A zero vector stays zero rather than becoming NaN.
-        result: np.ndarray = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-        return result
-
-    candidates_unit = unit(matrix)
-    relevance = candidates_unit @ unit(query_vector)
-    similarity = candidates_unit @ candidates_unit.T
-
-    selected = [int(np.argmax(relevance))]
-    chosen = np.zeros(len(candidates), dtype=bool)
-    chosen[selected[0]] = True
-    # The highest similarity of each candidate to anything selected so far, updated per pick.
-    redundancy = similarity[selected[0]].copy()
+    units = [_unit(c) for c in candidates]
+    relevance = [_dot(u, _unit(query)) for u in units]
+    first = max(range(len(units)), key=lambda i: (relevance[i], -i))
+    selected = [first]
+    # The highest similarity of each candidate to anything selected so far, updated per pick: k * n dot
+    # products in all, never the n * n matrix.
+    redundancy = [_dot(u, units[first]) for u in units]
+    remaining = set(range(len(units))) - {first}
     while len(selected) < count:
-        scores = lambda_ * relevance - (1.0 - lambda_) * redundancy
-        scores[chosen] = -np.inf
-        pick = int(np.argmax(scores))
+        pick = max(remaining, key=lambda i: (lambda_ * relevance[i] - (1.0 - lambda_) * redundancy[i], -i))
         selected.append(pick)
-        chosen[pick] = True
-        np.maximum(redundancy, similarity[pick], out=redundancy)
+        remaining.discard(pick)
+        redundancy = [
+            max(r, _dot(units[i], units[pick])) if i in remaining else r for i, r in enumerate(redundancy)
+        ]
     return selected
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.fsum(map(operator.mul, a, b))
+
+
+def _unit(vector: Sequence[float]) -> Sequence[float]:
+    norm = math.sqrt(_dot(vector, vector))
+    # A zero vector stays zero rather than becoming NaN.
+    return [x / norm for x in vector] if norm > 0 else vector
