@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,28 +24,6 @@ from tests.servers import free_port
 RETRIEVE = "/api/v1/rag/retrieve"
 SEARCH = "/api/v1/chunks/similarity-search"
 HEALTH = "/api/v1/health"
-
-
-@pytest.fixture()
-def own_runtime(service_env: dict[str, str]) -> Iterator[Any]:
-    """Rebuild the process-wide service under extra environment variables; restore the shared one after."""
-    from retrieval_core import runtime
-    from retrieval_core.settings import get_settings
-
-    monkeypatch = pytest.MonkeyPatch()
-    shared = runtime.replace_service(None)  # set aside, not closed: other tests keep using it
-
-    def apply(**env: str) -> None:
-        runtime.reset_service()
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-
-    yield apply
-    monkeypatch.undo()
-    runtime.reset_service()
-    get_settings.cache_clear()
-    runtime.replace_service(shared)
 
 
 def wait_until(condition: Any, what: str) -> None:

@@ -69,7 +69,13 @@ def test_nothing_lost_concurrent_upserts_of_the_same_document_never_mix_versions
     embedder = TaggedEmbedder()
     store = ensure_store(service.database, embedder, "concurrent-upserts")
     ingest_documents(
-        service.database, embedder, store, [SourceDocument("doc", version_text(0))], CHUNK_SIZE, 0, progress=False
+        service.database,
+        embedder,
+        store,
+        [SourceDocument("doc", version_text(0))],
+        CHUNK_SIZE,
+        0,
+        progress=False,
     )
     writers, rounds = 5, 6
     errors: list[BaseException] = []
@@ -82,7 +88,13 @@ def test_nothing_lost_concurrent_upserts_of_the_same_document_never_mix_versions
                 # Alternate with a neighbour's text so each round really rewrites the document.
                 text = version_text(version if round_ % 2 == 0 else (version + 1) % writers + writers)
                 ingest_documents(
-                    service.database, embedder, store, [SourceDocument("doc", text)], CHUNK_SIZE, 0, progress=False
+                    service.database,
+                    embedder,
+                    store,
+                    [SourceDocument("doc", text)],
+                    CHUNK_SIZE,
+                    0,
+                    progress=False,
                 )
         except BaseException as exc:
             errors.append(exc)
