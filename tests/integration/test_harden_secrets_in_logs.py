@@ -9,6 +9,7 @@ stderr, is searched for each secret.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import uuid
@@ -33,6 +34,7 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
     aws_env: None,
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
     from retrieval_core.api.app import create_app
     from retrieval_core.api.lambda_handler import build_handler
@@ -99,6 +101,16 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
 
     # The Lambda handler: Powertools logs JSON (with the Lambda context) to stdout.
     handler = build_handler(retrieve.router, health.router)
+    # Powertools' logger does not propagate to the root logger, and its handler keeps the stdout it was
+    # created with (possibly an earlier test's). Copy its output, in its own JSON format, here too.
+    powertools_logger = logging.getLogger("retrieval-service")
+    powertools_json = io.StringIO()
+    copy = logging.StreamHandler(powertools_json)
+    copy.setFormatter(powertools_logger.handlers[0].formatter)
+    powertools_logger.addHandler(copy)
+    powertools_logger.addHandler(caplog.handler)
+    request.addfinalizer(lambda: powertools_logger.removeHandler(copy))
+    request.addfinalizer(lambda: powertools_logger.removeHandler(caplog.handler))
     event = json.loads((EVENTS_DIR / "retrieve.json").read_text())
     event["headers"]["x-api-key"] = api_key
     context = SimpleNamespace(
@@ -133,9 +145,10 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
     logged = "\n".join(
         [record.getMessage() for record in caplog.records]
         + [repr(record.__dict__) for record in caplog.records]  # extras, args, exception info
-        + [caplog.text, out, err]
+        + [caplog.text, powertools_json.getvalue(), out, err]
     )
     assert "database unavailable" in logged and "serving uncached" in logged  # the failures were logged
-    assert "request served" in out  # and the Powertools JSON lines were captured
+    assert '"message":"request served"' in powertools_json.getvalue()  # the Powertools JSON was captured
+    assert '"function_request_id":"req-secrets"' in powertools_json.getvalue()
     for what, secret in secrets.items():
         assert secret not in logged, f"the {what} appears in the logs"
