@@ -207,3 +207,19 @@ def test_auth_lambda_handlers_enforce_the_same_keys(sample_store: Any, configure
     assert handler(event, context)["statusCode"] == 200
     health_event = json.loads((EVENTS_DIR / "health.json").read_text())
     assert handler(health_event, context)["statusCode"] == 200
+
+
+def test_auth_the_openapi_document_describes_the_key_and_the_refusals(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["ApiKey"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "x-api-key",
+        "description": schema["components"]["securitySchemes"]["ApiKey"]["description"],
+    }
+    for path in (RETRIEVE, SEARCH):
+        operation = schema["paths"][path]["post"]
+        assert operation["security"] == [{"ApiKey": []}, {}]
+        assert {"401", "413"} <= set(operation["responses"])
+    health_operation = schema["paths"][HEALTH]["get"]
+    assert "security" not in health_operation and "401" not in health_operation["responses"]

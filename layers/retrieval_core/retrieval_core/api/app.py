@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from .. import __version__
-from .auth import ApiKeyAuth
+from .auth import ApiKeyAuth, document_api_key
 from .errors import install_error_handlers
 from .limits import BodySizeLimit
 
@@ -28,4 +28,5 @@ def create_app(*routers: APIRouter) -> FastAPI:
     # The last added runs first: the API key is checked before the body is read.
     app.add_middleware(BodySizeLimit)
     app.add_middleware(ApiKeyAuth)
+    document_api_key(app)
     return app

@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from typing import Any
 
+from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -126,3 +128,37 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
+
+
+def document_api_key(app: FastAPI) -> None:
+    """Describe the `x-api-key` header, and the 401 and 413 answers, in `app`'s OpenAPI document."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        schema.setdefault("components", {}).setdefault("securitySchemes", {})["ApiKey"] = {
+            "type": "apiKey",
+            "in": "header",
+            "name": API_KEY_HEADER,
+            "description": "Required on every route but health when the service is configured with API "
+            "keys (API_KEY_HASHES or API_KEY_SECRET_ARN); ignored otherwise.",
+        }
+        known = "ErrorResponse" in schema["components"].get("schemas", {})
+        body = {"$ref": "#/components/schemas/ErrorResponse"} if known else {"type": "object"}
+        error = {"application/json": {"schema": body}}
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                if "requestBody" in operation:
+                    responses.setdefault("413", {"description": "Request body too large", "content": error})
+                if path in PUBLIC_PATHS:
+                    continue
+                operation["security"] = [{"ApiKey": []}, {}]  # {}: no key needed when none is configured
+                responses.setdefault("401", {"description": "Missing or invalid API key", "content": error})
+                responses.setdefault("503", {"description": "API keys could not be read", "content": error})
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
