@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue eval clean install-local install-dev validate build coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load eval clean install-local install-dev validate build coldstart
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,9 @@ bench-queue: $(VENV)/.dev-installed
 # Retrieval quality on ../shared/eval/msmarco-5k; writes docs/quality.md.
 eval: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.eval $(ARGS)
+
+bench-load: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.load $(ARGS)
 
 clean:
 	rm -rf $(VENV) .data .aws-sam

@@ -1141,6 +1141,33 @@ def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audienc
         assert "components" not in body
 
 
+API_KEY_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/api-keys-XyZ123"
+
+
+def test_api_key_secret_reaches_only_the_http_functions_with_read_access_to_that_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resources = deployed(
+        {"ApiKeySecretArn": API_KEY_SECRET_ARN, "DatabaseSecretArn": SECRET_ARN}, monkeypatch
+    )
+    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+        env = resources[name]["Properties"]["Environment"]["Variables"]
+        assert env["API_KEY_SECRET_ARN"] == API_KEY_SECRET_ARN
+        assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) in grants(
+            inline_statements(resources, f"{name}Role")
+        )
+    # The queue function has no HTTP route, so no reason to read the key list.
+    assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) not in grants(
+        inline_statements(resources, "RetrieveQueueFunctionRole")
+    )
+    without = deployed({"DatabaseSecretArn": SECRET_ARN}, monkeypatch)
+    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+        assert "API_KEY_SECRET_ARN" not in without[name]["Properties"]["Environment"]["Variables"]
+        assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) not in grants(
+            inline_statements(without, f"{name}Role")
+        )
+
+
 def test_snapstart_applies_because_the_api_invokes_the_published_alias(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -78,3 +78,12 @@ def test_chunks_are_in_order_bounded_and_cover_the_text(text: str, max_chars: in
 def test_repetitive_text_is_covered() -> None:
     spans = chunk_spans("0" * 30, max_chars=20, overlap=15)
     assert spans[0] == (0, 20) and spans[-1][1] == 30
+
+
+def test_a_chunk_cut_shorter_than_the_overlap_still_moves_on() -> None:
+    # The cut at the space leaves a 12-character chunk; an overlap of 19 would restart before it.
+    text = "aaaaaaaaaaa " + "b" * 44
+    spans = chunk_spans(text, max_chars=20, overlap=19)
+    starts = [start for start, _ in spans]
+    assert starts == sorted(set(starts))
+    assert spans[0] == (0, 11) and spans[-1][1] == len(text)

@@ -36,7 +36,10 @@ def chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int]
             spans.append((piece_start, piece_end))
         if end >= stop:
             break
-        start = _next_start(text, end - overlap, end) if overlap else end
+        next_start = _next_start(text, end - overlap, end) if overlap else end
+        # A chunk cut short at a break can be shorter than the overlap: then the next one would not
+        # start after this one, and the loop would never end. Such a chunk gets no overlap.
+        start = next_start if next_start > start else end
     return spans
 
 

@@ -1,4 +1,4 @@
-"""`retrieval`: ingest, delete, migrate, list stores, and serve locally."""
+"""`retrieval`: ingest, delete, migrate, list stores, hash an API key, and serve locally."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--port", type=int, default=8000)
     p_serve.add_argument("--no-sample", action="store_true", help="do not load the sample corpus")
 
+    sub.add_parser(
+        "hash-api-key",
+        help="print the SHA-256 digest to list in API_KEY_HASHES for a key read from stdin (or a prompt)",
+    )
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -51,6 +56,8 @@ def _run(args: argparse.Namespace) -> int:
     from .settings import get_settings
 
     settings = get_settings()
+    if args.command == "hash-api-key":
+        return _hash_api_key()
     if args.command == "serve":
         return _serve(args.host, args.port, load_sample=not args.no_sample)
     service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
@@ -99,6 +106,20 @@ def _run(args: argparse.Namespace) -> int:
         )
         missing = sorted(set(args.doc_ids) - set(deleted))
         print(f"deleted {len(deleted)} documents" + (f"; not found: {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+def _hash_api_key() -> int:
+    # Read, never taken as an argument: arguments end up in shell history and `ps`.
+    import getpass
+
+    from .api.auth import hash_api_key
+
+    key = getpass.getpass("API key: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\r\n")
+    if not key:
+        print("error: no API key given on standard input", file=sys.stderr)
+        return 2
+    print(hash_api_key(key))
     return 0
 
 

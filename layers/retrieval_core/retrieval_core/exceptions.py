@@ -181,3 +181,30 @@ class FilterKeyNotAllowedError(InvalidRequestError):
             f"metadataFilter: key '{key}' is not allowed; allowed keys: {', '.join(sorted(allowed))}",
             {"field": "metadataFilter", "key": key, "allowedKeys": sorted(allowed)},
         )
+
+
+class AuthenticationError(RetrievalError):
+    """The request carries no valid credential. One message for every cause, so it reveals nothing."""
+
+    status_code = 401
+    code = "unauthorized"
+
+    def __init__(self) -> None:
+        super().__init__("missing or invalid API key")
+
+
+class AuthenticationUnavailableError(RetrievalError):
+    """The configured API keys could not be read (Secrets Manager failed). Requests are refused."""
+
+    status_code = 503
+    code = "authentication_unavailable"
+
+
+class RequestTooLargeError(RetrievalError):
+    """The request body is larger than the service accepts."""
+
+    status_code = 413
+    code = "request_too_large"
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__(f"request body is larger than {limit_bytes} bytes", {"maxBytes": limit_bytes})

@@ -28,9 +28,23 @@ SIMILARITY_NOTE = (
 
 
 def _no_nul(value: str) -> str:
-    # PostgreSQL text cannot hold U+0000; refuse it here so it is a 422, not a 500.
+    # PostgreSQL text cannot hold U+0000, and UTF-8 cannot encode an unpaired surrogate ("\ud800" is
+    # valid JSON): refuse both here so they are a 422, not a 500.
     if "\x00" in value:
         raise ValueError("must not contain NUL (\\u0000) characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no unpaired surrogates)") from None
+    return value
+
+
+def _storable_value(value: MetadataValue) -> MetadataValue:
+    # A filter value travels as jsonb, which has no NaN or Infinity (JSON parsers here accept them).
+    if isinstance(value, str):
+        return _no_nul(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must be a finite number")
     return value
 
 
@@ -45,7 +59,10 @@ DocIds = Annotated[
     Field(max_length=100, description="Only chunks of these documents (at most 100 ids)."),
 ]
 MetadataEqualities = Annotated[
-    dict[Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_no_nul)], MetadataValue],
+    dict[
+        Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_no_nul)],
+        Annotated[MetadataValue, AfterValidator(_storable_value)],
+    ],
     Field(
         max_length=32,
         description="Key to value equalities, all of which must hold (typed: 2023 does not match '2023').",
@@ -185,6 +202,9 @@ class RetrieveRequest(RequestModel):
 def _finite(values: list[float]) -> list[float]:
     if not all(math.isfinite(v) for v in values):
         raise ValueError("every component must be a finite number")
+    # A zero vector has no direction: its cosine distance to anything is undefined (NaN).
+    if not any(values):
+        raise ValueError("must not be the zero vector")
     return values
 
 

@@ -45,3 +45,19 @@ def similarity_from_distance(cosine_distance: float) -> float:
 def apply_threshold(chunks: Iterable[ScoredChunk], grade: float) -> list[ScoredChunk]:
     """Keep chunks whose similarity is at least `grade`, in their given order. None met it: empty list."""
     return [c for c in chunks if c.score >= grade]
+
+
+def unit_vector(values: Sequence[float]) -> list[float]:
+    """`values` scaled to length 1 (cosine distance ignores length), computed without overflow.
+
+    pgvector stores single-precision floats and accumulates in them: a caller's vector with
+    components near 1e30 would overflow there and score NaN, and one near 1e300 cannot be stored.
+    Scaling by the largest component first keeps every step finite. A zero vector is the caller's
+    error and is refused before this is called.
+    """
+    largest = max(abs(v) for v in values)
+    if largest == 0.0:
+        raise ValueError("a zero vector has no direction")
+    scaled = [v / largest for v in values]
+    norm = sum(v * v for v in scaled) ** 0.5
+    return [v / norm for v in scaled]

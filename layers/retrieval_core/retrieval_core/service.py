@@ -44,7 +44,7 @@ from .models import (
     Timings,
     validation_error,
 )
-from .ranking import ScoredChunk, apply_threshold
+from .ranking import ScoredChunk, apply_threshold, unit_vector
 
 if TYPE_CHECKING:
     from .rerank import Reranker
@@ -309,8 +309,14 @@ class RetrievalService:
         return reordered
 
     def _similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
+        # A caller's vector may have any length; scaling it changes no cosine but keeps pgvector's
+        # single-precision arithmetic finite.
         store, found = self.search_chunks(
-            request.store, request.query_embedding, request.top_k, request.doc_ids, request.metadata_filter
+            request.store,
+            unit_vector(request.query_embedding),
+            request.top_k,
+            request.doc_ids,
+            request.metadata_filter,
         )
         return SimilaritySearchResponse(
             results=[_result(c) for c in found], total_results=len(found), store=store.name

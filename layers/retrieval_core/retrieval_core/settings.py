@@ -104,6 +104,14 @@ class Settings(BaseSettings):
     # Metadata keys a filter may name (comma-separated); empty: any key.
     allowed_metadata_keys: str = ""
 
+    # API keys. Either set: every route but health needs an `x-api-key` whose SHA-256 hex digest is listed
+    # (comma-separated digests in API_KEY_HASHES, and/or in the Secrets Manager secret API_KEY_SECRET_ARN).
+    # Neither set: the API is public (or guarded by the HTTP API's JWT authorizer).
+    api_key_hashes: str = ""
+    api_key_secret_arn: str | None = None
+    # Largest request body accepted, in bytes; larger ones get 413.
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)

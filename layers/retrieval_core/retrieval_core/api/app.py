@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from .. import __version__
+from .auth import ApiKeyAuth, document_api_key
 from .errors import install_error_handlers
+from .limits import BodySizeLimit
 
 
 def create_app(*routers: APIRouter) -> FastAPI:
@@ -23,4 +25,8 @@ def create_app(*routers: APIRouter) -> FastAPI:
     for router in routers:
         app.include_router(router)
     install_error_handlers(app)
+    # The last added runs first: the API key is checked before the body is read.
+    app.add_middleware(BodySizeLimit)
+    app.add_middleware(ApiKeyAuth)
+    document_api_key(app)
     return app

@@ -50,8 +50,8 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RetrievalError)
+def retrieval_error_response(exc: RetrievalError) -> JSONResponse:
+    """The response for an error we raise on purpose (also used by the ASGI middlewares)."""
     if exc.status_code >= 500:
         # The cause (driver error, DSN host) stays in our logs at debug level only.
         logger.error("%s: %s", exc.code, exc.message, extra={"cause": type(exc.__cause__).__name__})
@@ -59,6 +59,11 @@ async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
     if exc.retry_after_s is not None:
         response.headers["Retry-After"] = str(max(0, int(exc.retry_after_s)))
     return response
+
+
+async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RetrievalError)
+    return retrieval_error_response(exc)
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:

@@ -1,0 +1,30 @@
+"""Fixtures of the integration tier."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture()
+def own_runtime(service_env: dict[str, str]) -> Iterator[Any]:
+    """Rebuild the process-wide service under extra environment variables; restore the shared one after."""
+    from retrieval_core import runtime
+    from retrieval_core.settings import get_settings
+
+    monkeypatch = pytest.MonkeyPatch()
+    shared = runtime.replace_service(None)  # set aside, not closed: other tests keep using it
+
+    def apply(**env: str) -> None:
+        runtime.reset_service()
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+
+    yield apply
+    monkeypatch.undo()
+    runtime.reset_service()
+    get_settings.cache_clear()
+    runtime.replace_service(shared)
