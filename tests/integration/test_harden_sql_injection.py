@@ -110,24 +110,29 @@ TARGETS: dict[str, tuple[str, Any]] = {
     ),
 }
 
-# INTEGRATOR: the string-expression form of metadataFilter (another branch) goes here. Each template
-# is a filter expression with `{p}` where the payload goes; until that form exists the API refuses a
-# string metadataFilter with 422, which this test accepts. Once it lands, adjust the templates to its
-# grammar so the payloads reach its parser (e.g. quoted string literals, keys, and whole expressions).
+# The string form of metadataFilter (README "Metadata filters"): `{p}` is the payload as it is, `{q}` the
+# payload as a correctly escaped string literal, so it reaches the compiler as a value, not as syntax.
 FILTER_EXPRESSION_TEMPLATES = [
-    "project_name == '{p}'",
-    "{p} == 'Platform'",
-    "year > 2020 AND title == '{p}'",
+    "project_name = '{q}'",
+    "{p} = 'Platform'",
+    "year > 2020 AND (title = '{q}' OR source_type IN ('s3', '{q}'))",
+    "NOT project_name != '{q}'",
     "{p}",
 ]
+
+
+def _expression(template: str, payload: str) -> str:
+    return template.replace("{q}", payload.replace("\\", "\\\\").replace("'", "''")).replace("{p}", payload)
+
+
 for _i, _template in enumerate(FILTER_EXPRESSION_TEMPLATES):
     TARGETS[f"retrieve.metadataFilter.expression{_i}"] = (
         RETRIEVE,
-        lambda p, v, t=_template: {"query": "q", "grade": 0.0, "metadataFilter": t.replace("{p}", p)},
+        lambda p, v, t=_template: {"query": "q", "grade": 0.0, "metadataFilter": _expression(t, p)},
     )
     TARGETS[f"search.metadataFilter.expression{_i}"] = (
         SEARCH,
-        lambda p, v, t=_template: {"queryEmbedding": v, "metadataFilter": t.replace("{p}", p)},
+        lambda p, v, t=_template: {"queryEmbedding": v, "metadataFilter": _expression(t, p)},
     )
 
 
