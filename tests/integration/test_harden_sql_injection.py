@@ -91,6 +91,11 @@ def snapshot(service: Any) -> tuple[Any, ...]:
 # Each target puts the payload into one field. `vector` is filled in by the test (a 384-dim embedding).
 TARGETS: dict[str, tuple[str, Any]] = {
     "retrieve.query": (RETRIEVE, lambda p, v: {"query": p, "grade": 0.0, "cacheTTLms": 0}),
+    # Hybrid search hands the query text to websearch_to_tsquery as well.
+    "retrieve.query.hybrid": (
+        RETRIEVE,
+        lambda p, v: {"query": p, "grade": 0.0, "cacheTTLms": 0, "useHybrid": True, "fusion": "weighted"},
+    ),
     "retrieve.store": (RETRIEVE, lambda p, v: {"query": "q", "grade": 0.0, "store": p}),
     "retrieve.docIds": (RETRIEVE, lambda p, v: {"query": "q", "grade": 0.0, "docIds": [p, "coffee-machine"]}),
     "retrieve.metadataFilter.key": (
