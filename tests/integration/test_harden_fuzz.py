@@ -18,6 +18,8 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from retrieval_core.api.app import create_app
+from tests.fakes.gemini import FakeGemini
+from tests.integration.knowledge_support import GEMINI_KEY, knowledge_env, stock_fake
 
 FUZZ_REQUESTS = 1_100
 
@@ -45,12 +47,18 @@ def test_fuzz_at_least_1000_generated_requests_get_no_5xx_and_conform_to_the_sch
         sent[case.operation.label] += 1
         statuses[response.status_code] += 1
 
-    fuzz()
+    # The Gemini routes talk to a local fake Gemini API, as a deployment with Gemini configured would.
+    with FakeGemini(api_key=GEMINI_KEY) as gemini, knowledge_env(gemini):
+        stock_fake(gemini)
+        fuzz()
     assert sum(sent.values()) >= 1_000, sent
     # Every operation was exercised, and both accepted and refused requests were among them.
     assert {label.split()[-1] for label in sent} >= {
         "/api/v1/rag/retrieve",
+        "/api/v1/rag/retrieve/batch",
         "/api/v1/chunks/similarity-search",
+        "/api/v1/knowledge/search",
+        "/api/v1/stores/resolve",
         "/api/v1/health",
     }, sent
     assert statuses[200] > 0 and statuses[422] > 0, statuses
