@@ -112,13 +112,19 @@ def _fingerprint(doc: SourceDocument, model: str, chunk_size: int, overlap: int)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def ensure_store(database: Database, embedder: Embedder, name: str, display_name: str | None = None) -> Store:
-    """The store called `name`, created for this embedder if it does not exist."""
+def ensure_store(
+    database: Database,
+    embedder: Embedder,
+    name: str,
+    display_name: str | None = None,
+    storage: repository.Storage = "vector",
+) -> Store:
+    """The store called `name`, created for this embedder (with `storage`) if it does not exist."""
     with database_errors("creating the store"), database.connection() as conn:
         store = repository.find_store(conn, name)
         if store is None:
             store = repository.create_store(
-                conn, name, display_name or name, embedder.model, embedder.dimension
+                conn, name, display_name or name, embedder.model, embedder.dimension, storage
             )
     if store.embedding_model != embedder.model:
         raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)

@@ -9,6 +9,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from .filters import MetadataValue
+from .index_knobs import (
+    EF_SEARCH_MAX,
+    EF_SEARCH_MIN,
+    MAX_SCAN_TUPLES_MAX,
+    MAX_SCAN_TUPLES_MIN,
+    IterativeScan,
+)
 
 SIMILARITY_NOTE = (
     "Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. "
@@ -66,6 +73,33 @@ CacheTtl = Annotated[
 ]
 
 
+class SearchKnobs(RequestModel):
+    """Per-request overrides of the HNSW index knobs; an unset one keeps the service's setting."""
+
+    ef_search: int | None = Field(
+        default=None,
+        ge=EF_SEARCH_MIN,
+        le=EF_SEARCH_MAX,
+        description="hnsw.ef_search: candidates kept per scan; higher is more exact and slower.",
+    )
+    iterative_scan: IterativeScan | None = Field(
+        default=None,
+        description="hnsw.iterative_scan: keep scanning until enough rows pass the filter "
+        "(relaxed_order re-sorts exactly afterwards; off may return fewer than k filtered rows).",
+    )
+    max_scan_tuples: int | None = Field(
+        default=None,
+        ge=MAX_SCAN_TUPLES_MIN,
+        le=MAX_SCAN_TUPLES_MAX,
+        description="hnsw.max_scan_tuples: how many index tuples an iterative scan may visit.",
+    )
+
+
+SearchOverride = Annotated[
+    SearchKnobs | None, Field(default=None, description="Index knobs for this request (ef_search etc.).")
+]
+
+
 class RetrieveRequest(RequestModel):
     """POST /api/v1/rag/retrieve."""
 
@@ -81,6 +115,7 @@ class RetrieveRequest(RequestModel):
         default="naive", description="Retrieval engine. Only 'naive' (vector search + grade) is available."
     )
     cache_ttl_ms: CacheTtl = None
+    search: SearchOverride = None
 
 
 def _finite(values: list[float]) -> list[float]:
@@ -102,6 +137,7 @@ class SimilaritySearchRequest(RequestModel):
     metadata_filter: MetadataFilter | None = None
     store: StoreName | None = None
     cache_ttl_ms: CacheTtl = None
+    search: SearchOverride = None
 
 
 class ChunkResult(ResponseModel):

@@ -21,11 +21,13 @@ from .exceptions import (
     StoreNotFoundError,
 )
 from .filters import Predicate, document_ids_in, metadata_equals
+from .index_knobs import IndexKnobs, IterativeScan
 from .models import (
     ChunkResult,
     Pipeline,
     RetrieveRequest,
     RetrieveResponse,
+    SearchKnobs,
     SimilaritySearchRequest,
     SimilaritySearchResponse,
 )
@@ -47,12 +49,26 @@ class RetrievalService:
         default_store: str,
         ef_search: int,
         cache: SearchCache | None = None,
+        *,
+        iterative_scan: IterativeScan = "relaxed_order",
+        max_scan_tuples: int = 20_000,
+        exact_search_max_rows: int = 2_000,
     ) -> None:
         self.database = database
         self.embedder = embedder
         self.default_store = default_store
         self.ef_search = ef_search
         self.cache = cache
+        self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
+        self.exact_search_max_rows = exact_search_max_rows
+
+    def knobs_for(self, override: SearchKnobs | None) -> IndexKnobs:
+        """The index knobs of a request: the service's, with the request's overrides."""
+        if override is None:
+            return self.index_knobs
+        return self.index_knobs.overridden(
+            override.ef_search, override.iterative_scan, override.max_scan_tuples
+        )
 
     def get_store(self, name: str | None) -> Store:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
@@ -101,7 +117,12 @@ class RetrievalService:
         if self.cache is None or ttl_s is None:
             return compute(request), CacheStatus.BYPASS
         options = request.model_dump(mode="json", exclude={"store"})
-        context = {"embeddingModel": self.embedder.model, "efSearch": self.ef_search}
+        # The effective knobs, not only the request's overrides: a changed default changes answers too.
+        context = {
+            "embeddingModel": self.embedder.model,
+            **self.knobs_for(request.search).as_dict(),
+            "exactSearchMaxRows": self.exact_search_max_rows,
+        }
 
         def key_of(store: StoreRef) -> str:
             return search_key(
@@ -141,6 +162,7 @@ class RetrievalService:
             request.doc_ids,
             request.metadata_filter,
             embedded_by=self.embedder.model,
+            knobs=self.knobs_for(request.search),
         )
         kept = apply_threshold(candidates, request.grade)
         return RetrieveResponse(
@@ -154,7 +176,12 @@ class RetrievalService:
 
     def _similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
         store, found = self._search(
-            request.store, request.query_embedding, request.top_k, request.doc_ids, request.metadata_filter
+            request.store,
+            request.query_embedding,
+            request.top_k,
+            request.doc_ids,
+            request.metadata_filter,
+            knobs=self.knobs_for(request.search),
         )
         return SimilaritySearchResponse(
             results=[_result(c) for c in found], total_results=len(found), store=store.name
@@ -168,19 +195,26 @@ class RetrievalService:
         doc_ids: Sequence[str] | None,
         metadata_filter: dict[str, str | int | float | bool] | None,
         embedded_by: str | None = None,
+        knobs: IndexKnobs | None = None,
     ) -> tuple[Store, list[ScoredChunk]]:
-        """Look the store up and search it on one connection; nearest first."""
+        """Look the store up and search it on one connection; nearest first.
+
+        A filter matching at most `exact_search_max_rows` chunks is answered by an exact scan.
+        """
         name = store_name or self.default_store
         where: Predicate = document_ids_in(doc_ids) & metadata_equals(metadata_filter)
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, name, self.ef_search, filtered=bool(where.sql))
+            store = repository.find_store_for_search(
+                conn, name, knobs or self.index_knobs, filtered=bool(where.sql)
+            )
             if store is None:
                 raise StoreNotFoundError(name)
             if embedded_by is not None and store.embedding_model != embedded_by:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
-            return store, repository.nearest_chunks(conn, store, query_vector, limit, where)
+            exact = repository.use_exact_search(conn, store, where, self.exact_search_max_rows)
+            return store, repository.nearest_chunks(conn, store, query_vector, limit, where, exact)
 
     def database_is_up(self) -> bool:
         """True when PostgreSQL answers a round trip."""

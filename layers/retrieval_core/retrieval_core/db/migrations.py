@@ -63,6 +63,15 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX chunks_tsv_gin ON chunks USING gin (tsv);
         """,
     ),
+    (
+        2,
+        "stores.storage: vector or halfvec index",
+        """
+        -- halfvec stores index embedding::halfvec(dim) with halfvec_cosine_ops: half the index size.
+        ALTER TABLE stores ADD COLUMN storage text NOT NULL DEFAULT 'vector'
+            CHECK (storage IN ('vector', 'halfvec'));
+        """,
+    ),
 ]
 
 

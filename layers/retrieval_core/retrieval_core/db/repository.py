@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pgvector import Vector
 from psycopg import sql
@@ -17,8 +17,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ..filters import Predicate
+from ..index_knobs import IndexKnobs
 from ..ranking import ScoredChunk, similarity_from_distance
 from .connection import Connection
+
+# How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
+Storage = Literal["vector", "halfvec"]
+STORAGE_TYPES: tuple[Storage, ...] = get_args(Storage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,7 @@ class Store:
     embedding_model: str
     dimension: int
     version: int
+    storage: Storage = "vector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +61,7 @@ class DocumentRow:
     chunks: list[ChunkRow]
 
 
-_STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version"
+_STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version, storage"
 # The store named `%(n)s`, by name first, else by display name.
 _STORE_BY_NAME = (
     "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
@@ -80,33 +86,65 @@ def list_stores(conn: Connection) -> list[Store]:
     return [_store(r) for r in conn.execute(f"SELECT {_STORE_COLUMNS} FROM stores ORDER BY id")]  # noqa: S608
 
 
+def embedding_expression(store: Store) -> sql.Composed:
+    """`embedding::vector(dim)` or `embedding::halfvec(dim)`: what the store's index is built on.
+
+    Queries must order by exactly this expression for the planner to use the index.
+    """
+    if store.storage not in STORAGE_TYPES:
+        raise ValueError(f"unknown storage {store.storage!r}")
+    return sql.SQL("embedding::{type}({dim})").format(
+        type=sql.SQL(store.storage), dim=sql.Literal(store.dimension)
+    )
+
+
+def _query_vector(store: Store) -> sql.Composable:
+    # The parameter travels as a vector; a halfvec store compares halfvecs.
+    if store.storage == "halfvec":
+        return sql.SQL("%(query_vector)s::halfvec({dim})").format(dim=sql.Literal(store.dimension))
+    return sql.SQL("%(query_vector)s")
+
+
 def create_store(
-    conn: Connection, name: str, display_name: str, embedding_model: str, dimension: int
+    conn: Connection,
+    name: str,
+    display_name: str,
+    embedding_model: str,
+    dimension: int,
+    storage: Storage = "vector",
 ) -> Store:
     """Create a store and its partial HNSW index; return the existing one if it already exists."""
     with conn.transaction():
         row = conn.execute(
-            f"""INSERT INTO stores (name, display_name, embedding_model, dimension)
-                VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING
+            f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage)
+                VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING
                 RETURNING {_STORE_COLUMNS}""",  # noqa: S608
-            (name, display_name, embedding_model, dimension),
+            (name, display_name, embedding_model, dimension, storage),
         ).fetchone()
         if row is None:
             existing = find_store(conn, name)
             assert existing is not None
             return existing
         store = _store(row)
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX {index} ON chunks USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
-                "WHERE store_id = {store_id}"
-            ).format(
-                index=sql.Identifier(f"chunks_embedding_hnsw_store_{store.id}"),
-                dim=sql.Literal(store.dimension),
-                store_id=sql.Literal(store.id),
-            )
-        )
+        conn.execute(create_index_statement(store))
         return store
+
+
+def create_index_statement(store: Store) -> sql.Composed:
+    """CREATE INDEX of the store's partial HNSW index (cosine distance on `embedding_expression`)."""
+    return sql.SQL(
+        "CREATE INDEX {index} ON chunks USING hnsw (({expr}) {ops}) WHERE store_id = {store_id}"
+    ).format(
+        index=sql.Identifier(index_name(store)),
+        expr=embedding_expression(store),
+        ops=sql.SQL(f"{store.storage}_cosine_ops"),
+        store_id=sql.Literal(store.id),
+    )
+
+
+def index_name(store: Store) -> str:
+    """Name of the store's HNSW index."""
+    return f"chunks_embedding_hnsw_store_{store.id}"
 
 
 def drop_store(conn: Connection, store: Store) -> None:
@@ -206,20 +244,76 @@ def count_chunks(conn: Connection, store: Store) -> int:
     return int(row[0]) if row else 0
 
 
-def nearest_chunks_query(store: Store, where: Predicate) -> sql.Composed:
-    """The top-k query: HNSW (iterative scan) inside a materialised CTE, then an exact re-sort."""
-    filters = sql.SQL(" AND ({})").format(sql.SQL(where.sql)) if where.sql else sql.SQL("")
-    return sql.SQL(
-        """WITH nearest AS MATERIALIZED (
-               SELECT document_id, chunk_index, content, metadata,
-                      embedding::vector({dim}) <=> %(query_vector)s AS distance
+def _filters(where: Predicate) -> sql.Composable:
+    return sql.SQL(" AND ({})").format(sql.SQL(where.sql)) if where.sql else sql.SQL("")
+
+
+def nearest_chunks_query(store: Store, where: Predicate, exact: bool = False) -> sql.Composed:
+    """The top-k query.
+
+    Approximate: HNSW (iterative scan) inside a materialised CTE, then an exact re-sort, since
+    relaxed_order may return rows slightly out of order. Exact: every chunk matching `where`
+    (found through the filter's own index), its distance computed, the k nearest kept; the CTE
+    has no ORDER BY, so the HNSW index cannot be used.
+    """
+    distance = sql.SQL("{expr} <=> {query}").format(
+        expr=embedding_expression(store), query=_query_vector(store)
+    )
+    if exact:
+        template = """WITH nearest AS MATERIALIZED (
+               SELECT document_id, chunk_index, content, metadata, {distance} AS distance
+               FROM chunks
+               WHERE store_id = {store_id}{filters})
+           SELECT document_id, chunk_index, content, metadata, distance
+           FROM nearest ORDER BY distance, document_id, chunk_index LIMIT %(limit)s"""
+    else:
+        template = """WITH nearest AS MATERIALIZED (
+               SELECT document_id, chunk_index, content, metadata, {distance} AS distance
                FROM chunks
                WHERE store_id = {store_id}{filters}
-               ORDER BY embedding::vector({dim}) <=> %(query_vector)s
+               ORDER BY {distance}
                LIMIT %(limit)s)
            SELECT document_id, chunk_index, content, metadata, distance
            FROM nearest ORDER BY distance, document_id, chunk_index"""
-    ).format(dim=sql.Literal(store.dimension), store_id=sql.Literal(store.id), filters=filters)
+    return sql.SQL(template).format(
+        distance=distance, store_id=sql.Literal(store.id), filters=_filters(where)
+    )
+
+
+def count_matching_query(store: Store, where: Predicate) -> sql.Composed:
+    """Counts the chunks satisfying `where`, up to %(exact_max_rows)s + 1, and sets the top-k query's plan.
+
+    Over the threshold, bitmap scans are turned off for the rest of the transaction, so the
+    top-k query walks the HNSW index instead of sorting a large filtered set. At or under it,
+    they stay on: the exact query finds its rows through the filter's own index. set_config
+    runs after this statement is planned, so the count itself can use the bitmap scan.
+    """
+    return sql.SQL(
+        """SELECT matching, set_config('enable_bitmapscan',
+                  CASE WHEN matching > %(exact_max_rows)s THEN 'off' ELSE 'on' END, true)
+           FROM (SELECT count(*) AS matching FROM (
+                     SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}
+                     LIMIT %(exact_max_rows)s + 1) AS rows) AS counted"""
+    ).format(store_id=sql.Literal(store.id), filters=_filters(where))
+
+
+def use_exact_search(conn: Connection, store: Store, where: Predicate, max_rows: int) -> bool:
+    """True when `where` is a filter matching at most `max_rows` chunks: an exact scan is then cheaper.
+
+    The count stops at max_rows + 1, so it costs at most that many row visits through the
+    filter's index (GIN on metadata, the primary key for document ids), however many rows match.
+    With max_rows 0 there is no count, and a filtered query always takes the HNSW index.
+    """
+    if not where.sql:
+        return False
+    if max_rows <= 0:
+        conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")
+        return False
+    row = conn.execute(
+        count_matching_query(store, where), {**where.params, "exact_max_rows": max_rows}
+    ).fetchone()
+    assert row is not None
+    return int(row[0]) <= max_rows
 
 
 def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
@@ -227,17 +321,25 @@ def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -
     return {"query_vector": Vector(list(query_vector)), "limit": limit, **where.params}
 
 
+# set_config(name, value, true) is SET LOCAL: the value holds until the transaction ends, so a
+# pooled connection never carries one request's knobs into the next.
 _SEARCH_OPTIONS = """set_config('hnsw.ef_search', %(ef_search)s, true),
-       set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.iterative_scan', %(iterative_scan)s, true),
+       set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s, true),
        set_config('enable_seqscan', 'off', true),
        set_config('enable_bitmapscan', %(bitmapscan)s, true)"""
 
 
-def _search_options(ef_search: int, filtered: bool) -> dict[str, str]:
-    return {"ef_search": str(ef_search), "bitmapscan": "on" if filtered else "off"}
+def _search_options(knobs: IndexKnobs, filtered: bool) -> dict[str, str]:
+    return {
+        "ef_search": str(knobs.ef_search),
+        "iterative_scan": knobs.iterative_scan,
+        "max_scan_tuples": str(knobs.max_scan_tuples),
+        "bitmapscan": "on" if filtered else "off",
+    }
 
 
-def set_search_options(conn: Connection, ef_search: int, filtered: bool) -> None:
+def set_search_options(conn: Connection, knobs: IndexKnobs, filtered: bool) -> None:
     """Per-transaction planner settings for the top-k query.
 
     Iterative scans keep a filtered HNSW scan going until k rows pass the filter.
@@ -247,29 +349,37 @@ def set_search_options(conn: Connection, ef_search: int, filtered: bool) -> None
     scans are off too (the only one available walks the whole store by primary key);
     with a filter they stay on, so a selective filter can use its index and an exact sort.
     """
-    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(ef_search, filtered))
+    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(knobs, filtered))
 
 
-def find_store_for_search(conn: Connection, name: str, ef_search: int, filtered: bool) -> Store | None:
+def find_store_for_search(conn: Connection, name: str, knobs: IndexKnobs, filtered: bool) -> Store | None:
     """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
     row = conn.execute(
         f"SELECT {_STORE_COLUMNS}, {_SEARCH_OPTIONS} {_STORE_BY_NAME}",
-        {"n": name, **_search_options(ef_search, filtered)},
+        {"n": name, **_search_options(knobs, filtered)},
     ).fetchone()
     return _store(row[: len(fields(Store))]) if row else None
 
 
 def nearest_chunks(
-    conn: Connection, store: Store, query_vector: Sequence[float], limit: int, where: Predicate
+    conn: Connection,
+    store: Store,
+    query_vector: Sequence[float],
+    limit: int,
+    where: Predicate,
+    exact: bool = False,
 ) -> list[ScoredChunk]:
     """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first.
 
-    Run inside a transaction whose search options are set.
+    Run inside a transaction whose search options are set. When a filtered index scan comes
+    back short (it gave up after hnsw.max_scan_tuples, or iterative scans are off), the exact
+    scan answers instead: `limit` rows whenever at least `limit` chunks match.
     """
+    params = search_params(query_vector, limit, where)
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(
-            nearest_chunks_query(store, where), search_params(query_vector, limit, where)
-        ).fetchall()
+        rows = cur.execute(nearest_chunks_query(store, where, exact), params).fetchall()
+        if len(rows) < limit and where.sql and not exact:
+            rows = cur.execute(nearest_chunks_query(store, where, exact=True), params).fetchall()
     return [
         ScoredChunk(
             document_id=r["document_id"],
