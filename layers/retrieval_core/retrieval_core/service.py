@@ -204,9 +204,7 @@ class RetrievalService:
         name = store_name or self.default_store
         where: Predicate = document_ids_in(doc_ids) & metadata_equals(metadata_filter)
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(
-                conn, name, knobs or self.index_knobs, filtered=bool(where.sql)
-            )
+            store = repository.find_store_for_search(conn, name, knobs or self.index_knobs)
             if store is None:
                 raise StoreNotFoundError(name)
             if embedded_by is not None and store.embedding_model != embedded_by:

@@ -280,40 +280,34 @@ def nearest_chunks_query(store: Store, where: Predicate, exact: bool = False) ->
     )
 
 
-def count_matching_query(store: Store, where: Predicate) -> sql.Composed:
-    """Counts the chunks satisfying `where`, up to %(exact_max_rows)s + 1, and sets the top-k query's plan.
-
-    Over the threshold, bitmap scans are turned off for the rest of the transaction, so the
-    top-k query walks the HNSW index instead of sorting a large filtered set. At or under it,
-    they stay on: the exact query finds its rows through the filter's own index. set_config
-    runs after this statement is planned, so the count itself can use the bitmap scan.
-    """
-    return sql.SQL(
-        """SELECT matching, set_config('enable_bitmapscan',
-                  CASE WHEN matching > %(exact_max_rows)s THEN 'off' ELSE 'on' END, true)
-           FROM (SELECT count(*) AS matching FROM (
-                     SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}
-                     LIMIT %(exact_max_rows)s + 1) AS rows) AS counted"""
-    ).format(store_id=sql.Literal(store.id), filters=_filters(where))
+def matching_rows_query(store: Store, where: Predicate) -> sql.Composed:
+    """The planner's estimate of how many chunks satisfy `where` (EXPLAIN: planned, not run)."""
+    return sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}").format(
+        store_id=sql.Literal(store.id), filters=_filters(where)
+    )
 
 
 def use_exact_search(conn: Connection, store: Store, where: Predicate, max_rows: int) -> bool:
-    """True when `where` is a filter matching at most `max_rows` chunks: an exact scan is then cheaper.
+    """True when `where` is a filter the planner expects at most `max_rows` chunks to satisfy.
 
-    The count stops at max_rows + 1, so it costs at most that many row visits through the
-    filter's index (GIN on metadata, the primary key for document ids), however many rows match.
-    With max_rows 0 there is no count, and a filtered query always takes the HNSW index.
+    Such a filter is answered exactly: its rows are found through the filter's own index (GIN on
+    metadata, the primary key for document ids), so this turns bitmap scans on for the rest of
+    the transaction. The estimate costs one planning round trip and reads no rows, whatever the
+    filter matches; a bounded count would read up to max_rows rows on every filtered request.
     """
-    if not where.sql:
+    if not where.sql or max_rows <= 0:
         return False
-    if max_rows <= 0:
-        conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")
+    plan = conn.execute(matching_rows_query(store, where), where.params).fetchone()
+    assert plan is not None
+    if float(plan[0][0]["Plan"]["Plan Rows"]) > max_rows:
         return False
-    row = conn.execute(
-        count_matching_query(store, where), {**where.params, "exact_max_rows": max_rows}
-    ).fetchone()
-    assert row is not None
-    return int(row[0]) <= max_rows
+    allow_bitmap_scans(conn)
+    return True
+
+
+def allow_bitmap_scans(conn: Connection) -> None:
+    """Let the exact query reach its rows through the filter's index (SET LOCAL)."""
+    conn.execute("SELECT set_config('enable_bitmapscan', 'on', true)")
 
 
 def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
@@ -327,36 +321,36 @@ _SEARCH_OPTIONS = """set_config('hnsw.ef_search', %(ef_search)s, true),
        set_config('hnsw.iterative_scan', %(iterative_scan)s, true),
        set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s, true),
        set_config('enable_seqscan', 'off', true),
-       set_config('enable_bitmapscan', %(bitmapscan)s, true)"""
+       set_config('enable_bitmapscan', 'off', true)"""
 
 
-def _search_options(knobs: IndexKnobs, filtered: bool) -> dict[str, str]:
+def _search_options(knobs: IndexKnobs) -> dict[str, str]:
     return {
         "ef_search": str(knobs.ef_search),
         "iterative_scan": knobs.iterative_scan,
         "max_scan_tuples": str(knobs.max_scan_tuples),
-        "bitmapscan": "on" if filtered else "off",
     }
 
 
-def set_search_options(conn: Connection, knobs: IndexKnobs, filtered: bool) -> None:
+def set_search_options(conn: Connection, knobs: IndexKnobs) -> None:
     """Per-transaction planner settings for the top-k query.
 
     Iterative scans keep a filtered HNSW scan going until k rows pass the filter.
     pgvector's cost estimate grows with ef_search, so on stores of a few thousand rows
     the planner would pick a full scan that is ~8x slower than the index (measured in
-    docs/benchmarks.md); sequential scans are therefore off. Without a filter, bitmap
-    scans are off too (the only one available walks the whole store by primary key);
-    with a filter they stay on, so a selective filter can use its index and an exact sort.
+    docs/benchmarks.md); sequential scans are therefore off. Bitmap scans are off too:
+    without a filter the only one walks the whole store by primary key, and with one the
+    planner could trade the index for sorting a large filtered set. `use_exact_search`
+    turns them back on when a filter is selective enough for the exact path.
     """
-    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(knobs, filtered))
+    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(knobs))
 
 
-def find_store_for_search(conn: Connection, name: str, knobs: IndexKnobs, filtered: bool) -> Store | None:
+def find_store_for_search(conn: Connection, name: str, knobs: IndexKnobs) -> Store | None:
     """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
     row = conn.execute(
         f"SELECT {_STORE_COLUMNS}, {_SEARCH_OPTIONS} {_STORE_BY_NAME}",
-        {"n": name, **_search_options(knobs, filtered)},
+        {"n": name, **_search_options(knobs)},
     ).fetchone()
     return _store(row[: len(fields(Store))]) if row else None
 
@@ -379,6 +373,7 @@ def nearest_chunks(
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(nearest_chunks_query(store, where, exact), params).fetchall()
         if len(rows) < limit and where.sql and not exact:
+            allow_bitmap_scans(conn)
             rows = cur.execute(nearest_chunks_query(store, where, exact=True), params).fetchall()
     return [
         ScoredChunk(
