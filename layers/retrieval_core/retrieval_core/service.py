@@ -52,7 +52,7 @@ class RetrievalService:
         *,
         iterative_scan: IterativeScan = "relaxed_order",
         max_scan_tuples: int = 20_000,
-        exact_search_max_rows: int = 2_000,
+        exact_search_max_rows: int = 5_000,
     ) -> None:
         self.database = database
         self.embedder = embedder
