@@ -127,6 +127,7 @@ def create_store(
             return existing
         store = _store(row)
         conn.execute(create_index_statement(store))
+        conn.execute(create_metadata_index_statement(store))
         return store
 
 
@@ -142,6 +143,23 @@ def create_index_statement(store: Store) -> sql.Composed:
     )
 
 
+def create_metadata_index_statement(store: Store) -> sql.Composed:
+    """CREATE INDEX of the store's partial GIN index on metadata, the exact path's way to its rows.
+
+    Partial, like the HNSW index: a filter's rows of this store come from one bitmap, with no
+    bitmap of the whole store (store_id = n) to AND with it.
+    """
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {index} ON chunks USING gin (metadata jsonb_path_ops)"
+        " WHERE store_id = {store_id}"
+    ).format(index=sql.Identifier(metadata_index_name(store)), store_id=sql.Literal(store.id))
+
+
+def metadata_index_name(store: Store) -> str:
+    """Name of the store's GIN index on metadata."""
+    return f"chunks_metadata_gin_store_{store.id}"
+
+
 def index_name(store: Store) -> str:
     """Name of the store's HNSW index."""
     return f"chunks_embedding_hnsw_store_{store.id}"
@@ -151,11 +169,8 @@ def drop_store(conn: Connection, store: Store) -> None:
     """Delete a store with all its documents, chunks and its index."""
     with conn.transaction():
         conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
-        conn.execute(
-            sql.SQL("DROP INDEX IF EXISTS {index}").format(
-                index=sql.Identifier(f"chunks_embedding_hnsw_store_{store.id}")
-            )
-        )
+        for name in (index_name(store), metadata_index_name(store)):
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=sql.Identifier(name)))
 
 
 def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, str]:
