@@ -78,3 +78,11 @@ def test_chunks_are_in_order_bounded_and_cover_the_text(text: str, max_chars: in
 def test_repetitive_text_is_covered() -> None:
     spans = chunk_spans("0" * 30, max_chars=20, overlap=15)
     assert spans[0] == (0, 20) and spans[-1][1] == 30
+
+
+def test_an_overlap_longer_than_a_cut_chunk_still_moves_forward() -> None:
+    # The cut after "aaaaaaaaaa " leaves a chunk shorter than the overlap; this used to loop forever.
+    text = "aaaaaaaaaa " + "b" * 40
+    spans = chunk_spans(text, max_chars=20, overlap=19)
+    assert spans[0] == (0, 10) and spans[-1][1] == len(text)
+    assert all(a[0] < b[0] for a, b in itertools.pairwise(spans))

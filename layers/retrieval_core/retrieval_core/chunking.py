@@ -36,7 +36,10 @@ def chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int]
             spans.append((piece_start, piece_end))
         if end >= stop:
             break
-        start = _next_start(text, end - overlap, end) if overlap else end
+        following = _next_start(text, end - overlap, end) if overlap else end
+        # An overlap as long as the cut chunk would start the next one where this one started (or
+        # before): the loop would never end. Such a chunk gets no overlap.
+        start = following if following > start else end
     return spans
 
 
