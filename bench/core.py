@@ -102,7 +102,7 @@ def main() -> None:
 
     def raw(vector: list[float]) -> None:
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, service.ef_search, filtered=False)
+            repository.set_search_options(conn, service.index_knobs)
             conn.execute(query_sql, repository.search_params(vector, 10, TRUE)).fetchall()
 
     service_ms: list[float] = []

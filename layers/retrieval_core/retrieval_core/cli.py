@@ -20,6 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     p_ingest.add_argument("--store", required=True, help="store name (created if missing)")
     p_ingest.add_argument("--display-name", help="display name of a new store")
     p_ingest.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p_ingest.add_argument(
+        "--storage",
+        choices=("vector", "halfvec"),
+        default="vector",
+        help="index of a new store: 4-byte floats (vector) or 2-byte floats (halfvec, half the size)",
+    )
 
     p_delete = sub.add_parser("delete", help="delete documents and their chunks")
     p_delete.add_argument("--store", required=True)
@@ -72,7 +78,9 @@ def _run(args: argparse.Namespace) -> int:
                 columns = (store.name, store.display_name, store.embedding_model, store.dimension)
                 print("\t".join(map(str, columns)) + f"\t{chunks} chunks")
     elif args.command == "ingest":
-        store = ingest.ensure_store(service.database, service.embedder, args.store, args.display_name)
+        store = ingest.ensure_store(
+            service.database, service.embedder, args.store, args.display_name, args.storage
+        )
         report = ingest.ingest_documents(
             service.database,
             service.embedder,

@@ -117,8 +117,14 @@ def _fingerprint(doc: SourceDocument, model: str, chunk_size: int, overlap: int)
 STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def ensure_store(database: Database, embedder: Embedder, name: str, display_name: str | None = None) -> Store:
-    """The store called `name`, created for this embedder if it does not exist."""
+def ensure_store(
+    database: Database,
+    embedder: Embedder,
+    name: str,
+    display_name: str | None = None,
+    storage: repository.Storage = "vector",
+) -> Store:
+    """The store called `name`, created for this embedder (with `storage`) if it does not exist."""
     if not STORE_NAME.fullmatch(name):
         raise InvalidRequestError(
             "store name must be 1-128 ASCII letters, digits, '.', '_' or '-', starting with a letter or "
@@ -128,7 +134,7 @@ def ensure_store(database: Database, embedder: Embedder, name: str, display_name
         store = repository.find_store(conn, name)
         if store is None:
             store = repository.create_store(
-                conn, name, display_name or name, embedder.model, embedder.dimension
+                conn, name, display_name or name, embedder.model, embedder.dimension, storage
             )
     if store.embedding_model != embedder.model:
         raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)

@@ -20,6 +20,13 @@ from pydantic.alias_generators import to_camel
 from .exceptions import InvalidRequestError
 from .filters import MetadataValue
 from .fusion import Fusion
+from .index_knobs import (
+    EF_SEARCH_MAX,
+    EF_SEARCH_MIN,
+    MAX_SCAN_TUPLES_MAX,
+    MAX_SCAN_TUPLES_MIN,
+    IterativeScan,
+)
 
 SIMILARITY_NOTE = (
     "Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. "
@@ -139,6 +146,33 @@ class RerankOptions(RequestModel):
     )
 
 
+class SearchKnobs(RequestModel):
+    """Per-request overrides of the HNSW index knobs; an unset one keeps the service's setting."""
+
+    ef_search: int | None = Field(
+        default=None,
+        ge=EF_SEARCH_MIN,
+        le=EF_SEARCH_MAX,
+        description="hnsw.ef_search: candidates kept per scan; higher is more exact and slower.",
+    )
+    iterative_scan: IterativeScan | None = Field(
+        default=None,
+        description="hnsw.iterative_scan: keep scanning until enough rows pass the filter "
+        "(relaxed_order re-sorts exactly afterwards; off may return fewer than k filtered rows).",
+    )
+    max_scan_tuples: int | None = Field(
+        default=None,
+        ge=MAX_SCAN_TUPLES_MIN,
+        le=MAX_SCAN_TUPLES_MAX,
+        description="hnsw.max_scan_tuples: how many index tuples an iterative scan may visit.",
+    )
+
+
+SearchOverride = Annotated[
+    SearchKnobs | None, Field(default=None, description="Index knobs for this request (ef_search etc.).")
+]
+
+
 class RetrieveRequest(RequestModel):
     """POST /api/v1/rag/retrieve."""
 
@@ -198,6 +232,8 @@ class RetrieveRequest(RequestModel):
         """How many candidates the search returns."""
         return self.similarity_top_k or DEFAULT_CANDIDATES[self.engine_name]
 
+    search: SearchOverride = None
+
 
 def _finite(values: list[float]) -> list[float]:
     if not all(math.isfinite(v) for v in values):
@@ -221,6 +257,7 @@ class SimilaritySearchRequest(RequestModel):
     metadata_filter: MetadataFilter | None = None
     store: StoreName | None = None
     cache_ttl_ms: CacheTtl = None
+    search: SearchOverride = None
 
 
 class ChunkResult(ResponseModel):

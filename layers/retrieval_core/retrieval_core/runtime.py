@@ -42,7 +42,9 @@ def database_conninfo(settings: Settings) -> str:
     from .db.embedded import start_embedded_postgres
 
     if _embedded_server is None:
-        _embedded_server = start_embedded_postgres(settings.data_dir)
+        _embedded_server = start_embedded_postgres(
+            settings.data_dir, shared_buffers_mb=settings.embedded_shared_buffers_mb
+        )
     return str(_embedded_server.get_uri())
 
 
@@ -107,6 +109,9 @@ def get_service() -> RetrievalService:
                     cache=build_cache(settings),
                     rerankers=build_rerankers(settings),
                     allowed_metadata_keys=settings.metadata_keys_allowed,
+                    iterative_scan=settings.hnsw_iterative_scan,
+                    max_scan_tuples=settings.hnsw_max_scan_tuples,
+                    exact_search_max_rows=settings.exact_search_max_rows,
                 )
     return _service
 

@@ -32,6 +32,7 @@ from .exceptions import (
 )
 from .filters import Predicate, document_ids_in, metadata_predicate
 from .fusion import fuse
+from .index_knobs import IndexKnobs, IterativeScan
 from .models import (
     BatchItem,
     ChunkResult,
@@ -39,6 +40,7 @@ from .models import (
     Pipeline,
     RetrieveRequest,
     RetrieveResponse,
+    SearchKnobs,
     SimilaritySearchRequest,
     SimilaritySearchResponse,
     Timings,
@@ -81,6 +83,10 @@ class RetrievalService:
         cache: SearchCache | None = None,
         rerankers: Rerankers | None = None,
         allowed_metadata_keys: frozenset[str] | None = None,
+        *,
+        iterative_scan: IterativeScan = "relaxed_order",
+        max_scan_tuples: int = 20_000,
+        exact_search_max_rows: int = 5_000,
     ) -> None:
         self.database = database
         self.embedder = embedder
@@ -89,6 +95,16 @@ class RetrievalService:
         self.cache = cache
         self.rerankers = rerankers
         self.allowed_metadata_keys = allowed_metadata_keys
+        self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
+        self.exact_search_max_rows = exact_search_max_rows
+
+    def knobs_for(self, override: SearchKnobs | None) -> IndexKnobs:
+        """The index knobs of a request: the service's, with the request's overrides."""
+        if override is None:
+            return self.index_knobs
+        return self.index_knobs.overridden(
+            override.ef_search, override.iterative_scan, override.max_scan_tuples
+        )
 
     def get_store(self, name: str | None) -> Store:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
@@ -170,9 +186,11 @@ class RetrievalService:
         if self.cache is None or ttl_s is None:
             return compute(request), CacheStatus.BYPASS
         options = request.model_dump(mode="json", exclude={"store"})
+        # The effective knobs, not only the request's overrides: a changed default changes answers too.
         context = {
             "embeddingModel": self.embedder.model,
-            "efSearch": self.ef_search,
+            **self.knobs_for(request.search).as_dict(),
+            "exactSearchMaxRows": self.exact_search_max_rows,
             "rerankers": self.rerankers.identity if self.rerankers is not None else None,
         }
 
@@ -220,6 +238,7 @@ class RetrievalService:
                 embedded_by=self.embedder.model,
                 query_text=request.query if request.use_hybrid else None,
                 with_embeddings=strategy == "mmr",
+                knobs=self.knobs_for(request.search),
             )
         fused = (
             fuse(candidates, request.fusion, request.vector_weight, request.keyword_weight)
@@ -317,6 +336,7 @@ class RetrievalService:
             request.top_k,
             request.doc_ids,
             request.metadata_filter,
+            knobs=self.knobs_for(request.search),
         )
         return SimilaritySearchResponse(
             results=[_result(c) for c in found], total_results=len(found), store=store.name
@@ -332,19 +352,19 @@ class RetrievalService:
         embedded_by: str | None = None,
         query_text: str | None = None,
         with_embeddings: bool = False,
+        knobs: IndexKnobs | None = None,
     ) -> tuple[Store, list[ScoredChunk]]:
         """Look the store up and search it on one connection; nearest first.
 
         With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits.
+        Otherwise a filter matching at most `exact_search_max_rows` chunks is answered by an exact scan.
         """
         name = store_name or self.default_store
         where: Predicate = document_ids_in(doc_ids) & metadata_predicate(
             metadata_filter, self.allowed_metadata_keys
         )
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
-            # The full-text side reads a GIN index, which only bitmap scans can use.
-            bitmaps = bool(where.sql) or query_text is not None
-            store = repository.find_store_for_search(conn, name, self.ef_search, filtered=bitmaps)
+            store = repository.find_store_for_search(conn, name, knobs or self.index_knobs)
             if store is None:
                 raise StoreNotFoundError(name)
             if embedded_by is not None and store.embedding_model != embedded_by:
@@ -355,7 +375,9 @@ class RetrievalService:
                 return store, repository.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings
                 )
-            return store, repository.nearest_chunks(conn, store, query_vector, limit, where, with_embeddings)
+            exact = repository.use_exact_search(conn, store, where, self.exact_search_max_rows)
+            found = repository.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+            return store, found
 
     def database_is_up(self) -> bool:
         """True when PostgreSQL answers a round trip."""

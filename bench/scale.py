@@ -1,0 +1,454 @@
+"""Filtered ANN at scale (issue 7). Run with `make bench-scale`.
+
+A synthetic store of 200,000 chunks x 384 dims on its own embedded PostgreSQL (data under
+`.data/bench-scale`, kept for `--reuse`), searched through `RetrievalService.similarity_search`
+(uncached) and through the bare SQL the service issues, for unfiltered queries and filters of
+1%, 10% and 50% selectivity. Then the same data in a halfvec store, and an ef_search sweep.
+
+The data: 200 clusters ("topics"); each chunk is its cluster's centre plus a displacement in a
+16-dimensional subspace of its own cluster, plus a little isotropic noise in all 384 dimensions.
+Text embeddings behave like this: their variance concentrates in few directions, so near
+neighbours are meaningfully nearer than the rest. Isotropic noise in 384 dimensions makes every
+chunk of a cluster almost equally far from a query, a case where no ANN index is accurate and
+which does not resemble real embeddings. The parameters below were fixed before any
+measurement and are not tuned to reach a target. Tenants are assigned at random, independently
+of the clusters (exactly 2,000 / 20,000 / 100,000 chunks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from bench.common import REPO, machine, median, percentile
+
+DIM = 384
+CLUSTERS = 200
+SUBSPACE = 16
+SUBSPACE_SCALE = 0.5  # norm of the within-cluster displacement, relative to the unit centre
+NOISE_SCALE = 0.15  # norm of the isotropic noise
+CHUNKS_PER_DOCUMENT = 10
+K = 10
+TENANTS = {"t01": 0.01, "t10": 0.10, "t50": 0.50}  # the rest is "rest"
+SELECTIVITIES: list[tuple[str, str | None]] = [
+    ("none", None),
+    ("1%", "t01"),
+    ("10%", "t10"),
+    ("50%", "t50"),
+]
+DOCS_START, DOCS_END = "<!-- bench-scale:start -->", "<!-- bench-scale:end -->"
+
+
+@dataclass
+class Data:
+    vectors: np.ndarray  # float32, unit rows
+    tenants: np.ndarray  # str
+    queries: np.ndarray  # float32, unit rows
+
+
+def generate(rows: int, queries: int, seed: int = 20261122) -> Data:
+    """Clusters, each with its own low-dimensional subspace, plus isotropic noise; see the docstring."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(CLUSTERS, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    bases = [np.linalg.qr(rng.normal(size=(DIM, SUBSPACE)))[0].astype(np.float32) for _ in range(CLUSTERS)]
+
+    def sample(n: int) -> np.ndarray:
+        cluster = rng.integers(0, CLUSTERS, n)
+        out = np.empty((n, DIM), np.float32)
+        for c in tqdm(range(CLUSTERS), desc="generating", leave=False):
+            members = np.flatnonzero(cluster == c)
+            z = rng.normal(scale=SUBSPACE_SCALE / np.sqrt(SUBSPACE), size=(len(members), SUBSPACE))
+            noise = rng.normal(scale=NOISE_SCALE / np.sqrt(DIM), size=(len(members), DIM))
+            out[members] = centres[c] + (z @ bases[c].T) + noise
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
+
+    vectors = sample(rows)
+    tenants = np.full(rows, "rest", dtype=object)
+    order = rng.permutation(rows)
+    start = 0
+    for name, share in TENANTS.items():
+        count = int(rows * share)
+        tenants[order[start : start + count]] = name
+        start += count
+    return Data(vectors, tenants.astype(str), sample(queries))
+
+
+def exact_top_k(data: Data, tenant: str | None) -> list[list[int]]:
+    """Row numbers of the exact top-k (cosine) of each query, within the tenant's rows."""
+    rows = np.arange(len(data.vectors)) if tenant is None else np.flatnonzero(data.tenants == tenant)
+    sims = data.queries @ data.vectors[rows].T
+    top = np.argpartition(-sims, K, axis=1)[:, :K]
+    ordered = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1), axis=1)
+    return [[int(rows[i]) for i in line] for line in ordered]
+
+
+def chunk_id(row: int) -> str:
+    return f"d{row // CHUNKS_PER_DOCUMENT:06d}#{row % CHUNKS_PER_DOCUMENT}"
+
+
+def load_store(conninfo: str, name: str, storage: str, data: Data) -> dict[str, float]:
+    """Create the store, COPY the rows in (binary), then build its HNSW index; seconds of each step."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    from retrieval_core.db import repository
+
+    timings: dict[str, float] = {}
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        register_vector(conn)
+        existing = repository.find_store(conn, name)
+        if existing is not None:
+            repository.drop_store(conn, existing)
+        store = repository.create_store(conn, name, name, "synthetic", DIM, storage)  # type: ignore[arg-type]
+        # Rebuilt after the load: much faster than inserting row by row into the graph.
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
+        start = time.perf_counter()
+        rows = len(data.vectors)
+        with conn.transaction(), conn.cursor() as cur:
+            with cur.copy(
+                "COPY documents (store_id, id, title, metadata, content_sha256, chunk_count) FROM STDIN"
+            ) as copy:
+                for d in range(0, rows, CHUNKS_PER_DOCUMENT):
+                    doc = f"d{d // CHUNKS_PER_DOCUMENT:06d}"
+                    copy.write_row((store.id, doc, doc, "{}", "-", min(CHUNKS_PER_DOCUMENT, rows - d)))
+            with cur.copy(
+                "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding)"
+                " FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["int4", "text", "int4", "text", "jsonb", "vector"])
+                for row in tqdm(range(rows), desc=f"COPY {name}", unit="chunk", unit_scale=True):
+                    doc, index = divmod(row, CHUNKS_PER_DOCUMENT)
+                    copy.write_row(
+                        (
+                            store.id,
+                            f"d{doc:06d}",
+                            index,
+                            f"synthetic chunk {row}",
+                            Jsonb({"tenant": str(data.tenants[row])}),
+                            data.vectors[row],
+                        )
+                    )
+        timings["copy_s"] = time.perf_counter() - start
+        # Its own settings: no statement timeout, enough memory to build the graph in memory, one
+        # parallel worker (the machine has 2 cores).
+        conn.execute("SET statement_timeout = 0")
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        start = time.perf_counter()
+        print(f"building the HNSW index of {name} ({storage}) ...", flush=True)
+        conn.execute(repository.create_index_statement(store))
+        timings["index_s"] = time.perf_counter() - start
+        conn.execute("VACUUM ANALYZE chunks")
+        conn.execute("VACUUM ANALYZE documents")
+    return timings
+
+
+def index_size_mb(conninfo: str, name: str) -> float:
+    import psycopg
+
+    from retrieval_core.db import repository
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        store = repository.find_store(conn, name)
+        assert store is not None
+        row = conn.execute(
+            "SELECT pg_relation_size(%s::regclass)", (repository.index_name(store),)
+        ).fetchone()
+    assert row is not None
+    return int(row[0]) / 2**20
+
+
+@dataclass
+class Result:
+    label: str
+    recall: float
+    full_k: float
+    service_ms: list[float]
+    raw_ms: list[float]
+    exact_share: float | None = None
+
+
+class Bench:
+    """Runs the queries of one configuration through the service and through the bare SQL."""
+
+    def __init__(self, database: Any, data: Data, exact_search_max_rows: int, knobs: Any) -> None:
+        from retrieval_core.service import RetrievalService
+
+        self.database = database
+        self.data = data
+        self.exact_search_max_rows = exact_search_max_rows
+        self.knobs = knobs
+        self.service = RetrievalService(
+            database,
+            embedder=None,  # type: ignore[arg-type]  # similarity_search never embeds
+            default_store="",
+            ef_search=knobs.ef_search,
+            cache=None,
+            iterative_scan=knobs.iterative_scan,
+            max_scan_tuples=knobs.max_scan_tuples,
+            exact_search_max_rows=exact_search_max_rows,
+        )
+
+    def service_search(self, store: str, query: np.ndarray, tenant: str | None, ef: int | None) -> list[str]:
+        from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
+
+        request = SimilaritySearchRequest(
+            query_embedding=query.tolist(),
+            top_k=K,
+            store=store,
+            metadata_filter={"tenant": tenant} if tenant else None,
+            search=SearchKnobs(ef_search=ef) if ef else None,
+        )
+        response, _ = self.service.similarity_search(request)
+        return [r.id for r in response.results]
+
+    def raw_search(self, store: Any, query: np.ndarray, tenant: str | None) -> tuple[list[str], bool]:
+        """The statements the service issues, through psycopg: settings, the estimate if filtered, top-k."""
+        from retrieval_core.db import repository
+        from retrieval_core.filters import TRUE, metadata_equals
+
+        where = metadata_equals({"tenant": tenant}) if tenant else TRUE
+        with self.database.connection() as conn, conn.transaction():
+            repository.set_search_options(conn, self.knobs)
+            exact = repository.use_exact_search(conn, store, where, self.exact_search_max_rows)
+            rows = conn.execute(
+                repository.nearest_chunks_query(store, where, exact),
+                repository.search_params(query, K, where),
+            ).fetchall()
+        return [f"{r[0]}#{r[1]}" for r in rows], exact
+
+    def run(
+        self, label: str, store_name: str, tenant: str | None, raw: bool = True, ef: int | None = None
+    ) -> Result:
+        from retrieval_core.db import repository
+
+        with self.database.connection() as conn:
+            store = repository.find_store(conn, store_name)
+        assert store is not None
+        truth = exact_top_k(self.data, tenant)
+        # Warm-up pass: the timed passes measure a store whose pages are in shared buffers.
+        for query in self.data.queries[:50]:
+            self.service_search(store_name, query, tenant, ef)
+        service_ms: list[float] = []
+        raw_ms: list[float] = []
+        recalls: list[float] = []
+        full = 0
+        exact_count = 0
+        for i, query in enumerate(tqdm(self.data.queries, desc=label, leave=False)):
+            calls: list[Callable[[], None]] = []
+            found: list[str] = []
+
+            def by_service(query: np.ndarray = query, found: list[str] = found) -> None:
+                start = time.perf_counter()
+                found.extend(self.service_search(store_name, query, tenant, ef))
+                service_ms.append((time.perf_counter() - start) * 1000)
+
+            def by_sql(query: np.ndarray = query) -> None:
+                nonlocal exact_count
+                start = time.perf_counter()
+                _, exact = self.raw_search(store, query, tenant)
+                raw_ms.append((time.perf_counter() - start) * 1000)
+                exact_count += exact
+
+            calls = [by_service, by_sql] if raw else [by_service]
+            # Alternate which goes first: the second run of a query finds its pages warmer.
+            for call in calls if i % 2 == 0 else reversed(calls):
+                call()
+            expected = {chunk_id(r) for r in truth[i]}
+            recalls.append(len(expected & set(found)) / K)
+            full += len(found) == K
+        n = len(self.data.queries)
+        return Result(
+            label, float(np.mean(recalls)), full / n, service_ms, raw_ms, exact_count / n if raw else None
+        )
+
+
+def fmt(result: Result) -> str:
+    s50, s99 = median(result.service_ms), percentile(result.service_ms, 99)
+    cells = [result.label, f"{result.recall:.3f}", f"{s50:.2f}", f"{s99:.2f}", f"{result.full_k:.0%}"]
+    if result.raw_ms:
+        r50, r99 = median(result.raw_ms), percentile(result.raw_ms, 99)
+        exact = f"{result.exact_share:.0%}" if result.exact_share is not None else ""
+        cells += [f"{r50:.2f}", f"{r99:.2f}", f"{s50 / r50:.2f}x", exact]
+    else:
+        cells += ["", "", "", ""]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| filter | recall@10 | service p50 (ms) | service p99 (ms) | full k "
+    "| raw SQL p50 (ms) | raw SQL p99 (ms) | service / raw (p50) | exact path |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+@contextmanager
+def embedded_server(data_dir: Path, shared_buffers_mb: int) -> Iterator[str]:
+    from retrieval_core.db.embedded import start_embedded_postgres
+    from retrieval_core.db.migrations import migrate
+
+    server = start_embedded_postgres(data_dir, shared_buffers_mb=shared_buffers_mb)
+    conninfo = str(server.get_uri())
+    migrate(conninfo)
+    yield conninfo
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--data-dir", type=Path, default=REPO / ".data" / "bench-scale")
+    parser.add_argument("--reuse", action="store_true", help="keep the stores of a previous run if complete")
+    parser.add_argument("--shared-buffers-mb", type=int, default=2048)
+    parser.add_argument("--no-halfvec", action="store_true")
+    parser.add_argument("--ef-sweep", default="40,64,100,200", help="comma-separated ef_search values")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="replace the results block of docs/benchmarks.md"
+    )
+    args = parser.parse_args()
+
+    from retrieval_core.db.connection import PooledConnections
+    from retrieval_core.index_knobs import IndexKnobs
+    from retrieval_core.settings import get_settings
+
+    settings = get_settings()
+    data_dir: Path = args.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stores = {"vector": f"scale-{args.rows}", "halfvec": f"scale-{args.rows}-halfvec"}
+    if args.no_halfvec:
+        del stores["halfvec"]
+    cached = data_dir / f"data-{args.rows}-{args.queries}.npz"
+    lines: list[str] = []
+    with embedded_server(data_dir, args.shared_buffers_mb) as conninfo:
+        load_report: dict[str, dict[str, float]] = {}
+        start = time.perf_counter()
+        if args.reuse and cached.exists():
+            npz = np.load(cached)
+            data = Data(npz["vectors"], npz["tenants"], npz["queries"])
+        else:
+            data = generate(args.rows, args.queries)
+            np.savez(cached, vectors=data.vectors, tenants=data.tenants, queries=data.queries)
+        generate_s = time.perf_counter() - start
+        state_file = data_dir / "stores.json"
+        loaded = json.loads(state_file.read_text()) if args.reuse and state_file.exists() else {}
+        for storage, name in stores.items():
+            if loaded.get(name) == args.rows:
+                continue
+            load_report[name] = load_store(conninfo, name, storage, data)
+            loaded[name] = args.rows
+            state_file.write_text(json.dumps(loaded))
+        database = PooledConnections(conninfo, 1, 2, 5, settings.db_statement_timeout_ms)
+        with database.connection() as conn:
+            shared_buffers = conn.execute("SHOW shared_buffers").fetchone()
+            pgvector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        base = IndexKnobs(
+            settings.hnsw_ef_search, settings.hnsw_iterative_scan, settings.hnsw_max_scan_tuples
+        )
+        bench = Bench(database, data, settings.exact_search_max_rows, base)
+
+        vector_store = stores["vector"]
+        results = [bench.run(label, vector_store, tenant) for label, tenant in SELECTIVITIES]
+        index_only = Bench(database, data, 0, base).run(
+            "1%, index only (exact path off)", vector_store, "t01"
+        )
+
+        lines += [
+            DOCS_START,
+            "",
+            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; PostgreSQL 18 (embedded),",
+            f"pgvector {pgvector[0] if pgvector else '?'}, "
+            f"shared_buffers {shared_buffers[0] if shared_buffers else '?'}.",
+            "Command: `make bench-scale` (`python -m bench.scale --reuse --write-docs`). "
+            f"{args.rows:,} chunks x {DIM} dims, {len(data.queries)} queries per row, top-{K};"
+            f" ef_search {base.ef_search},"
+            f" iterative scan {base.iterative_scan}, max_scan_tuples {base.max_scan_tuples:,},"
+            f" exact path at <= {settings.exact_search_max_rows:,} matching chunks.",
+            "",
+            "### vector (4-byte floats)",
+            "",
+            HEADER,
+            *[fmt(r) for r in results],
+            fmt(index_only),
+            "",
+        ]
+        if "halfvec" in stores:
+            half = [bench.run(label, stores["halfvec"], tenant, raw=False) for label, tenant in SELECTIVITIES]
+            lines += [
+                "### halfvec (2-byte floats), same data and queries (recall against float32 exact search)",
+                "",
+                HEADER,
+                *[fmt(r) for r in half],
+                "",
+            ]
+        sizes = {name: index_size_mb(conninfo, name) for name in stores.values()}
+        lines += ["| store | HNSW index size (MB) |", "|---|---|"]
+        lines += [f"| {name} | {size:.0f} |" for name, size in sizes.items()]
+        lines.append("")
+        sweep = [int(v) for v in args.ef_sweep.split(",") if v]
+        if sweep:
+            lines += [
+                "### ef_search sweep (per-request override `search.efSearch`), service only, vector store",
+                "",
+                "| ef_search | "
+                + " | ".join(f"{label} recall / p50 ms" for label, _ in SELECTIVITIES)
+                + " |",
+                "|---" * (len(SELECTIVITIES) + 1) + "|",
+            ]
+            for ef in sweep:
+                cells = []
+                for label, tenant in SELECTIVITIES:
+                    r = bench.run(f"ef {ef} {label}", vector_store, tenant, raw=False, ef=ef)
+                    cells.append(f"{r.recall:.3f} / {median(r.service_ms):.2f}")
+                lines.append(f"| {ef} | " + " | ".join(cells) + " |")
+            lines.append("")
+        if load_report:
+            lines.append(
+                f"Load (this run): generation {generate_s:.0f} s; "
+                + "; ".join(
+                    f"{name}: COPY {t['copy_s']:.0f} s, HNSW build {t['index_s']:.0f} s"
+                    for name, t in load_report.items()
+                )
+                + "."
+            )
+            lines.append("")
+        lines.append(DOCS_END)
+        database.close()
+    report = "\n".join(lines)
+    print(report)
+    if args.write_docs:
+        write_docs(report)
+
+
+def write_docs(block: str) -> None:
+    """Replace the marked block of docs/benchmarks.md (appended if absent)."""
+    path = REPO / "docs" / "benchmarks.md"
+    text = path.read_text()
+    if DOCS_START in text and DOCS_END in text:
+        before, rest = text.split(DOCS_START, 1)
+        after = rest.split(DOCS_END, 1)[1]
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()

@@ -1,0 +1,267 @@
+"""Filtered ANN returns k: iterative HNSW scans, the exact path for selective filters, the index knobs.
+
+A store of 6,000 synthetic 32-dimensional chunks (clusters plus noise) is written directly;
+tenant `one` holds 1% of the chunks, tenant `ten` 10%. The expected answers are computed by
+brute force in numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from psycopg import sql
+
+from retrieval_core.api.app import create_app
+from retrieval_core.db import repository
+from retrieval_core.db.connection import SingleConnection
+from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
+from retrieval_core.filters import metadata_equals
+from retrieval_core.index_knobs import IndexKnobs
+from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
+from retrieval_core.service import RetrievalService
+
+SEARCH = "/api/v1/chunks/similarity-search"
+DIM = 32
+ROWS = 6_000
+CHUNKS_PER_DOCUMENT = 20
+K = 10
+TENANTS = {"one": 0.01, "ten": 0.10}
+
+
+@dataclass
+class Corpus:
+    store: Store
+    vectors: np.ndarray  # unit rows, in chunk-id order
+    ids: list[str]
+    tenants: np.ndarray
+    queries: np.ndarray
+
+    def exact_top_k(self, query: np.ndarray, tenant: str | None, k: int = K) -> list[str]:
+        mask = np.ones(len(self.ids), bool) if tenant is None else self.tenants == tenant
+        distances = 1.0 - self.vectors[mask] @ (query / np.linalg.norm(query))
+        chosen = np.flatnonzero(mask)[np.argsort(distances, kind="stable")[:k]]
+        return [self.ids[i] for i in chosen]
+
+
+def _synthetic(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(30, DIM))
+    vectors = centers[rng.integers(0, 30, ROWS)] + 0.6 * rng.normal(size=(ROWS, DIM))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    tenants = np.array(["rest"] * ROWS, dtype=object)
+    order = rng.permutation(ROWS)
+    start = 0
+    for name, share in TENANTS.items():
+        count = int(ROWS * share)
+        tenants[order[start : start + count]] = name
+        start += count
+    queries = centers[rng.integers(0, 30, 20)] + 0.6 * rng.normal(size=(20, DIM))
+    return vectors.astype(np.float32), tenants, queries.astype(np.float32)
+
+
+def _write_store(service: Any, name: str, storage: repository.Storage) -> Corpus:
+    vectors, tenants, queries = _synthetic(seed=7)
+    documents = []
+    ids = []
+    for d in range(ROWS // CHUNKS_PER_DOCUMENT):
+        chunks = []
+        for c in range(CHUNKS_PER_DOCUMENT):
+            i = d * CHUNKS_PER_DOCUMENT + c
+            chunks.append(ChunkRow(f"d{d:04d}", c, f"chunk {i}", {"tenant": tenants[i]}, vectors[i].tolist()))
+            ids.append(f"d{d:04d}#{c}")
+        documents.append(DocumentRow(f"d{d:04d}", "", {}, "-", chunks))
+    with service.database.connection() as conn:
+        existing = repository.find_store(conn, name)
+        if existing is not None:
+            repository.drop_store(conn, existing)
+        store = repository.create_store(conn, name, name, "synthetic", DIM, storage)
+        # Building the index over the written rows is several times faster than inserting into it.
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
+        repository.replace_documents(conn, store, documents)
+        conn.execute(repository.create_index_statement(store))
+        conn.execute("ANALYZE chunks")
+    return Corpus(store, vectors, ids, tenants, queries)
+
+
+@pytest.fixture(scope="module")
+def corpus(service: Any) -> Corpus:
+    return _write_store(service, "filtered-ann", "vector")
+
+
+@pytest.fixture(scope="module")
+def database(postgres_dsn: str) -> Iterator[SingleConnection]:
+    """One connection of its own, so that its index statistics can be flushed before they are read."""
+    database = SingleConnection(postgres_dsn, 5, 15_000)
+    yield database
+    database.close()
+
+
+def _service(database: SingleConnection, shared: Any, **kwargs: Any) -> RetrievalService:
+    return RetrievalService(database, shared.embedder, "filtered-ann", shared.ef_search, **kwargs)
+
+
+def _search(
+    service: RetrievalService, store: str, query: np.ndarray, tenant: str | None, **knobs: Any
+) -> list[str]:
+    request = SimilaritySearchRequest(
+        query_embedding=query.tolist(),
+        top_k=K,
+        store=store,
+        metadata_filter={"tenant": tenant} if tenant else None,
+        search=SearchKnobs(**knobs) if knobs else None,
+        cache_ttl_ms=0,
+    )
+    response, _ = service.similarity_search(request)
+    return [r.id for r in response.results]
+
+
+def _index_scans(database: SingleConnection, store: Store) -> int:
+    """How many times the store's HNSW index was scanned (counted by PostgreSQL)."""
+    with database.connection() as conn:
+        # Statistics reach the shared counters when the backend goes idle, at most once a second
+        # unless forced; this connection is the one the searches ran on.
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s",
+            (repository.index_name(store),),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _recall(found: list[str], expected: list[str]) -> float:
+    return len(set(found) & set(expected)) / len(expected)
+
+
+@pytest.mark.parametrize("tenant", ["one", "ten"])
+def test_the_index_path_returns_k_filtered_rows(
+    service: Any, database: SingleConnection, corpus: Corpus, tenant: str
+) -> None:
+    # Exact search disabled: every query goes through the HNSW index.
+    hnsw_only = _service(database, service, exact_search_max_rows=0)
+    before = _index_scans(database, corpus.store)
+    recalls = []
+    for query in corpus.queries:
+        found = _search(hnsw_only, "filtered-ann", query, tenant)
+        assert len(found) == K
+        assert {corpus.tenants[corpus.ids.index(i)] for i in found} == {tenant}
+        recalls.append(_recall(found, corpus.exact_top_k(query, tenant)))
+    assert _index_scans(database, corpus.store) - before >= len(corpus.queries)
+    assert np.mean(recalls) >= 0.9
+
+
+@pytest.mark.parametrize("tenant", ["one", "ten"])
+def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
+    service: Any, corpus: Corpus, tenant: str
+) -> None:
+    # The SQL the service issues, without its fallback: iterative scans are what fill the answer.
+    where = metadata_equals({"tenant": tenant})
+    query_sql = repository.nearest_chunks_query(corpus.store, where)
+
+    def rows(iterative_scan: Any, query: np.ndarray) -> int:
+        knobs = IndexKnobs(40, iterative_scan, 20_000)
+        with service.database.connection() as conn, conn.transaction():
+            repository.set_search_options(conn, knobs)
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    b"EXPLAIN " + query_sql.as_bytes(conn), repository.search_params(query, K, where)
+                )
+            )
+            assert repository.index_name(corpus.store) in plan
+            return len(conn.execute(query_sql, repository.search_params(query, K, where)).fetchall())
+
+    assert [rows("relaxed_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
+    assert [rows("strict_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
+    # Without iterative scans, ef_search 40 candidates hold about 0.4 (1%) or 4 (10%) tenant rows.
+    assert min(rows("off", q) for q in corpus.queries) < K
+
+
+@pytest.mark.parametrize("tenant", ["one", "ten"])
+def test_a_selective_filter_is_answered_exactly(
+    service: Any, database: SingleConnection, corpus: Corpus, tenant: str
+) -> None:
+    # 1% = 60 rows and 10% = 600 rows, both under the threshold: the exact path, no index scan.
+    exact = _service(database, service, exact_search_max_rows=1_000)
+    before = _index_scans(database, corpus.store)
+    for query in corpus.queries:
+        assert _search(exact, "filtered-ann", query, tenant) == corpus.exact_top_k(query, tenant)
+    assert _index_scans(database, corpus.store) == before
+
+
+def test_a_short_index_answer_falls_back_to_exact(
+    service: Any, database: SingleConnection, corpus: Corpus
+) -> None:
+    hnsw_only = _service(database, service, exact_search_max_rows=0)
+    for query in corpus.queries:
+        found = _search(hnsw_only, "filtered-ann", query, "one", iterativeScan="off", efSearch=10)
+        assert found == corpus.exact_top_k(query, "one")
+
+
+def test_knobs_through_the_api(sample_store: Any, corpus: Corpus) -> None:
+    query = corpus.queries[0].tolist()
+    with TestClient(create_app()) as client:
+        body = {
+            "queryEmbedding": query,
+            "topK": K,
+            "store": "filtered-ann",
+            "metadataFilter": {"tenant": "ten"},
+        }
+        plain = client.post(SEARCH, json=body)
+        tuned = client.post(
+            SEARCH,
+            json={
+                **body,
+                "search": {"efSearch": 400, "iterativeScan": "strict_order", "maxScanTuples": 40_000},
+            },
+        )
+        assert plain.status_code == tuned.status_code == 200
+        assert [r["id"] for r in tuned.json()["results"]] == corpus.exact_top_k(corpus.queries[0], "ten")
+        # Different knobs, a different cache entry.
+        assert plain.headers["X-Cache"] == tuned.headers["X-Cache"] == "miss"
+        assert client.post(SEARCH, json=body).headers["X-Cache"] == "hit"
+        for bad in (
+            {"efSearch": 0},
+            {"efSearch": 1001},
+            {"maxScanTuples": 10},
+            {"iterativeScan": "sometimes"},
+        ):
+            response = client.post(SEARCH, json={**body, "search": bad})
+            assert response.status_code == 422, bad
+        retrieve = {"query": "pods", "grade": 0.0, "search": {"efSearch": 64}, "cacheTTLms": 0}
+        assert client.post("/api/v1/rag/retrieve", json=retrieve).status_code == 200
+
+
+@pytest.fixture()
+def halfvec_corpus(service: Any) -> Iterator[Corpus]:
+    corpus = _write_store(service, "filtered-ann-half", "halfvec")
+    yield corpus
+    with service.database.connection() as conn:
+        repository.drop_store(conn, corpus.store)
+
+
+def test_a_halfvec_store_indexes_and_searches_half_precision(
+    service: Any, database: SingleConnection, halfvec_corpus: Corpus
+) -> None:
+    with service.database.connection() as conn:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+            (repository.index_name(halfvec_corpus.store),),
+        ).fetchone()
+    assert row is not None and "halfvec_cosine_ops" in row[0] and f"halfvec({DIM})" in row[0]
+    hnsw_only = _service(database, service, exact_search_max_rows=0)
+    before = _index_scans(database, halfvec_corpus.store)
+    recalls = []
+    for query in halfvec_corpus.queries:
+        found = _search(hnsw_only, "filtered-ann-half", query, None)
+        assert len(found) == K
+        recalls.append(_recall(found, halfvec_corpus.exact_top_k(query, None)))
+        assert len(_search(hnsw_only, "filtered-ann-half", query, "one")) == K
+    assert _index_scans(database, halfvec_corpus.store) > before
+    assert np.mean(recalls) >= 0.9
