@@ -134,12 +134,14 @@ def test_batch_answers_in_order_and_isolates_failures(client: TestClient) -> Non
                 {"query": "bad grade", "grade": 2.0},
                 {"query": "unknown store", "grade": 0.0, "store": "no-such-store"},
                 {"query": "pod scheduling", "grade": 0.0, "rerank": {"topK": 2}},
+                {"query": "gemini", "grade": 0.0, "store": "fileSearchStores/kb-1"},
             ]
         },
     )
     assert response.status_code == 200, response.text
     results = response.json()["results"]
-    assert [r["status"] for r in results] == [200, 422, 404, 200]
+    assert [r["status"] for r in results] == [200, 422, 404, 200, 422]
+    assert results[4]["error"]["details"]["errors"][0]["field"] == "backend"
     assert results[0]["response"]["results"][0]["id"] == "coffee-machine#0"
     assert results[1]["error"]["code"] == "validation_error" and "grade" in results[1]["error"]["message"]
     assert results[2]["error"]["code"] == "store_not_found"

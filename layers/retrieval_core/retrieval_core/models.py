@@ -121,6 +121,8 @@ CacheTtl = Annotated[
 ]
 
 
+# Gemini File Search store resource names start with this.
+GEMINI_STORE_PREFIX = "fileSearchStores/"
 EngineName = Literal["default", "naive"]
 RerankStrategyName = Literal["bge", "llm", "bedrock", "mmr"]
 # Candidates fetched when `similarityTopK` is unset: the advanced engine reranks a wider pool.
@@ -231,6 +233,13 @@ class RetrieveRequest(RequestModel):
     def candidate_count(self) -> int:
         """How many candidates the search returns."""
         return self.similarity_top_k or DEFAULT_CANDIDATES[self.engine_name]
+
+    @property
+    def targets_gemini(self) -> bool:
+        """For Gemini File Search: `backend: "gemini"`, or no backend and a `fileSearchStores/...` store."""
+        if self.backend is not None:
+            return self.backend == "gemini"
+        return bool(self.store and self.store.startswith(GEMINI_STORE_PREFIX))
 
     search: SearchOverride = None
 

@@ -140,20 +140,27 @@ class RetrievalService:
         requests: list[RetrieveRequest | InvalidRequestError] = []
         for body in bodies:
             try:
-                requests.append(RetrieveRequest.model_validate(body))
+                parsed = RetrieveRequest.model_validate(body)
             except ValidationError as exc:
                 requests.append(validation_error(exc))
+                continue
+            if parsed.targets_gemini:
+                problem = {"field": "backend", "message": "not served in a batch", "type": "unsupported"}
+                message = "backend: Gemini File Search stores are not served in a batch; use /rag/retrieve"
+                requests.append(InvalidRequestError(message, {"errors": [problem]}))
+                continue
+            requests.append(parsed)
         vectors = QueryVectors([r.query for r in requests if isinstance(r, RetrieveRequest)])
 
         def embed(query: str) -> list[float]:
             return vectors.vector_for(query, self.embedder)
 
         items: list[BatchItem] = []
-        for request in requests:
+        for item in requests:
             try:
-                if isinstance(request, InvalidRequestError):
-                    raise request
-                response, _ = self.retrieve(request, embed)
+                if isinstance(item, InvalidRequestError):
+                    raise item
+                response, _ = self.retrieve(item, embed)
             except RetrievalError as exc:
                 error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
                 items.append(BatchItem(status=exc.status_code, error=error))

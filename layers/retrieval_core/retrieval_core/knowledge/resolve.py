@@ -16,10 +16,11 @@ from ..cache.json_cache import JsonCache
 from ..cache.keys import store_name_key
 from ..cache.search_cache import STORE_NAME_TTL_S
 from ..exceptions import StoreNotFoundError
+from ..models import GEMINI_STORE_PREFIX
 from .debug import debug
 from .models import Backend, ResolvedStore
 
-STORE_PREFIX = "fileSearchStores/"
+STORE_PREFIX = GEMINI_STORE_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from ..models import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
 from .debug import debug
 from .gemini_client import GeminiCaller
 from .models import Backend, KnowledgeAnswer, KnowledgeSearchRequest, KnowledgeSource, ResolvedStore
-from .resolve import STORE_PREFIX, StoreEntry, StoreResolver
+from .resolve import StoreEntry, StoreResolver
 from .sources import extract_sources
 
 if TYPE_CHECKING:
@@ -30,14 +30,6 @@ NO_VERSION = 0
 # Answer length for a retrieve request, which returns the chunks, not the text.
 RETRIEVE_MAX_OUTPUT_TOKENS = 256
 _FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def targets_gemini(request: RetrieveRequest) -> bool:
-    """A retrieve request for Gemini: `backend: "gemini"`, or a store named `fileSearchStores/...`."""
-    backend = getattr(request, "backend", None)
-    if backend is not None:
-        return bool(backend == BACKEND)
-    return bool(request.store and request.store.startswith(STORE_PREFIX))
 
 
 class KnowledgeService:

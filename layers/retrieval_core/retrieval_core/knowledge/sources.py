@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..models import GEMINI_STORE_PREFIX
 from .models import KnowledgeSource
 
-STORE_PREFIX = "fileSearchStores/"
+STORE_PREFIX = GEMINI_STORE_PREFIX
 
 
 def extract_sources(grounding: Mapping[str, Any] | None) -> list[KnowledgeSource]:

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ...knowledge.runtime import get_knowledge_service
-from ...knowledge.service import targets_gemini
 from ...models import (
     ErrorResponse,
     RetrieveBatchRequest,
@@ -27,7 +26,7 @@ async def retrieve(body: RetrieveRequest, service: ServiceDep, response: Respons
 
     The `X-Cache` header says whether the answer came from the cache (hit, miss, bypass).
     """
-    if targets_gemini(body):
+    if body.targets_gemini:
         # A Gemini File Search store (docs/gemini.md): the knowledge service answers, not pgvector.
         answer, status = await run_in_threadpool(get_knowledge_service().retrieve, body)
     else:
