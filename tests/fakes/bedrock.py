@@ -16,8 +16,15 @@ ERROR_CODES = {
     404: "ResourceNotFoundException",
     429: "ThrottlingException",
     500: "InternalServerException",
+    502: "BadGatewayException",
     503: "ServiceUnavailableException",
 }
+
+
+def aws_error_reply(status: int, message: str) -> Reply:
+    """An AWS rest-json error: botocore reads the error code from the x-amzn-ErrorType header."""
+    code = ERROR_CODES.get(status, "InternalServerException")
+    return Reply(status, {"message": message}, {"x-amzn-ErrorType": f"{code}:http://internal.amazon.com/"})
 
 
 class FakeBedrockRuntime(FakeHTTPServer):
@@ -38,11 +45,7 @@ class FakeBedrockRuntime(FakeHTTPServer):
         return self.requests_to("POST", INVOKE_PATH)
 
     def error_reply(self, status: int, message: str) -> Reply:
-        # botocore reads the error code from this header in rest-json protocols.
-        code = ERROR_CODES.get(status, "InternalServerException")
-        return Reply(
-            status, {"message": message}, {"x-amzn-ErrorType": f"{code}:http://internal.amazon.com/"}
-        )
+        return aws_error_reply(status, message)
 
     def _invoke(self, request: RecordedRequest, match: re.Match[str]) -> Reply:
         if self.delay_s:

@@ -10,19 +10,12 @@ import re
 import threading
 from typing import Any
 
+from .bedrock import aws_error_reply
 from .http import FakeHTTPServer, RecordedRequest, Reply
 from .rerank_scoring import ranked
 
 RERANK_PATH = r"/rerank"
 MODEL_ARN = re.compile(r"arn:aws[a-z-]*:bedrock:[a-z0-9-]+::foundation-model/[a-z0-9.:-]+")
-ERROR_CODES = {
-    400: "ValidationException",
-    403: "AccessDeniedException",
-    404: "ResourceNotFoundException",
-    429: "ThrottlingException",
-    500: "InternalServerException",
-    502: "BadGatewayException",
-}
 
 
 class FakeBedrockAgentRuntime(FakeHTTPServer):
@@ -44,11 +37,7 @@ class FakeBedrockAgentRuntime(FakeHTTPServer):
         return self.requests_to("POST", RERANK_PATH)
 
     def error_reply(self, status: int, message: str) -> Reply:
-        # botocore reads the error code from this header in rest-json protocols.
-        code = ERROR_CODES.get(status, "InternalServerException")
-        return Reply(
-            status, {"message": message}, {"x-amzn-ErrorType": f"{code}:http://internal.amazon.com/"}
-        )
+        return aws_error_reply(status, message)
 
     def _rerank(self, request: RecordedRequest, match: re.Match[str]) -> Reply:
         if self.hang_s:

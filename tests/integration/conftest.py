@@ -6,6 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+
+from tests.fakes.gemini import FakeGemini
+from tests.integration.knowledge_support import GEMINI_KEY, knowledge_client, stock_fake
 
 
 @pytest.fixture()
@@ -28,3 +32,18 @@ def own_runtime(service_env: dict[str, str]) -> Iterator[Any]:
     runtime.reset_service()
     get_settings.cache_clear()
     runtime.replace_service(shared)
+
+
+@pytest.fixture()
+def gemini() -> Iterator[FakeGemini]:
+    """A fake Gemini API holding the stock stores (tests.integration.knowledge_support)."""
+    with FakeGemini(api_key=GEMINI_KEY) as fake:
+        stock_fake(fake)
+        yield fake
+
+
+@pytest.fixture()
+def gemini_client(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]:
+    """A TestClient over the full app, its knowledge service talking to `gemini`."""
+    with knowledge_client(gemini) as test_client:
+        yield test_client

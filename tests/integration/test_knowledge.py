@@ -4,7 +4,6 @@ against a fake Gemini API on 127.0.0.1."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.http import Reply
-from tests.integration.knowledge_support import (
+from tests.integration.knowledge_support import (  # noqa: F401 (gemini, gemini_client: fixtures)
     FILE_SEARCH_GROUNDING,
     GEMINI_KEY,
     HVAC_DISPLAY,
@@ -30,16 +29,8 @@ QUESTION = "What is the procedure for handling cold complaints?"
 
 
 @pytest.fixture()
-def gemini() -> Iterator[FakeGemini]:
-    with FakeGemini(api_key=GEMINI_KEY) as fake:
-        stock_fake(fake)
-        yield fake
-
-
-@pytest.fixture()
-def client(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]:
-    with knowledge_client(gemini) as test_client:
-        yield test_client
+def client(gemini_client: TestClient) -> TestClient:
+    return gemini_client
 
 
 def search(client: TestClient, **fields: Any) -> Any:

@@ -4,7 +4,6 @@ client, fake Gemini API) and over our pgvector stores table."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.http import Reply
-from tests.integration.knowledge_support import (
+from tests.integration.knowledge_support import (  # noqa: F401 (gemini, gemini_client: fixtures)
     GEMINI_KEY,
     HVAC_DISPLAY,
     HVAC_STORE,
@@ -26,16 +25,8 @@ RESOLVE = "/api/v1/stores/resolve"
 
 
 @pytest.fixture()
-def gemini() -> Iterator[FakeGemini]:
-    with FakeGemini(api_key=GEMINI_KEY) as fake:
-        stock_fake(fake)
-        yield fake
-
-
-@pytest.fixture()
-def client(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]:
-    with knowledge_client(gemini) as test_client:
-        yield test_client
+def client(gemini_client: TestClient) -> TestClient:
+    return gemini_client
 
 
 def resolve(client: TestClient, name: str, backend: str | None = "gemini") -> Any:
