@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from pgvector import Vector
@@ -279,6 +280,12 @@ def _embedding_column(store: Store, with_embeddings: bool, table: str = "") -> s
 def nearest_chunks_query(
     store: Store, where: Predicate, exact: bool = False, with_embeddings: bool = False
 ) -> sql.Composed:
+    """The top-k query (composed once per store and filter shape: composing costs ~0.1 ms a request)."""
+    return _nearest_chunks_query(store, where.sql, exact, with_embeddings)
+
+
+@lru_cache(maxsize=256)
+def _nearest_chunks_query(store: Store, where_sql: str, exact: bool, with_embeddings: bool) -> sql.Composed:
     """The top-k query.
 
     Approximate: HNSW (iterative scan) inside a materialised CTE, then an exact re-sort, since
@@ -303,7 +310,7 @@ def nearest_chunks_query(
     return sql.SQL(template).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
-        filters=_filters(where),
+        filters=_filters(Predicate(where_sql)),
         embedding=_embedding_column(store, with_embeddings),
     )
 
