@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
@@ -11,6 +12,7 @@ from .retry import RETRY_MAX_DELAY_S
 
 if TYPE_CHECKING:
     from google.genai import Client
+    from google.genai.errors import APIError
 
 
 def build_genai_client(
@@ -20,7 +22,7 @@ def build_genai_client(
     timeout_s: float,
     retry_attempts: int = 1,
     retry_base_delay_s: float = 0.0,
-    retryable_statuses: Sequence[int] = (),
+    retryable_statuses: Collection[int] = (),
     api_version: str | None = None,
 ) -> Client:
     """A Gemini API client (not Vertex) with our timeout and, when statuses are given, retry policy.
@@ -41,7 +43,7 @@ def build_genai_client(
             max_delay=RETRY_MAX_DELAY_S,
             exp_base=2,
             jitter=retry_base_delay_s,
-            http_status_codes=list(retryable_statuses),
+            http_status_codes=sorted(retryable_statuses),
         )
         if retryable_statuses
         else None
@@ -59,3 +61,8 @@ def build_genai_client(
             httpx_client=httpx.Client(timeout=timeout_s),
         ),
     )
+
+
+def key_rejected(exc: APIError) -> bool:
+    """True when the Gemini API refused the API key: 401/403, or 400 INVALID_ARGUMENT with API_KEY_INVALID."""
+    return exc.code in (401, 403) or "API_KEY_INVALID" in json.dumps(exc.details, default=str)

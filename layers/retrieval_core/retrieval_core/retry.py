@@ -7,6 +7,33 @@ import random
 RETRY_ATTEMPTS = 3
 RETRY_BASE_DELAY_S = 0.5
 RETRY_MAX_DELAY_S = 8.0
+# HTTP statuses worth another attempt: timeouts, rate limits, server errors. The google-genai client
+# takes them as a list; our own HTTP clients also retry any other 5xx (`is_retryable_status`).
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# AWS error codes worth another attempt (throttling and transient service faults), whatever the status.
+_AWS_RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "BadGatewayException",
+        "DependencyFailedException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+    }
+)
+# The longest part of an upstream's error message quoted in ours.
+MAX_DETAIL_CHARS = 300
+
+
+def is_retryable_status(status: int) -> bool:
+    """A timeout, a rate limit or any server error."""
+    return status in (408, 429) or status >= 500
+
+
+def is_retryable_aws_error(status: int, code: str) -> bool:
+    """An AWS ClientError worth another attempt: throttled, a server error, or a transient fault code."""
+    return status == 429 or status >= 500 or code in _AWS_RETRYABLE_CODES
 
 
 def backoff_delay(retry: int, base_delay_s: float, max_delay_s: float = RETRY_MAX_DELAY_S) -> float:

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError
-from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay
+from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_aws_error
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
@@ -22,15 +22,6 @@ logger = logging.getLogger(__name__)
 
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 MAX_CONCURRENCY = 8
-_RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "InternalServerException",
-        "ModelNotReadyException",
-        "ModelTimeoutException",
-    }
-)
 _PROVIDER = "Bedrock Titan embeddings"
 
 
@@ -142,7 +133,7 @@ class BedrockTitanEmbedder:
             except boto_errors.ClientError as exc:
                 code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
                 status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-                retryable = status == 429 or status >= 500 or code in _RETRYABLE_CODES
+                retryable = is_retryable_aws_error(status, code)
                 if not retryable or last_try:
                     raise self._error_for(code, status, exc, attempt if retryable else None) from exc
                 logger.warning("%s: %s (HTTP %d), retrying", _PROVIDER, code, status)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Sequence
@@ -12,8 +11,8 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError
-from ..genai_client import build_genai_client
-from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S
+from ..genai_client import build_genai_client, key_rejected
+from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
@@ -23,10 +22,8 @@ if TYPE_CHECKING:
 
 # batchEmbedContents refuses more than 100 requests in one call.
 MAX_BATCH_SIZE = 100
-RETRYABLE_STATUSES = (408, 429, 500, 502, 503, 504)
 TASK_TYPES: dict[EmbeddingKind, str] = {"query": "RETRIEVAL_QUERY", "document": "RETRIEVAL_DOCUMENT"}
 _PROVIDER = "Gemini embeddings"
-_MAX_DETAIL_CHARS = 300
 
 
 def _normalize(vector: list[float]) -> list[float]:
@@ -125,9 +122,7 @@ class GeminiEmbedder:
         return [_normalize(vector) for vector in vectors]
 
     def _error_for(self, exc: APIError) -> EmbeddingProviderError:
-        details = json.dumps(exc.details, default=str)
-        # The Gemini API answers an invalid key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
-        if exc.code in (401, 403) or "API_KEY_INVALID" in details:
+        if key_rejected(exc):
             return EmbeddingProviderError(
                 f"{_PROVIDER}: the Gemini API refused the credentials (HTTP {exc.code} {exc.status}); "
                 "check GEMINI_API_KEY",
@@ -137,6 +132,6 @@ class GeminiEmbedder:
         attempts = f" after {self.retry_attempts} attempts" if exc.code in RETRYABLE_STATUSES else ""
         return EmbeddingProviderError(
             f"{_PROVIDER}: the Gemini API answered HTTP {exc.code} {exc.status}{attempts}: "
-            f"{detail[:_MAX_DETAIL_CHARS]}",
+            f"{detail[:MAX_DETAIL_CHARS]}",
             {"status": exc.code},
         )

@@ -12,17 +12,11 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import EmbeddingProviderError
-from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay
+from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
 logger = logging.getLogger(__name__)
-
-_MAX_DETAIL_CHARS = 300
-
-
-def _is_retryable(status: int) -> bool:
-    return status in (408, 429) or status >= 500
 
 
 class OpenAICompatibleEmbedder:
@@ -108,7 +102,7 @@ class OpenAICompatibleEmbedder:
             else:
                 if response.is_success:
                     return response
-                if not _is_retryable(response.status_code):
+                if not is_retryable_status(response.status_code):
                     raise self._error_for(response)
                 if last_try:
                     raise EmbeddingProviderError(
@@ -140,4 +134,4 @@ class OpenAICompatibleEmbedder:
             detail = response.text
         if self._api_key is not None and self._api_key.get_secret_value():
             detail = detail.replace(self._api_key.get_secret_value(), "***")
-        return detail[:_MAX_DETAIL_CHARS]
+        return detail[:MAX_DETAIL_CHARS]

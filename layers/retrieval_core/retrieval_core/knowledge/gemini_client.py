@@ -24,8 +24,8 @@ from ..exceptions import (
     UpstreamError,
     UpstreamUnavailableError,
 )
-from ..genai_client import build_genai_client
-from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay
+from ..genai_client import build_genai_client, key_rejected
+from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES, backoff_delay
 from ..settings import Settings
 from .debug import debug
 
@@ -35,14 +35,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # File Search (fileSearchStores, the fileSearch tool) is documented on v1beta.
 FILE_SEARCH_API_VERSION = "v1beta"
 # Seconds a fetched API key secret is reused (a rotated key reaches a warm instance within this time).
 SECRET_MAX_AGE_S = 300
 # Retry-After we send when Gemini gave none after its last 429/5xx.
 DEFAULT_RETRY_AFTER_S = 5
-_MAX_DETAIL_CHARS = 300
 
 
 def api_key_from_settings(settings: Settings) -> SecretStr:
@@ -184,9 +182,7 @@ class GeminiCaller:
         )
 
     def _error_for(self, operation: str, exc: APIError, store: str | None) -> Exception:
-        details = json.dumps(exc.details, default=str)
-        # The Gemini API answers an invalid key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
-        if exc.code in (401, 403) or "API_KEY_INVALID" in details:
+        if key_rejected(exc):
             self.forget_client()
             return UpstreamAuthError(
                 f"the Gemini API rejected the API key (HTTP {exc.code}); "
@@ -195,7 +191,7 @@ class GeminiCaller:
             )
         if exc.code == 404 and store is not None:
             return StoreNotFoundError(store)
-        message = self._redacted(str(exc.message or exc.status or ""))[:_MAX_DETAIL_CHARS]
+        message = self._redacted(str(exc.message or exc.status or ""))[:MAX_DETAIL_CHARS]
         if exc.code == 400:
             # e.g. a metadataFilter in a syntax Gemini refuses: the caller can fix it.
             return InvalidRequestError(

@@ -17,22 +17,13 @@ from functools import partial
 from typing import Any
 
 from ..exceptions import RerankerUnavailableError
-from ..retry import RETRY_BASE_DELAY_S
+from ..retry import RETRY_BASE_DELAY_S, is_retryable_aws_error
 from ..settings import Settings
 from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
 
 # The API's limits: 1,000 sources per call, 32,000 characters per text, and no empty text.
 MAX_SOURCES = 1000
 MAX_TEXT_CHARS = 32_000
-_RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "InternalServerException",
-        "BadGatewayException",
-        "DependencyFailedException",
-        "ServiceUnavailableException",
-    }
-)
 _LABEL = "Bedrock reranker"
 
 
@@ -179,7 +170,7 @@ class BedrockReranker:
         except boto_errors.ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-            if status == 429 or status >= 500 or code in _RETRYABLE_CODES:
+            if is_retryable_aws_error(status, code):
                 raise RetryableFailure(f"Rerank answered {code} (HTTP {status})", {"status": status}) from exc
             raise self._error_for(code, status, exc) from exc
         except (boto_errors.ConnectionError, boto_errors.HTTPClientError) as exc:

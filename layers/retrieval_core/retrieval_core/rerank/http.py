@@ -17,7 +17,7 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import RerankerUnavailableError
-from ..retry import RETRY_BASE_DELAY_S
+from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
 from ..settings import Settings
 from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
 
@@ -25,7 +25,6 @@ RerankerApi = Literal["tei", "cohere"]
 DEFAULT_PATHS: dict[RerankerApi, str] = {"tei": "/rerank", "cohere": "/v1/rerank"}
 # TEI refuses more texts per request than its --max-client-batch-size, 32 by default.
 DEFAULT_BATCH_SIZE = 32
-_MAX_DETAIL_CHARS = 300
 
 
 def resolve_endpoint(url: str, api: Literal["auto", "tei", "cohere"]) -> tuple[RerankerApi, str]:
@@ -43,10 +42,6 @@ def resolve_endpoint(url: str, api: Literal["auto", "tei", "cohere"]) -> tuple[R
     if not path.endswith("/rerank"):
         path = path + DEFAULT_PATHS[api]
     return api, str(parsed.copy_with(path=path))
-
-
-def _is_retryable(status: int) -> bool:
-    return status in (408, 429) or status >= 500
 
 
 class HTTPReranker:
@@ -138,7 +133,7 @@ class HTTPReranker:
                 raise RetryableFailure(f"could not be reached ({type(exc).__name__})") from exc
             if response.is_success:
                 return response
-            if _is_retryable(response.status_code):
+            if is_retryable_status(response.status_code):
                 raise RetryableFailure(
                     f"answered HTTP {response.status_code}", {"status": response.status_code}
                 )
@@ -177,5 +172,5 @@ class HTTPReranker:
         sent = f" (sent the {self.api} request shape to {httpx.URL(self.endpoint).path}; see RERANKER_API)"
         hint = sent if status in (400, 404, 405, 422) else ""
         return RerankerUnavailableError(
-            f"{self._label} answered HTTP {status}{hint}: {detail[:_MAX_DETAIL_CHARS]}", {"status": status}
+            f"{self._label} answered HTTP {status}{hint}: {detail[:MAX_DETAIL_CHARS]}", {"status": status}
         )

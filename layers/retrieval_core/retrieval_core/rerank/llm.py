@@ -17,8 +17,8 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import RerankerUnavailableError
-from ..genai_client import build_genai_client
-from ..retry import RETRY_BASE_DELAY_S
+from ..genai_client import build_genai_client, key_rejected
+from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from ..settings import Settings
 from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
 
@@ -26,10 +26,8 @@ if TYPE_CHECKING:
     from google.genai import Client
     from google.genai.errors import APIError
 
-RETRYABLE_STATUSES = (408, 429, 500, 502, 503, 504)
 # Chunks are ~1,000 characters; the cap only bounds the prompt when a store holds huge chunks.
 MAX_PASSAGE_CHARS = 8_000
-_MAX_DETAIL_CHARS = 300
 
 INSTRUCTION = (
     "You grade search results. For the query and each numbered passage in the user's JSON, give a "
@@ -171,14 +169,9 @@ class GeminiReranker:
         with self._lock:
             if self._client is None:
                 try:
-                    # One attempt per call: `with_attempts` retries within the rerank time budget.
+                    # No retries in the client: `with_attempts` retries within the rerank time budget.
                     self._client = build_genai_client(
-                        api_key=self._api_key,
-                        base_url=self._base_url,
-                        timeout_s=self.timeout_s,
-                        retry_attempts=1,
-                        retry_base_delay_s=self.retry_base_delay_s,
-                        retryable_statuses=RETRYABLE_STATUSES,
+                        api_key=self._api_key, base_url=self._base_url, timeout_s=self.timeout_s
                     )
                 except ImportError as exc:
                     raise RerankerUnavailableError(
@@ -187,9 +180,7 @@ class GeminiReranker:
             return self._client
 
     def _error_for(self, exc: APIError) -> RerankerUnavailableError:
-        details = json.dumps(exc.details, default=str)
-        # The Gemini API answers an invalid key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
-        if exc.code in (401, 403) or "API_KEY_INVALID" in details:
+        if key_rejected(exc):
             return RerankerUnavailableError(
                 f"{self._label}: the Gemini API refused the credentials (HTTP {exc.code}); "
                 "check GEMINI_API_KEY",
@@ -198,6 +189,6 @@ class GeminiReranker:
         detail = str(exc.message or exc.status or "").replace(self._api_key.get_secret_value(), "***")
         return RerankerUnavailableError(
             f"{self._label}: the Gemini API answered HTTP {exc.code} {exc.status}: "
-            f"{detail[:_MAX_DETAIL_CHARS]}",
+            f"{detail[:MAX_DETAIL_CHARS]}",
             {"status": exc.code},
         )
