@@ -138,7 +138,7 @@ def main() -> None:
     rankings: dict[str, dict[str, Ranking]] = {exact_name: {}, mmr_name: {}, **{name: {} for name in methods}}
     for query_id in tqdm(query_ids, desc="eval queries", unit="query"):
         _, candidates = service.search_chunks(
-            STORE, vectors[query_id], DEPTH, None, None, query_text=queries[query_id], with_embeddings=True
+            STORE, vectors[query_id], DEPTH, query_text=queries[query_id], with_embeddings=True
         )
         rankings[exact_name][query_id] = exact(query_id)
         rankings[mmr_name][query_id] = mmr(query_id, candidates)

@@ -127,6 +127,8 @@ EngineName = Literal["default", "naive"]
 RerankStrategyName = Literal["bge", "llm", "bedrock", "mmr"]
 # Candidates fetched when `similarityTopK` is unset: the advanced engine reranks a wider pool.
 DEFAULT_CANDIDATES = {"default": 20, "naive": 5}
+# Results the advanced engine returns when the request has no `rerank.topK` (seed 002's example).
+DEFAULT_RERANK_TOP_K = 5
 
 
 class RerankOptions(RequestModel):
@@ -139,7 +141,9 @@ class RerankOptions(RequestModel):
         "in one call; bedrock: Bedrock's Rerank API; mmr: maximal marginal relevance over the stored "
         "embeddings (diversity, no model call).",
     )
-    top_k: int = Field(default=5, ge=1, le=50, description="Results returned after reranking.")
+    top_k: int = Field(
+        default=DEFAULT_RERANK_TOP_K, ge=1, le=50, description="Results returned after reranking."
+    )
     score: float | None = Field(
         default=None,
         ge=0.0,
@@ -233,6 +237,11 @@ class RetrieveRequest(RequestModel):
     def candidate_count(self) -> int:
         """How many candidates the search returns."""
         return self.similarity_top_k or DEFAULT_CANDIDATES[self.engine_name]
+
+    @property
+    def result_count(self) -> int:
+        """How many results the advanced engine returns at most: `rerank.topK`, default 5."""
+        return self.rerank.top_k if self.rerank is not None else DEFAULT_RERANK_TOP_K
 
     @property
     def targets_gemini(self) -> bool:

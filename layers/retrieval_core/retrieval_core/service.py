@@ -30,7 +30,7 @@ from .exceptions import (
     RetrievalError,
     StoreNotFoundError,
 )
-from .filters import Predicate, document_ids_in, metadata_predicate
+from .filters import TRUE, MetadataValue, Predicate, document_ids_in, metadata_predicate
 from .fusion import fuse
 from .index_knobs import IndexKnobs, IterativeScan
 from .models import (
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BACKEND = "pgvector"
-# Results the advanced engine returns when the request has no `rerank.topK` (seed 002's example).
-DEFAULT_RERANK_TOP_K = 5
 
 Request = TypeVar("Request", RetrieveRequest, SimilaritySearchRequest)
 Response = TypeVar("Response", RetrieveResponse, SimilaritySearchResponse)
@@ -125,10 +123,10 @@ class RetrievalService:
         when the answer is not cached.
         """
         # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
-        metadata_predicate(request.metadata_filter, self.allowed_metadata_keys)
+        where = self.where_for(request.doc_ids, request.metadata_filter)
 
         def compute(req: RetrieveRequest) -> RetrieveResponse:
-            return self._retrieve(req, embed_query)
+            return self._retrieve(req, where, embed_query)
 
         return self._through_cache("retrieve", request, RetrieveResponse, compute)
 
@@ -172,10 +170,18 @@ class RetrievalService:
         self, request: SimilaritySearchRequest
     ) -> tuple[SimilaritySearchResponse, CacheStatus]:
         """The chunks nearest to a precomputed embedding, highest similarity first."""
-        metadata_predicate(request.metadata_filter, self.allowed_metadata_keys)  # as in `retrieve`
-        return self._through_cache(
-            "similarity-search", request, SimilaritySearchResponse, self._similarity_search
-        )
+        where = self.where_for(request.doc_ids, request.metadata_filter)  # as in `retrieve`
+
+        def compute(req: SimilaritySearchRequest) -> SimilaritySearchResponse:
+            return self._similarity_search(req, where)
+
+        return self._through_cache("similarity-search", request, SimilaritySearchResponse, compute)
+
+    def where_for(
+        self, doc_ids: Sequence[str] | None, metadata_filter: Mapping[str, MetadataValue] | str | None
+    ) -> Predicate:
+        """The SQL predicate of a request's `docIds` and `metadataFilter`; a bad filter raises (422)."""
+        return document_ids_in(doc_ids) & metadata_predicate(metadata_filter, self.allowed_metadata_keys)
 
     def publish_store_version(self, store: Store, version: int) -> None:
         """Called after a write commits: cached answers for older versions are no longer served."""
@@ -228,7 +234,10 @@ class RetrievalService:
         return response, CacheStatus.MISS
 
     def _retrieve(
-        self, request: RetrieveRequest, embed_query: Callable[[str], Sequence[float]] | None = None
+        self,
+        request: RetrieveRequest,
+        where: Predicate,
+        embed_query: Callable[[str], Sequence[float]] | None = None,
     ) -> RetrieveResponse:
         timings = Timings()
         # Embed before touching the database, so a pooled connection is never held during a provider call.
@@ -240,8 +249,7 @@ class RetrievalService:
                 request.store,
                 query_vector,
                 request.candidate_count,
-                request.doc_ids,
-                request.metadata_filter,
+                where,
                 embedded_by=self.embedder.model,
                 query_text=request.query if request.use_hybrid else None,
                 with_embeddings=strategy == "mmr",
@@ -262,11 +270,10 @@ class RetrievalService:
         )
         rerank_scores: dict[tuple[str, int], float] = {}
         if request.engine_name == "default":
-            top_k = request.rerank.top_k if request.rerank is not None else DEFAULT_RERANK_TOP_K
             if strategy is not None and kept:
                 with _stopwatch(timings, "rerank"):
                     kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores)
-            kept = kept[:top_k]
+            kept = kept[: request.result_count]
         pipeline.timings_ms = timings
         return RetrieveResponse(
             results=[_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
@@ -302,13 +309,14 @@ class RetrievalService:
         A model reranker that is not configured or fails leaves the order as it was, with a warning:
         reranking improves an answer, it is never the reason there is none.
         """
-        top_k = request.rerank.top_k if request.rerank is not None else DEFAULT_RERANK_TOP_K
         if strategy == "mmr":
             from .rerank.mmr import maximal_marginal_relevance
 
             vectors = [c.embedding for c in chunks if c.embedding is not None]
             assert len(vectors) == len(chunks), "mmr needs the stored embeddings"
-            order = maximal_marginal_relevance(query_vector, vectors, top_k, request.mmr_lambda)
+            order = maximal_marginal_relevance(
+                query_vector, vectors, request.result_count, request.mmr_lambda
+            )
             pipeline.reranked, pipeline.rerank_strategy = True, "mmr"
             return [chunks[i] for i in order]
         reranker = self.rerankers.get(strategy) if self.rerankers is not None else None
@@ -334,15 +342,16 @@ class RetrievalService:
                 reordered.append(chunk)
         return reordered
 
-    def _similarity_search(self, request: SimilaritySearchRequest) -> SimilaritySearchResponse:
+    def _similarity_search(
+        self, request: SimilaritySearchRequest, where: Predicate
+    ) -> SimilaritySearchResponse:
         # A caller's vector may have any length; scaling it changes no cosine but keeps pgvector's
         # single-precision arithmetic finite.
         store, found = self.search_chunks(
             request.store,
             unit_vector(request.query_embedding),
             request.top_k,
-            request.doc_ids,
-            request.metadata_filter,
+            where,
             knobs=self.knobs_for(request.search),
         )
         return SimilaritySearchResponse(
@@ -354,8 +363,7 @@ class RetrievalService:
         store_name: str | None,
         query_vector: Sequence[float],
         limit: int,
-        doc_ids: Sequence[str] | None,
-        metadata_filter: Mapping[str, str | int | float | bool] | str | None,
+        where: Predicate = TRUE,
         embedded_by: str | None = None,
         query_text: str | None = None,
         with_embeddings: bool = False,
@@ -367,9 +375,6 @@ class RetrievalService:
         Otherwise a filter matching at most `exact_search_max_rows` chunks is answered by an exact scan.
         """
         name = store_name or self.default_store
-        where: Predicate = document_ids_in(doc_ids) & metadata_predicate(
-            metadata_filter, self.allowed_metadata_keys
-        )
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
             store = repository.find_store_for_search(conn, name, knobs or self.index_knobs)
             if store is None:

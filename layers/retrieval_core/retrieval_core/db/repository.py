@@ -260,8 +260,8 @@ def count_chunks(conn: Connection, store: Store) -> int:
     return int(row[0]) if row else 0
 
 
-def _filters(where: Predicate) -> sql.Composable:
-    return sql.SQL(" AND ({})").format(sql.SQL(where.sql)) if where.sql else sql.SQL("")
+def _filters(where_sql: str) -> sql.Composable:
+    return sql.SQL(" AND ({})").format(sql.SQL(where_sql)) if where_sql else sql.SQL("")
 
 
 def _distance(store: Store) -> sql.Composed:
@@ -310,7 +310,7 @@ def _nearest_chunks_query(store: Store, where_sql: str, exact: bool, with_embedd
     return sql.SQL(template).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
-        filters=_filters(Predicate(where_sql)),
+        filters=_filters(where_sql),
         embedding=_embedding_column(store, with_embeddings),
     )
 
@@ -353,7 +353,7 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
     ).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
-        filters=_filters(where),
+        filters=_filters(where.sql),
         embedding=_embedding_column(store, with_embeddings, "c."),
         keyword_query=sql.SQL(_KEYWORD_QUERY),
     )
@@ -362,7 +362,7 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
 def matching_rows_query(store: Store, where: Predicate) -> sql.Composed:
     """The planner's estimate of how many chunks satisfy `where` (EXPLAIN: planned, not run)."""
     return sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}").format(
-        store_id=sql.Literal(store.id), filters=_filters(where)
+        store_id=sql.Literal(store.id), filters=_filters(where.sql)
     )
 
 
