@@ -36,7 +36,7 @@ def digest(key: str) -> str:
 @pytest.fixture()
 def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Set auth-related environment variables for one test; settings and cached secrets are rebuilt."""
-    from retrieval_core.db.credentials import forget_cached_secrets
+    from retrieval_core.aws_secrets import forget_cached_secrets
     from retrieval_core.settings import get_settings
 
     def apply(**env: str) -> None:

@@ -17,7 +17,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import Metrics
 
 from . import runtime
-from .db.credentials import forget_cached_secrets
+from .aws_secrets import forget_cached_secrets
 from .runtime_env import in_lambda
 from .settings import Settings, get_settings
 

@@ -89,12 +89,16 @@ class RetrievalService:
         self.database = database
         self.embedder = embedder
         self.default_store = default_store
-        self.ef_search = ef_search
         self.cache = cache
         self.rerankers = rerankers
         self.allowed_metadata_keys = allowed_metadata_keys
         self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
         self.exact_search_max_rows = exact_search_max_rows
+
+    @property
+    def ef_search(self) -> int:
+        """The service's default hnsw.ef_search."""
+        return self.index_knobs.ef_search
 
     def knobs_for(self, override: SearchKnobs | None) -> IndexKnobs:
         """The index knobs of a request: the service's, with the request's overrides."""

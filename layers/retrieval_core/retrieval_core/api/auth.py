@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..aws_secrets import read_secret
 from ..exceptions import (
     AuthenticationError,
     AuthenticationUnavailableError,
@@ -34,8 +35,6 @@ from .errors import retrieval_error_response
 API_KEY_HEADER = "x-api-key"
 # Paths anyone may call, with or without keys: load balancers and uptime checks have none.
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
-# Seconds the hash list read from Secrets Manager is reused; a rotation reaches warm instances within it.
-SECRET_MAX_AGE_S = 300
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -65,21 +64,15 @@ def configured_key_hashes(settings: Settings) -> list[bytes]:
     """Every configured digest: API_KEY_HASHES plus the secret's (read through a 5-minute cache)."""
     digests = parse_key_hashes(settings.api_key_hashes, "API_KEY_HASHES")
     if settings.api_key_secret_arn:
-        digests += parse_key_hashes(_read_secret(settings.api_key_secret_arn), "the API key secret")
-    return digests
-
-
-def _read_secret(secret_arn: str) -> str:
-    from aws_lambda_powertools.utilities.parameters import GetParameterError, get_secret
-
-    try:
-        value = get_secret(secret_arn, max_age=SECRET_MAX_AGE_S)
-    except GetParameterError as exc:
         # Fail closed: without the list, nobody is let in.
-        raise AuthenticationUnavailableError(
-            "could not read the API key secret from Secrets Manager; try again later"
-        ) from exc
-    return value if isinstance(value, str) else bytes(value).decode("utf-8")
+        text = read_secret(
+            settings.api_key_secret_arn,
+            lambda _code: AuthenticationUnavailableError(
+                "could not read the API key secret from Secrets Manager; try again later"
+            ),
+        )
+        digests += parse_key_hashes(text, "the API key secret")
+    return digests
 
 
 def key_matches(presented: str | None, digests: list[bytes]) -> bool:

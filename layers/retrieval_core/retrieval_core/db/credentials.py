@@ -8,17 +8,14 @@ boto3 and the Powertools parameters utility are imported on first use, never at 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
+from ..aws_secrets import read_secret
 from ..exceptions import ConfigurationError, DatabaseUnavailableError
 from ..settings import Settings
 
-# Seconds a fetched secret is reused. A rotated password reaches a warm instance within this time
-# (or at once after a SnapStart restore, which clears the cache).
-SECRET_MAX_AGE_S = 300
 # RDS Proxy and RDS IAM auth both require TLS; a secret-based connection to RDS should not fall back to
 # plain text either.
 SSL_MODE = "require"
@@ -55,16 +52,14 @@ def aws_conninfo(settings: Settings) -> str:
 
 
 def secret_credentials(secret_arn: str) -> tuple[str, str]:
-    """(username, password) from a Secrets Manager secret in the RDS JSON shape, cached SECRET_MAX_AGE_S."""
-    from aws_lambda_powertools.utilities.parameters import GetParameterError, get_secret
-
-    try:
-        raw = get_secret(secret_arn, max_age=SECRET_MAX_AGE_S)
-    except GetParameterError as exc:
-        raise DatabaseUnavailableError(
-            f"could not read the database secret from Secrets Manager ({_aws_error_code(exc)})",
+    """(username, password) from a Secrets Manager secret in the RDS JSON shape (cached, see aws_secrets)."""
+    raw = read_secret(
+        secret_arn,
+        lambda code: DatabaseUnavailableError(
+            f"could not read the database secret from Secrets Manager ({code})",
             {"operation": "reading the database secret"},
-        ) from exc
+        ),
+    )
     try:
         payload: Any = json.loads(raw)
     except ValueError:
@@ -97,24 +92,3 @@ def iam_auth_token(host: str, port: int, user: str) -> str:
             "check AWS_REGION and the function's role"
         ) from exc
     return token
-
-
-def forget_cached_secrets() -> None:
-    """Drop cached secret values so the next connection reads them again (e.g. after a SnapStart restore)."""
-    # Only when the parameters utility was used: importing it would import boto3 for nothing.
-    if "aws_lambda_powertools.utilities.parameters" in sys.modules:
-        from aws_lambda_powertools.utilities.parameters import clear_caches
-
-        clear_caches()  # type: ignore[no-untyped-call]
-
-
-def _aws_error_code(exc: BaseException) -> str:
-    # Powertools re-raises the botocore error as GetParameterError(str(error)) without `from`;
-    # the original is still the implicit __context__.
-    cause = exc.__cause__ or exc.__context__
-    response = getattr(cause, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        if isinstance(code, str) and code:
-            return code
-    return type(cause).__name__ if cause is not None else "unknown error"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import SecretStr
 
-from ..db.credentials import forget_cached_secrets
+from ..aws_secrets import forget_cached_secrets, read_secret
 from ..exceptions import (
     ConfigurationError,
     InvalidRequestError,
@@ -37,8 +37,6 @@ T = TypeVar("T")
 
 # File Search (fileSearchStores, the fileSearch tool) is documented on v1beta.
 FILE_SEARCH_API_VERSION = "v1beta"
-# Seconds a fetched API key secret is reused (a rotated key reaches a warm instance within this time).
-SECRET_MAX_AGE_S = 300
 # Retry-After we send when Gemini gave none after its last 429/5xx.
 DEFAULT_RETRY_AFTER_S = 5
 
@@ -53,19 +51,13 @@ def api_key_from_settings(settings: Settings) -> SecretStr:
 
 
 def _secret_api_key(secret_arn: str) -> SecretStr:
-    # The Powertools parameters utility imports boto3: only on first use.
-    from aws_lambda_powertools.utilities.parameters import GetParameterError, get_secret
-
-    try:
-        raw = get_secret(secret_arn, max_age=SECRET_MAX_AGE_S)
-    except GetParameterError as exc:
-        cause = exc.__cause__ or exc.__context__
-        response = getattr(cause, "response", None)
-        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
-        raise ConfigurationError(
-            f"could not read the Gemini API key secret from Secrets Manager ({code or type(cause).__name__})"
-        ) from None
-    value = str(raw).strip()
+    raw = read_secret(
+        secret_arn,
+        lambda code: ConfigurationError(
+            f"could not read the Gemini API key secret from Secrets Manager ({code})"
+        ),
+    )
+    value = raw.strip()
     if value.startswith("{"):
         # A key/value secret made in the console: {"apiKey": "..."}.
         try:
