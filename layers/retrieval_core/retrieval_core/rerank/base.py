@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -42,6 +43,22 @@ class RetryableFailure(Exception):
         super().__init__(reason)
         self.reason = reason
         self.details = details or {}
+
+
+@contextmanager
+def transport_failures(unreachable: str) -> Iterator[None]:
+    """Turn an httpx timeout or transport error inside the block into RetryableFailure.
+
+    `unreachable` starts the reason given when the service could not be reached.
+    """
+    import httpx
+
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise RetryableFailure(f"no answer within the timeout ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:
+        raise RetryableFailure(f"{unreachable} ({type(exc).__name__})") from exc
 
 
 def with_attempts(

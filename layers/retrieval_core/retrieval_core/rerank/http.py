@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from ..exceptions import RerankerUnavailableError
 from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
 from ..settings import Settings
-from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
+from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
 
 RerankerApi = Literal["tei", "cohere"]
 DEFAULT_PATHS: dict[RerankerApi, str] = {"tei": "/rerank", "cohere": "/v1/rerank"}
@@ -125,12 +125,8 @@ class HTTPReranker:
         body = self._body(query, batch)
 
         def attempt(remaining_s: float) -> httpx.Response:
-            try:
+            with transport_failures("could not be reached"):
                 response = client.post(self.endpoint, json=body, timeout=httpx.Timeout(remaining_s))
-            except httpx.TimeoutException as exc:
-                raise RetryableFailure(f"no answer within the timeout ({type(exc).__name__})") from exc
-            except httpx.TransportError as exc:
-                raise RetryableFailure(f"could not be reached ({type(exc).__name__})") from exc
             if response.is_success:
                 return response
             if is_retryable_status(response.status_code):

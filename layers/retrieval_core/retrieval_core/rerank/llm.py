@@ -13,14 +13,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import SecretStr
 
 from ..exceptions import RerankerUnavailableError
 from ..genai_client import build_genai_client, key_rejected
 from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from ..settings import Settings
-from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
+from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
 
 if TYPE_CHECKING:
     from google.genai import Client
@@ -143,17 +142,16 @@ class GeminiReranker:
                 http_options=types.HttpOptions(timeout=max(1, int(remaining_s * 1000))),
             )
             try:
-                response = client.models.generate_content(model=self.model, contents=contents, config=config)
+                with transport_failures("the Gemini API could not be reached"):
+                    response = client.models.generate_content(
+                        model=self.model, contents=contents, config=config
+                    )
             except errors.APIError as exc:
                 if exc.code in RETRYABLE_STATUSES:
                     raise RetryableFailure(
                         f"the Gemini API answered HTTP {exc.code}", {"status": exc.code}
                     ) from exc
                 raise self._error_for(exc) from exc
-            except httpx.TimeoutException as exc:
-                raise RetryableFailure(f"no answer within the timeout ({type(exc).__name__})") from exc
-            except httpx.TransportError as exc:
-                raise RetryableFailure(f"the Gemini API could not be reached ({type(exc).__name__})") from exc
             return response.text
 
         text = with_attempts(
