@@ -29,6 +29,14 @@ class InvalidRequestError(RetrievalError):
     status_code = 422
     code = "validation_error"
 
+    @classmethod
+    def for_field(
+        cls, field: str, message: str, kind: str, summary: str | None = None
+    ) -> InvalidRequestError:
+        """A 422 about one field, shaped like a validation error: `{field}: {summary or message}`."""
+        errors = [{"field": field, "message": message, "type": kind}]
+        return cls(f"{field}: {summary or message}", {"errors": errors})
+
 
 class DimensionMismatchError(InvalidRequestError):
     """A vector's length differs from the store's declared dimension."""

@@ -83,15 +83,23 @@ def read_job(record: dict[str, Any], allowed_reply_queues: frozenset[str]) -> Jo
         payload = json.loads(record.get("body") or "")
     except json.JSONDecodeError as exc:
         return _job_with_error(
-            message_id, attribute_id, _invalid("body", f"not valid JSON ({exc.msg})", "json_invalid")
+            message_id,
+            attribute_id,
+            InvalidRequestError.for_field("body", f"not valid JSON ({exc.msg})", "json_invalid"),
         )
     if not isinstance(payload, dict):
         return _job_with_error(
-            message_id, attribute_id, _invalid("body", "must be a JSON object", "model_type")
+            message_id,
+            attribute_id,
+            InvalidRequestError.for_field("body", "must be a JSON object", "model_type"),
         )
     body_id = payload.pop(REQUEST_ID, None)
     if body_id is not None and not (isinstance(body_id, str) and _USABLE_REQUEST_ID.fullmatch(body_id)):
-        return _job_with_error(message_id, attribute_id, _invalid(REQUEST_ID, REQUEST_ID_RULE, "value_error"))
+        return _job_with_error(
+            message_id,
+            attribute_id,
+            InvalidRequestError.for_field(REQUEST_ID, REQUEST_ID_RULE, "value_error"),
+        )
     request_id = body_id if body_id is not None else attribute_id
     if request_id is None:
         return Job(message_id, None, unrepliable="no requestId in the body or in the message attributes")
@@ -99,7 +107,9 @@ def read_job(record: dict[str, Any], allowed_reply_queues: frozenset[str]) -> Jo
         return Job(
             message_id,
             request_id,
-            error=_invalid(REQUEST_ID, "differs from the requestId message attribute", "value_error"),
+            error=InvalidRequestError.for_field(
+                REQUEST_ID, "differs from the requestId message attribute", "value_error"
+            ),
         )
     reply_to = payload.pop(REPLY_TO, None)
     if reply_to is not None and reply_to not in allowed_reply_queues:
@@ -109,12 +119,6 @@ def read_job(record: dict[str, Any], allowed_reply_queues: frozenset[str]) -> Jo
     except ValidationError as exc:
         return Job(message_id, request_id, reply_to, error=validation_error(exc))
     return Job(message_id, request_id, reply_to, request=request)
-
-
-def _invalid(field_name: str, message: str, kind: str) -> InvalidRequestError:
-    return InvalidRequestError(
-        f"{field_name}: {message}", {"errors": [{"field": field_name, "message": message, "type": kind}]}
-    )
 
 
 def _job_with_error(message_id: str, request_id: str | None, error: RetrievalError) -> Job:

@@ -147,9 +147,14 @@ class RetrievalService:
                 requests.append(validation_error(exc))
                 continue
             if parsed.targets_gemini:
-                problem = {"field": "backend", "message": "not served in a batch", "type": "unsupported"}
-                message = "backend: Gemini File Search stores are not served in a batch; use /rag/retrieve"
-                requests.append(InvalidRequestError(message, {"errors": [problem]}))
+                requests.append(
+                    InvalidRequestError.for_field(
+                        "backend",
+                        "not served in a batch",
+                        "unsupported",
+                        "Gemini File Search stores are not served in a batch; use /rag/retrieve",
+                    )
+                )
                 continue
             requests.append(parsed)
         vectors = QueryVectors([r.query for r in requests if isinstance(r, RetrieveRequest)])

@@ -113,20 +113,17 @@ class KnowledgeService:
         }
         for field, hint in unsupported.items():
             if hint is not None:
-                raise InvalidRequestError(
-                    f"{field}: not supported for Gemini File Search stores; {hint}",
-                    {
-                        "errors": [
-                            {"field": field, "message": "not supported by Gemini", "type": "unsupported"}
-                        ]
-                    },
+                raise InvalidRequestError.for_field(
+                    field,
+                    "not supported by Gemini",
+                    "unsupported",
+                    f"not supported for Gemini File Search stores; {hint}",
                 )
         metadata_filter = gemini_filter(request.metadata_filter)
         name = request.store
         if not name:
-            raise InvalidRequestError(
-                "store: required for the Gemini backend",
-                {"errors": [{"field": "store", "message": "required for gemini", "type": "missing"}]},
+            raise InvalidRequestError.for_field(
+                "store", "required for gemini", "missing", "required for the Gemini backend"
             )
         store = self.gemini_stores.resolve(name).name
         model = self.default_model
@@ -275,10 +272,7 @@ def gemini_filter(metadata_filter: Mapping[str, str | int | float | bool] | str 
 
 
 def _filter_error(key: str, message: str) -> InvalidRequestError:
-    field = f"metadataFilter.{key}"
-    return InvalidRequestError(
-        f"{field}: {message}", {"errors": [{"field": field, "message": message, "type": "unsupported"}]}
-    )
+    return InvalidRequestError.for_field(f"metadataFilter.{key}", message, "unsupported")
 
 
 def graded(sources: list[KnowledgeSource], grade: float) -> list[KnowledgeSource]:
