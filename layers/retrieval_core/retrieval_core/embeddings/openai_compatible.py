@@ -12,6 +12,7 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import EmbeddingProviderError
+from ..http_client import json_client
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
@@ -69,10 +70,7 @@ class OpenAICompatibleEmbedder:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                headers = {"Accept": "application/json"}
-                if self._api_key is not None and self._api_key.get_secret_value():
-                    headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-                self._client = httpx.Client(base_url=self._base_url, headers=headers, timeout=self._timeout_s)
+                self._client = json_client(self._api_key, self._timeout_s, self._base_url)
             return self._client
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:

@@ -17,6 +17,7 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import RerankerUnavailableError
+from ..http_client import json_client
 from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
 from ..settings import Settings
 from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
@@ -105,10 +106,7 @@ class HTTPReranker:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                headers = {"Accept": "application/json"}
-                if self._api_key is not None and self._api_key.get_secret_value():
-                    headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-                self._client = httpx.Client(headers=headers, timeout=self.timeout_s)
+                self._client = json_client(self._api_key, self.timeout_s)
             return self._client
 
     def _body(self, query: str, batch: list[str]) -> dict[str, Any]:
