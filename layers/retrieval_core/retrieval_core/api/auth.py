@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..aws_secrets import read_secret
@@ -107,20 +108,13 @@ class ApiKeyAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") not in PUBLIC_PATHS:
-            presented = _header(scope, API_KEY_HEADER.encode())
+            presented = Headers(scope=scope).get(API_KEY_HEADER)
             try:
                 await check_api_key(presented)
             except RetrievalError as exc:
                 await retrieval_error_response(exc)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return None
 
 
 def document_api_key(app: FastAPI) -> None:

@@ -7,6 +7,7 @@ body without a Content-Length cannot slip past.
 
 from __future__ import annotations
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..exceptions import RequestTooLargeError
@@ -26,7 +27,7 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         limit = self.max_bytes or get_settings().max_body_bytes
-        declared = _content_length(scope)
+        declared = _content_length(Headers(scope=scope))
         if declared is not None and declared > limit:
             await _refuse(limit, scope, receive, send)
             return
@@ -53,14 +54,11 @@ class BodySizeLimit:
         )
 
 
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+def _content_length(headers: Headers) -> int | None:
+    try:
+        return int(headers["content-length"])
+    except (KeyError, ValueError):
+        return None
 
 
 async def _refuse(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
