@@ -20,8 +20,6 @@ from ..models import GEMINI_STORE_PREFIX
 from .debug import debug
 from .models import Backend, ResolvedStore
 
-STORE_PREFIX = GEMINI_STORE_PREFIX
-
 
 @dataclass(frozen=True, slots=True)
 class StoreEntry:
@@ -45,14 +43,14 @@ def match_store(name: str, stores: Sequence[StoreEntry], backend: Backend) -> Re
             )
     if backend != "gemini":
         return None
-    pattern = STORE_PREFIX + name
+    pattern = GEMINI_STORE_PREFIX + name
     for store in stores:
         if store.name == pattern:
             return ResolvedStore(
                 name=store.name, display_name=store.display_name, resolved_by="pattern", backend=backend
             )
     # Seed 000 prefixed every name, so a full name it did not list became fileSearchStores/fileSearchStores/x.
-    fallback = name if name.startswith(STORE_PREFIX) else pattern
+    fallback = name if name.startswith(GEMINI_STORE_PREFIX) else pattern
     return ResolvedStore(name=fallback, display_name=None, resolved_by="fallback", backend=backend)
 
 

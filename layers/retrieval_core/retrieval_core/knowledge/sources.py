@@ -21,8 +21,6 @@ from typing import Any
 from ..models import GEMINI_STORE_PREFIX
 from .models import KnowledgeSource
 
-STORE_PREFIX = GEMINI_STORE_PREFIX
-
 
 def extract_sources(grounding: Mapping[str, Any] | None) -> list[KnowledgeSource]:
     """One source per grounding chunk, in the order Gemini gave them."""
@@ -130,7 +128,7 @@ def custom_metadata(entries: Any) -> dict[str, Any]:
 
 def _store_of(document: str | None) -> str | None:
     # fileSearchStores/{store}/documents/{document}
-    if document and document.startswith(STORE_PREFIX) and "/documents/" in document:
+    if document and document.startswith(GEMINI_STORE_PREFIX) and "/documents/" in document:
         return document.split("/documents/", 1)[0]
     return None
 

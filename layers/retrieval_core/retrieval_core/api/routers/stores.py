@@ -8,10 +8,9 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
 from ...knowledge.models import Backend, ResolvedStore
-from ...knowledge.resolve import STORE_PREFIX
 from ...knowledge.runtime import get_knowledge_service
 from ...knowledge.service import KnowledgeService
-from ...models import ErrorResponse, StoreName
+from ...models import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
 
 router = APIRouter(prefix="/api/v1/stores", tags=["stores"])
 
@@ -29,5 +28,5 @@ async def resolve_store(
 
     `backend` unset: gemini for a name starting with `fileSearchStores/`, else pgvector (as for retrieve).
     """
-    chosen: Backend = backend or ("gemini" if name.startswith(STORE_PREFIX) else "pgvector")
+    chosen: Backend = backend or ("gemini" if name.startswith(GEMINI_STORE_PREFIX) else "pgvector")
     return await run_in_threadpool(knowledge.resolve, name, chosen)
