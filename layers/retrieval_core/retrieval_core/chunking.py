@@ -8,6 +8,12 @@ then any whitespace, and fall back to a hard cut only inside one very long word.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .parsers.base import Block
 
 _SENTENCE_END = re.compile(r"[.!?…。！？]\s")
 
@@ -66,3 +72,20 @@ def _next_start(text: str, candidate: int, end: int) -> int:
         return candidate
     space = text.find(" ", candidate, end)
     return space + 1 if space != -1 else candidate
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a document and the metadata of the block it was cut from."""
+
+    text: str
+    metadata: dict[str, Any]
+
+
+def chunk_blocks(blocks: Iterable[Block], max_chars: int, overlap: int) -> list[Chunk]:
+    """Structure first, then size: each block is chunked on its own, so no chunk spans two blocks."""
+    return [
+        Chunk(piece, dict(block.metadata))
+        for block in blocks
+        for piece in chunk_text(block.text, max_chars, overlap)
+    ]

@@ -216,3 +216,72 @@ class RequestTooLargeError(RetrievalError):
 
     def __init__(self, limit_bytes: int) -> None:
         super().__init__(f"request body is larger than {limit_bytes} bytes", {"maxBytes": limit_bytes})
+
+
+class ForbiddenError(RetrievalError):
+    """The caller is known but its grant lacks the scope the operation needs."""
+
+    status_code = 403
+    code = "forbidden"
+
+    def __init__(self, scope: str) -> None:
+        super().__init__(f"this credential lacks the '{scope}' scope needed here", {"requiredScope": scope})
+
+
+class ConflictError(RetrievalError):
+    """The request contradicts the current state: a field that cannot change, a name already taken."""
+
+    status_code = 409
+    code = "conflict"
+
+    @classmethod
+    def for_field(cls, field: str, message: str) -> ConflictError:
+        """A 409 about one field: `{field}: {message}`."""
+        return cls(f"{field}: {message}", {"field": field})
+
+
+class DocumentNotFoundError(RetrievalError):
+    """No document with that id in the store."""
+
+    status_code = 404
+    code = "document_not_found"
+
+    def __init__(self, store: str, document_id: str) -> None:
+        super().__init__(
+            f"document '{document_id}' not found in store '{store}'",
+            {"store": store, "documentId": document_id},
+        )
+
+
+class UnsupportedContentTypeError(RetrievalError):
+    """A document whose format no parser reads; the message names the ones we read."""
+
+    status_code = 415
+    code = "unsupported_content_type"
+
+    def __init__(self, content_type: str, supported: tuple[str, ...]) -> None:
+        super().__init__(
+            f"cannot read content of type '{content_type}'; supported: {', '.join(supported)}",
+            {"contentType": content_type, "supported": list(supported)},
+        )
+
+
+class DocumentParseError(InvalidRequestError):
+    """A document in a supported format that cannot be read: corrupt, encrypted, not what it claims."""
+
+    code = "unreadable_document"
+
+    def __init__(self, content_type: str, reason: str) -> None:
+        super().__init__(
+            f"cannot read this {content_type} document: {reason}",
+            {"contentType": content_type, "reason": reason},
+        )
+
+
+class EmptyDocumentError(InvalidRequestError):
+    """A document that yields no text to index."""
+
+    code = "empty_document"
+
+    def __init__(self, content_type: str) -> None:
+        super().__init__(f"the {content_type} document holds no text to index", {"contentType": content_type})

@@ -119,8 +119,25 @@ class Settings(BaseSettings):
     # Neither set: the API is public (or guarded by the HTTP API's JWT authorizer).
     api_key_hashes: str = ""
     api_key_secret_arn: str | None = None
+    # Scoped API keys (docs/security.md): a JSON list of {"name", "sha256", "stores", "scopes"}, e.g.
+    # [{"name": "ingest-bot", "sha256": "<hex>", "stores": ["docs"], "scopes": ["read", "write"]}].
+    # The API key secret may hold the same JSON list instead of comma-separated digests. Digests in
+    # API_KEY_HASHES (or a secret in that form) are read-only keys on every store.
+    api_keys: str = ""
+    # Behind the HTTP API's JWT authorizer: scopes come from the token's `scope` claim
+    # (retrieval:read, retrieval:write, retrieval:admin), stores from this claim ("*": every store).
+    jwt_auth: bool = False
+    jwt_stores_claim: str = "retrieval_stores"
+    # Stores the queue function's jobs may search (comma-separated; "*": every store).
+    queue_stores: str = "*"
     # Largest request body accepted, in bytes; larger ones get 413.
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # The documents routes' own limit: a base64 file inside a JSON body must fit Lambda's 6 MB request
+    # payload, so about 4.4 MB of file; larger files go through S3 (the 413 says so).
+    documents_max_body_bytes: int = Field(default=6_000_000, ge=1024)
+
+    # S3 (the documents bucket, `retrieval sync s3://...`); the endpoint: tests, S3-compatible stores.
+    s3_endpoint_url: str | None = None
 
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)

@@ -18,7 +18,7 @@ import hmac
 import re
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -30,6 +30,7 @@ from ..exceptions import (
     ConfigurationError,
     RetrievalError,
 )
+from ..grants import OPEN_GRANT, Grant
 from ..settings import Settings, get_settings
 from .errors import retrieval_error_response
 
@@ -86,11 +87,16 @@ def key_matches(presented: str | None, digests: list[bytes]) -> bool:
     return matched and bool(presented)
 
 
-async def check_api_key(presented: str | None) -> None:
-    """Raise AuthenticationError unless API keys are off or `presented` is one of them."""
+# API_KEY_HASHES digests: read-only keys on every store.
+READ_ONLY_KEY = Grant(name="api-key", scopes=frozenset({"read"}), stores=None)
+GRANT_STATE = "grant"
+
+
+async def check_api_key(presented: str | None) -> Grant:
+    """The caller's grant: everything when keys are off; AuthenticationError unless `presented` matches."""
     settings = get_settings()
     if not settings.api_key_hashes and not settings.api_key_secret_arn:
-        return
+        return OPEN_GRANT
     if settings.api_key_secret_arn:
         # Secrets Manager is a network call on a cache miss: keep it off the event loop.
         digests = await run_in_threadpool(configured_key_hashes, settings)
@@ -98,6 +104,7 @@ async def check_api_key(presented: str | None) -> None:
         digests = configured_key_hashes(settings)
     if not key_matches(presented, digests):
         raise AuthenticationError()
+    return READ_ONLY_KEY
 
 
 class ApiKeyAuth:
@@ -110,11 +117,21 @@ class ApiKeyAuth:
         if scope["type"] == "http" and scope.get("path") not in PUBLIC_PATHS:
             presented = Headers(scope=scope).get(API_KEY_HEADER)
             try:
-                await check_api_key(presented)
+                grant = await check_api_key(presented)
             except RetrievalError as exc:
                 await retrieval_error_response(exc)(scope, receive, send)
                 return
+            # request.state reads scope["state"]; routes take the grant through GrantDep.
+            scope.setdefault("state", {})[GRANT_STATE] = grant
         await self.app(scope, receive, send)
+
+
+def current_grant(request: Request) -> Grant:
+    """The grant the middleware attached to this request (a public path has none: nothing to grant)."""
+    grant = request.scope.get("state", {}).get(GRANT_STATE)
+    if not isinstance(grant, Grant):
+        raise AuthenticationError()
+    return grant
 
 
 def document_api_key(app: FastAPI) -> None:

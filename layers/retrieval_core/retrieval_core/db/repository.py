@@ -38,6 +38,8 @@ class Store:
     dimension: int
     version: int
     storage: Storage = "vector"
+    # The store definition's own allow-list of metadata keys (None: every key the service allows).
+    allowed_metadata_keys: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,7 @@ class DocumentRow:
     chunks: list[ChunkRow]
 
 
-_STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version, storage"
+_STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys"
 # The store named `%(n)s`, by name first, else by display name.
 _STORE_BY_NAME = (
     "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
@@ -70,7 +72,9 @@ _STORE_BY_NAME = (
 
 
 def _store(row: tuple[Any, ...]) -> Store:
-    return Store(*row)
+    id_, name, display_name, model, dimension, version, storage, allowed = row
+    keys = tuple(allowed) if allowed is not None else None
+    return Store(id_, name, display_name, model, dimension, version, storage, keys)
 
 
 def find_store(conn: Connection, name: str) -> Store | None:
@@ -202,13 +206,13 @@ def replace_documents(conn: Connection, store: Store, documents: Sequence[Docume
         )
         with conn.cursor() as cur:
             cur.executemany(
-                """INSERT INTO documents (store_id, id, title, metadata, content_sha256, chunk_count)
-                   VALUES (%s, %s, %s, %s, %s, %s)
+                """INSERT INTO documents (store_id, id, source, title, metadata, content_sha256, chunk_count)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s)
                    ON CONFLICT (store_id, id) DO UPDATE SET title = EXCLUDED.title,
                        metadata = EXCLUDED.metadata, content_sha256 = EXCLUDED.content_sha256,
                        chunk_count = EXCLUDED.chunk_count, updated_at = now()""",
                 [
-                    (store.id, d.id, d.title, Jsonb(d.metadata), d.content_sha256, len(d.chunks))
+                    (store.id, d.id, d.id, d.title, Jsonb(d.metadata), d.content_sha256, len(d.chunks))
                     for d in documents
                 ],
             )

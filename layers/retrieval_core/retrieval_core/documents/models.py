@@ -1,0 +1,123 @@
+"""Values the write side takes and gives. Pure: no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from ..db.repository import Storage
+
+# created: the document did not exist; updated: its chunks or metadata changed; unchanged: same
+# content, same chunking, same metadata (nothing re-embedded, nothing written).
+WriteStatus = Literal["created", "updated", "unchanged"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreDefinition:
+    """What PUT /api/v1/stores/{store} sets. Other issues add fields here (textSearch, source).
+
+    `storage` cannot change once the store exists (409); `display_name` can.
+    `allowed_metadata_keys` None: every key the service allows (ALLOWED_METADATA_KEYS); otherwise
+    intersected with it.
+    """
+
+    display_name: str | None = None
+    storage: Storage = "vector"
+    allowed_metadata_keys: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """A store as GET /api/v1/stores shows it."""
+
+    name: str
+    display_name: str
+    storage: Storage
+    embedding_model: str
+    dimension: int
+    allowed_metadata_keys: tuple[str, ...] | None
+    document_count: int
+    chunk_count: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInput:
+    """A file or API payload to write into a store as the source `source_id`.
+
+    Single-document formats (PDF, HTML, DOCX, Markdown, text) give one document whose id is
+    `source_id`. Row formats (CSV, JSONL) give one document per record: its id is the record's id
+    column, else `{source_id}#{record_number}`; every one of them has `source_id` as its source.
+    """
+
+    source_id: str
+    data: bytes
+    content_type: str | None = None  # declared; None: decided from `name` and the bytes
+    name: str | None = None  # file name: its suffix helps detection; becomes `fileName` metadata
+    metadata: dict[str, Any] = field(default_factory=dict)  # given by the caller or a sidecar
+
+
+@dataclass(frozen=True, slots=True)
+class Sequence:
+    """The ordering token of the event behind a write (S3's per-key `sequencer`, hex).
+
+    A write, delete or sidecar change carrying one applies only if it is newer than the last one
+    applied to `key`; the check and the record happen in the write's own transaction, under the
+    source's lock, so unordered and repeated events converge on the newest state. Sequencers of
+    different lengths compare after left-padding the shorter with zeros (S3's rule).
+    """
+
+    key: str
+    sequencer: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    """What happened to one document."""
+
+    document_id: str
+    status: WriteStatus
+    chunk_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourceWrite:
+    """What happened to one source: each of its documents, and the records it no longer holds."""
+
+    source_id: str
+    content_type: str
+    content_sha256: str
+    documents: list[DocumentWrite]
+    removed: list[str] = field(default_factory=list)
+    stale: bool = False  # its Sequence was not newer than the one applied: nothing was written
+
+    @property
+    def status(self) -> WriteStatus:
+        """created when nothing of the source existed, unchanged when nothing changed, else updated."""
+        statuses = {d.status for d in self.documents}
+        if statuses == {"created"} and not self.removed:
+            return "created"
+        if statuses <= {"unchanged"} and not self.removed:
+            return "unchanged"
+        return "updated"
+
+    @property
+    def chunk_count(self) -> int:
+        """Chunks the source's documents now hold."""
+        return sum(d.chunk_count for d in self.documents)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    """A stored document, without its chunks."""
+
+    id: str
+    source: str
+    title: str
+    metadata: dict[str, Any]
+    content_type: str
+    content_sha256: str
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
