@@ -73,6 +73,19 @@ def test_html_without_main_reads_the_body_minus_boilerplate_and_article_wins_whe
     assert document.text == "Story\n\nStory text."
 
 
+def test_html_keeps_an_articles_own_header_and_a_form_wrapping_the_whole_page() -> None:
+    body = (
+        "<header>Site banner</header>"
+        "<article><header><h1>Release notes</h1><p>By Ann</p></header><p>Version 2 is out.</p>"
+        "<footer>Tags: release</footer></article><footer>Site footer</footer>"
+    )
+    [document] = parse(html_bytes(body), None, "post.html").documents
+    assert document.text == "Release notes\n\nBy Ann\n\nVersion 2 is out.\n\nTags: release"
+    body = "<form id='aspnetForm'><h1>Orders</h1><p>Orders ship daily.</p><form><input>Search</form></form>"
+    [document] = parse(html_bytes(body), None, "orders.aspx.html").documents
+    assert document.text == "Orders\n\nOrders ship daily."
+
+
 def test_html_chunks_keep_their_section() -> None:
     long = " ".join(f"Step {i} of the install." for i in range(60))
     body = f"<h1>A</h1><p>{long}</p><h2>B</h2><p>{long}</p>"

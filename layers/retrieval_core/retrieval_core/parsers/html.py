@@ -1,6 +1,6 @@
 """HTML: the page's main text, one block per heading section, read by lxml. Pure: no I/O.
 
-Boilerplate is dropped before the text is taken: scripts, styles, templates, navigation, page
+Boilerplate is dropped before the text is taken: scripts, styles, templates, navigation, the page's
 header and footer, asides, forms and hidden elements. When the page marks its main content
 (`<main>`, `role="main"`, else `<article>`), only that is read.
 """
@@ -19,16 +19,14 @@ from .text import decode_text
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
+# Boilerplate, dropped wherever it is. `header`, `footer` and `form` are handled below (_BOILERPLATE).
 _DROPPED = (
     "script",
     "style",
     "noscript",
     "template",
     "nav",
-    "header",
-    "footer",
     "aside",
-    "form",
     "iframe",
     "svg",
     "button",
@@ -68,6 +66,16 @@ _BLOCKS = frozenset(
     ]
 )
 _CELLS = frozenset({"td", "th"})
+_BOILERPLATE = (
+    "//" + " | //".join(_DROPPED),
+    "//*[@hidden] | //*[@aria-hidden='true'] | //head",
+    # A page's header and footer are boilerplate; an article's or section's own (its title, byline)
+    # are not.
+    "//header[not(ancestor::main or ancestor::article or ancestor::section)]",
+    "//footer[not(ancestor::main or ancestor::article or ancestor::section)]",
+    # ASP.NET and similar pages wrap the whole body in one <form>: only a form around no content goes.
+    "//form[not(.//main or .//article or .//h1 or .//h2)]",
+)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
@@ -82,11 +90,10 @@ def read_html(data: bytes, charset: str | None) -> ParsedFile:
     except (ValueError, lxml.etree.ParserError) as error:
         raise DocumentParseError(HTML, error_summary(error)) from None
     title = " ".join(root.findtext(".//title", default="").split())
-    for element in root.xpath(
-        "//" + " | //".join(_DROPPED) + " | //*[@hidden] | //*[@aria-hidden='true'] | //head"
-    ):
-        if element.getparent() is not None:
-            element.drop_tree()
+    for path in _BOILERPLATE:
+        for element in root.xpath(path):
+            if element.getparent() is not None:
+                element.drop_tree()
     sections = SectionBlocks()
     writer = _Writer(sections)
     for part in _main_parts(root):
