@@ -138,3 +138,13 @@ def test_a_long_text_cell_is_read() -> None:
     long = "word " * 60_000
     [document] = parse(csv_bytes([{"id": "1", "text": long}]), None, "x.csv").documents
     assert document.blocks[0].text == long.strip()
+
+
+def test_the_csv_example_in_docs_formats_md() -> None:
+    data = b"id,title,text,year,zip,draft\nq1,Install,Use apt on Linux.,2024,02134,false\nq2,Empty,,2023,,\n"
+    parsed = parse(data, None, "faq.csv")
+    [document] = parsed.documents
+    assert (document.record_id, document.record_number, document.title) == ("q1", 1, "Install")
+    assert document.text == "Use apt on Linux."
+    assert document.metadata == {"year": 2024, "zip": "02134", "draft": False, "contentType": CSV}
+    assert parsed.skipped_records == [2]
