@@ -184,6 +184,12 @@ def test_unknown_charset_is_a_422() -> None:
         parse(b"hello", "text/plain; charset=klingon", "a.txt")
 
 
+def test_an_empty_file_is_reported_as_the_format_it_claims() -> None:
+    with pytest.raises(EmptyDocumentError) as caught:
+        parse(b"", None, "report.pdf")
+    assert caught.value.details["contentType"] == PDF
+
+
 @pytest.mark.parametrize("data", [b"", b"  \n\t ", b"\xef\xbb\xbf  \n"])
 def test_empty_text_is_empty_document_error(data: bytes) -> None:
     with pytest.raises(EmptyDocumentError) as caught:

@@ -102,6 +102,8 @@ def detect_content_type(data: bytes, declared: str | None, name: str | None) -> 
     """
     bare = media_type(declared)
     claimed = _claimed(bare, name)
+    if not data.strip():
+        return claimed or TEXT  # nothing to sniff: an empty PDF is still reported as a PDF
     head = data[:_SNIFF_BYTES]
     if b"%PDF-" in data[:1024]:
         return PDF
