@@ -164,6 +164,7 @@ def test_markdown_suffix_is_case_insensitive(name: str) -> None:
         (text_bytes("Grüße aus Köln", "utf-16-be", bom=True), None),
         ("Grüße aus Köln".encode("utf-16"), "text/plain"),
         ("Grüße aus Köln".encode("latin-1"), "text/plain; charset=ISO-8859-1"),
+        ("Grüße aus Köln".encode("utf-16-le"), "text/plain; charset=UTF-16LE"),
     ],
 )
 def test_plain_text_decodes_bom_and_declared_charset(data: bytes, declared: str | None) -> None:
