@@ -121,7 +121,7 @@ def _hash_api_key() -> int:
     # Read, never taken as an argument: arguments end up in shell history and `ps`.
     import getpass
 
-    from .api.auth import hash_api_key
+    from .api.keys import hash_api_key
 
     key = getpass.getpass("API key: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\r\n")
     if not key:
