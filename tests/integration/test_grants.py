@@ -129,6 +129,12 @@ def test_a_store_outside_the_grant_is_answered_exactly_as_an_unknown_store(
     assert by_display.status_code == 404 and by_display.json()["error"]["details"] == {"store": OTHER_DISPLAY}
     resolved = client.get(RESOLVE, params={"name": OTHER_DISPLAY}, headers=as_key(SAMPLE_ONLY))
     assert resolved.status_code == 404 and resolved.json()["error"]["details"] == {"store": OTHER_DISPLAY}
+    # Uncached (cacheTTLms 0), the search itself refuses the store.
+    for path, extra in ((RETRIEVE, {"query": "budget", "grade": 0.0}), (SEARCH, {"queryEmbedding": VECTOR})):
+        uncached = client.post(
+            path, json={**extra, "store": OTHER, "cacheTTLms": 0}, headers=as_key(SAMPLE_ONLY)
+        )
+        assert uncached.status_code == 404 and uncached.json()["error"]["details"] == {"store": OTHER}
     # The key's own store answers.
     for route, response in read_requests(client, SAMPLE_ONLY, "sample").items():
         assert response.status_code == 200, route

@@ -7,6 +7,10 @@ One rule, used by the HTTP API, the queue function, the ingest paths and (later)
 
 Stores are matched by their canonical name (for Gemini File Search, the full `fileSearchStores/...`
 name), never by display name: check after the name has been resolved.
+
+Scopes are independent: "write" does not imply "read" (a write-only uploader key is legitimate), nor
+"admin" the others. A grant comes from an API key entry (api/keys.py), a JWT's claims
+(`grant_from_claims`) or the queue's QUEUE_STORES (`parse_store_setting`).
 """
 
 from __future__ import annotations
