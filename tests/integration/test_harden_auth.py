@@ -255,14 +255,14 @@ def test_auth_a_secret_holding_a_json_list_gives_each_key_its_grant(
     [
         (
             [{"name": "a", "sha256": KEY_A, "stores": ["*"], "scopes": ["read"]}],
-            "API_KEYS entry 1 ('a'): sha256 must be the SHA-256 hex digest of the key",
+            "API_KEYS entry 1: sha256 must be the SHA-256 hex digest of the key",
         ),
         (
             [
                 {"name": "a", "sha256": digest(KEY_A), "stores": ["*"], "scopes": ["read"]},
                 {"name": "b", "sha256": digest(KEY_A), "stores": ["*"], "scopes": ["write"]},
             ],
-            "API keys 'a' and 'b' have the same sha256",
+            "API_KEYS entry 1 and API_KEYS entry 2 have the same sha256",
         ),
     ],
     ids=["key-pasted-as-digest", "duplicate-digest"],

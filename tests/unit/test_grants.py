@@ -74,6 +74,8 @@ def test_a_write_only_uploader_key_is_legitimate() -> None:
         ([["a"]], "must be an object"),
         ([entry(name="")], "name must be"),
         ([entry(name="has space")], "name must be"),
+        ([entry(name=DIGEST)], "name must be"),  # a digest pasted into the wrong field
+        ([entry(name=KEY, sha256=hash_api_key("x"), scopes=["nope"])], "scopes must be"),
         ([entry(sha256=KEY)], "sha256 must be"),
         ([entry(sha256=DIGEST[:-1])], "sha256 must be"),
         ([entry(stores=[])], "stores must be"),
@@ -92,6 +94,8 @@ def test_a_write_only_uploader_key_is_legitimate() -> None:
         "entry-type",
         "empty-name",
         "name-chars",
+        "name-is-digest",
+        "key-as-name",
         "key-not-digest",
         "short-digest",
         "no-stores",
@@ -114,12 +118,17 @@ def test_bad_entries_are_configuration_errors_that_never_quote_a_key_or_digest(b
     assert KEY not in message and DIGEST not in message and DIGEST[:-1] not in message
 
 
-def test_duplicate_names_or_digests_are_refused_without_quoting_the_digest() -> None:
-    with pytest.raises(ConfigurationError, match="named 'ingest-bot'"):
+def test_duplicate_names_or_digests_are_refused_naming_the_entries_only() -> None:
+    with pytest.raises(ConfigurationError) as same_name:
         refuse_duplicates(parse(entry(), entry(sha256=hash_api_key("other"))))
-    with pytest.raises(ConfigurationError, match="same sha256") as raised:
+    assert same_name.value.message == (
+        "API_KEYS entry 1 and API_KEYS entry 2 have the same name; names must be unique"
+    )
+    with pytest.raises(ConfigurationError) as same_digest:
         refuse_duplicates(parse(entry(), entry(name="copy")))
-    assert DIGEST not in raised.value.message
+    assert same_digest.value.message == (
+        "API_KEYS entry 1 and API_KEYS entry 2 have the same sha256; list each key once"
+    )
     # A scoped key also listed as a plain digest: which grant would apply? Refused too.
     with pytest.raises(ConfigurationError, match="same sha256"):
         refuse_duplicates([*parse(entry()), ApiKey(bytes.fromhex(DIGEST), READ_ONLY_KEY)])

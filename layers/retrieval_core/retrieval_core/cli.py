@@ -153,7 +153,7 @@ def _make_api_key(name: str, stores: str, scopes: str) -> int:
         "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
     }
     text = json.dumps(entry)
-    parse_api_keys(f"[{text}]", "the new key")  # the service must accept what we print
+    parse_api_keys(f"[{text}]", "make-api-key")  # the service must accept what we print
     # The key goes to stdout alone on the first line, so a script can capture it; it is never stored.
     print(key)
     print(text)

@@ -5,8 +5,9 @@ Three sources, read together:
 - API_KEY_HASHES: comma- or whitespace-separated digests, each a read-only key on every store;
 - the secret named by API_KEY_SECRET_ARN: either form (a JSON list, or digests).
 
-Neither the environment nor the secret holds a usable key, and no error here quotes a digest or a key:
-someone may have pasted a key where its digest belongs.
+Neither the environment nor the secret holds a usable key, and no error here quotes a digest, a key or
+a key's name (someone may have pasted a key or a digest into the wrong field): errors name the entry
+by its position.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import hmac
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -38,6 +39,8 @@ class ApiKey:
 
     digest: bytes
     grant: Grant
+    # Where it is configured ("API_KEYS entry 2"), for error messages.
+    origin: str = field(default="", compare=False)
 
 
 def hash_api_key(key: str) -> str:
@@ -74,18 +77,18 @@ def _entry(entry: Any, where: str) -> ApiKey:
     if not isinstance(entry, dict):
         raise ConfigurationError(f"{where} must be an object with {', '.join(ENTRY_FIELDS)}")
     name = entry.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.match(name) or _DIGEST.match(name):
         raise ConfigurationError(
-            f"{where}: name must be 1-64 letters, digits or ._:@- (starting alphanumeric)"
+            f"{where}: name must be 1-64 letters, digits or ._:@-, starting alphanumeric (not a digest)"
         )
-    where = f"{where} ('{name}')"
     if set(entry) != set(ENTRY_FIELDS):
         # Unknown fields are refused, not ignored: a misspelt "store" would otherwise grant every store.
         raise ConfigurationError(f"{where}: needs exactly the fields {', '.join(ENTRY_FIELDS)}")
     digest = entry["sha256"]
     if not isinstance(digest, str) or not _DIGEST.match(digest):
         raise ConfigurationError(f"{where}: sha256 must be the SHA-256 hex digest of the key; {_HINT}")
-    return ApiKey(bytes.fromhex(digest), Grant(name, _scopes(entry["scopes"], where), _stores(entry, where)))
+    grant = Grant(name, _scopes(entry["scopes"], where), _stores(entry, where))
+    return ApiKey(bytes.fromhex(digest), grant, where)
 
 
 def _scopes(value: Any, where: str) -> frozenset[Scope]:
@@ -113,7 +116,13 @@ def parse_secret(text: str) -> list[ApiKey]:
     """The API key secret: a JSON list of key entries, or (as before) digests of read-only keys."""
     if text.lstrip().startswith("["):
         return parse_api_keys(text, "the API key secret")
-    return [ApiKey(d, READ_ONLY_KEY) for d in parse_key_hashes(text, "the API key secret")]
+    return read_only_keys(text, "the API key secret")
+
+
+def read_only_keys(text: str, source: str) -> list[ApiKey]:
+    """Plain digests (comma- or whitespace-separated): read-only keys on every store."""
+    digests = parse_key_hashes(text, source)
+    return [ApiKey(d, READ_ONLY_KEY, f"{source} digest {i}") for i, d in enumerate(digests, start=1)]
 
 
 def keys_configured(settings: Settings) -> bool:
@@ -139,7 +148,7 @@ def configured_keys(settings: Settings) -> tuple[ApiKey, ...]:
 def _parsed_keys(api_keys: str, api_key_hashes: str, secret: str | None) -> tuple[ApiKey, ...]:
     # Cached on the texts: requests do not re-parse JSON, and a rotated secret is new text.
     keys = parse_api_keys(api_keys, "API_KEYS") if api_keys.strip() else []
-    keys += [ApiKey(d, READ_ONLY_KEY) for d in parse_key_hashes(api_key_hashes, "API_KEY_HASHES")]
+    keys += read_only_keys(api_key_hashes, "API_KEY_HASHES")
     keys += parse_secret(secret) if secret is not None else []
     refuse_duplicates(keys)
     return tuple(keys)
@@ -147,20 +156,21 @@ def _parsed_keys(api_keys: str, api_key_hashes: str, secret: str | None) -> tupl
 
 def refuse_duplicates(keys: list[ApiKey]) -> None:
     """ConfigurationError when two keys share a digest (which grant would apply?) or a name."""
-    names: set[str] = set()
-    digests: dict[bytes, str] = {}
+    names: dict[str, ApiKey] = {}
+    digests: dict[bytes, ApiKey] = {}
     for key in keys:
         if key.digest in digests:
             raise ConfigurationError(
-                f"API keys '{digests[key.digest]}' and '{key.grant.name}' have the same sha256; "
-                "each key must be listed once"
+                f"{digests[key.digest].origin} and {key.origin} have the same sha256; list each key once"
             )
-        digests[key.digest] = key.grant.name
+        digests[key.digest] = key
         if key.grant is READ_ONLY_KEY:
             continue  # plain digests share one name
         if key.grant.name in names:
-            raise ConfigurationError(f"two API keys are named '{key.grant.name}'; names must be unique")
-        names.add(key.grant.name)
+            raise ConfigurationError(
+                f"{names[key.grant.name].origin} and {key.origin} have the same name; names must be unique"
+            )
+        names[key.grant.name] = key
 
 
 def match_key(presented: str | None, keys: tuple[ApiKey, ...] | list[ApiKey]) -> Grant | None:
