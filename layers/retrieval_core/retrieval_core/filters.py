@@ -67,8 +67,10 @@ def metadata_predicate(
         keys = keys_of(node)
         check_keys(keys, allowed_keys)
         return replace(compile_node(node), metadata_keys=frozenset(keys))
-    check_keys(list(value or ()), allowed_keys)
-    return replace(metadata_equals(value), metadata_keys=frozenset(value or ()))
+    if not value:
+        return TRUE
+    check_keys(list(value), allowed_keys)
+    return replace(metadata_equals(value), metadata_keys=frozenset(value))
 
 
 def check_keys(keys: Iterable[str], allowed_keys: frozenset[str] | None) -> None:
