@@ -81,6 +81,7 @@ def main() -> None:
     import numpy as np
 
     from retrieval_core.fusion import fuse, ordered
+    from retrieval_core.grants import OPEN_GRANT
     from retrieval_core.ranking import ScoredChunk
     from retrieval_core.rerank.mmr import maximal_marginal_relevance
     from retrieval_core.runtime import get_service
@@ -138,7 +139,12 @@ def main() -> None:
     rankings: dict[str, dict[str, Ranking]] = {exact_name: {}, mmr_name: {}, **{name: {} for name in methods}}
     for query_id in tqdm(query_ids, desc="eval queries", unit="query"):
         _, candidates = service.search_chunks(
-            STORE, vectors[query_id], DEPTH, query_text=queries[query_id], with_embeddings=True
+            STORE,
+            vectors[query_id],
+            DEPTH,
+            grant=OPEN_GRANT,
+            query_text=queries[query_id],
+            with_embeddings=True,
         )
         rankings[exact_name][query_id] = exact(query_id)
         rankings[mmr_name][query_id] = mmr(query_id, candidates)

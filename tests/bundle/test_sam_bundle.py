@@ -1150,7 +1150,7 @@ def test_api_key_secret_reaches_only_the_http_functions_with_read_access_to_that
     resources = deployed(
         {"ApiKeySecretArn": API_KEY_SECRET_ARN, "DatabaseSecretArn": SECRET_ARN}, monkeypatch
     )
-    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
         env = resources[name]["Properties"]["Environment"]["Variables"]
         assert env["API_KEY_SECRET_ARN"] == API_KEY_SECRET_ARN
         assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) in grants(
@@ -1161,11 +1161,87 @@ def test_api_key_secret_reaches_only_the_http_functions_with_read_access_to_that
         inline_statements(resources, "RetrieveQueueFunctionRole")
     )
     without = deployed({"DatabaseSecretArn": SECRET_ARN}, monkeypatch)
-    for name in ("RetrieveFunction", "SimilaritySearchFunction"):
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
         assert "API_KEY_SECRET_ARN" not in without[name]["Properties"]["Environment"]["Variables"]
         assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) not in grants(
             inline_statements(without, f"{name}Role")
         )
+
+
+def rules_refusing(parameters: dict[str, str]) -> set[str]:
+    """The AssertDescriptions of the Rules that `parameters` break: CloudFormation refuses those."""
+    from samtranslator.yaml_helper import yaml_parse
+
+    template = yaml_parse(TEMPLATE.read_text())
+    defaults = {
+        name: str(spec["Default"]) for name, spec in template["Parameters"].items() if "Default" in spec
+    }
+    values = defaults | PARAMETERS | parameters
+    refused = set()
+    for rule in template["Rules"].values():
+        always = {"Fn::Equals": ["", ""]}
+        if not Conditions({"when": rule.get("RuleCondition", always)}, values).holds("when"):
+            continue
+        for assertion in rule["Assertions"]:
+            if not Conditions({"assert": assertion["Assert"]}, values).holds("assert"):
+                refused.add(" ".join(assertion["AssertDescription"].split()))
+    return refused
+
+
+OPEN_API_REFUSED = "Set ApiKeySecretArn, or JwtIssuer and JwtAudience (or both): the API must not be open."
+ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123"
+
+
+@pytest.mark.parametrize(
+    ("auth", "refused"),
+    [
+        ({}, True),
+        ({"JwtIssuer": ISSUER}, True),
+        ({"JwtAudience": "7h1s1sacl1ent1d"}, True),
+        ({"ApiKeySecretArn": API_KEY_SECRET_ARN}, False),
+        ({"JwtIssuer": ISSUER, "JwtAudience": "7h1s1sacl1ent1d"}, False),
+        (
+            {"JwtIssuer": ISSUER, "JwtAudience": "7h1s1sacl1ent1d", "ApiKeySecretArn": API_KEY_SECRET_ARN},
+            False,
+        ),
+    ],
+    ids=["none", "issuer-only", "audience-only", "api-key", "jwt", "both"],
+)
+def test_the_template_never_deploys_an_open_api_it_needs_api_keys_or_jwt(
+    auth: dict[str, str], refused: bool
+) -> None:
+    broken = rules_refusing({"DatabaseSecretArn": SECRET_ARN, **auth})
+    assert broken == ({OPEN_API_REFUSED} if refused else set())
+
+
+def test_jwt_auth_its_stores_claim_and_the_queue_stores_reach_the_functions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with_jwt = deployed(
+        {
+            "JwtIssuer": ISSUER,
+            "JwtAudience": "7h1s1sacl1ent1d",
+            "JwtStoresClaim": "custom:stores",
+            "QueueStores": "docs,faq",
+            "DatabaseSecretArn": SECRET_ARN,
+        },
+        monkeypatch,
+    )
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        env = with_jwt[name]["Properties"]["Environment"]["Variables"]
+        assert env["JWT_AUTH"] == "true" and env["JWT_STORES_CLAIM"] == "custom:stores"
+    assert (
+        with_jwt["RetrieveQueueFunction"]["Properties"]["Environment"]["Variables"]["QUEUE_STORES"]
+        == "docs,faq"
+    )
+    keys_only = deployed(
+        {"ApiKeySecretArn": API_KEY_SECRET_ARN, "DatabaseSecretArn": SECRET_ARN}, monkeypatch
+    )
+    env = keys_only["RetrieveFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["JWT_AUTH"] == "false" and env["JWT_STORES_CLAIM"] == "retrieval_stores"
+    assert keys_only["RetrieveQueueFunction"]["Properties"]["Environment"]["Variables"]["QUEUE_STORES"] == "*"
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        assert "QUEUE_STORES" not in keys_only[name]["Properties"]["Environment"]["Variables"]
 
 
 def test_snapstart_applies_because_the_api_invokes_the_published_alias(

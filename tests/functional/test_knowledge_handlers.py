@@ -162,7 +162,9 @@ def test_resolve_store_template_grants_least_privilege() -> None:
         "ReadDatabaseSecret",
         "ConnectAsDatabaseUser",
         "ReadGeminiKeySecret",
+        "ReadApiKeySecret",  # its route is guarded by the API keys like the others
     }
+    assert by_sid["ReadApiKeySecret"]["Resource"] == {"Ref": "ApiKeySecretArn"}
     assert sorted(by_sid["UseCacheTable"]["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem"]
     assert by_sid["ReadGeminiKeySecret"]["Resource"] == {"Ref": "GeminiApiKeySecretArn"}
     assert all("*" not in json.dumps(s["Action"]) and s["Resource"] != "*" for s in statements)

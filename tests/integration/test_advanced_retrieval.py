@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.embeddings import build_embedder
+from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.service import RetrievalService
 from retrieval_core.settings import Settings
@@ -179,7 +180,7 @@ def test_batch_embeds_every_query_in_one_provider_call(
     batch_service, fake = openai_service
     fake.reset()
     bodies: list[dict[str, Any]] = [{"query": f"question {i}", "grade": 0.0} for i in range(5)]
-    items = batch_service.retrieve_batch([*bodies, {"query": "invalid", "grade": -1}])
+    items = batch_service.retrieve_batch([*bodies, {"query": "invalid", "grade": -1}], grant=OPEN_GRANT)
     assert [item.status for item in items] == [200] * 5 + [422]
     assert fake.embedding_batches() == [[f"question {i}" for i in range(5)]]
 

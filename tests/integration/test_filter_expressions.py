@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from retrieval_core.db import repository
 from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filter_expression import Node, parse
+from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
 from tests.filter_strategies import INJECTIONS, STRINGS, expressions, holds, quote, render
 
@@ -61,7 +62,7 @@ def matching_ids(service, expression: str) -> set[str]:  # type: ignore[no-untyp
     request = SimilaritySearchRequest(
         query_embedding=QUERY, top_k=50, store=STORE, metadata_filter=expression
     )
-    response, _ = service.similarity_search(request)
+    response, _ = service.similarity_search(request, grant=OPEN_GRANT)
     return {r.id for r in response.results}
 
 
@@ -266,11 +267,13 @@ def test_a_bad_filter_fails_before_the_cache_and_the_embedder(service, filter_st
     request = SimilaritySearchRequest(
         query_embedding=QUERY, top_k=50, store=STORE, metadata_filter="draft = true"
     )
-    answer, _ = unrestricted.similarity_search(request)
+    answer, _ = unrestricted.similarity_search(request, grant=OPEN_GRANT)
     assert answer.results
     # The same request, answered and cached without the restriction, is still refused with it.
     with pytest.raises(FilterKeyNotAllowedError):
-        restricted.similarity_search(request)
+        restricted.similarity_search(request, grant=OPEN_GRANT)
     with pytest.raises(FilterSyntaxError):
-        unrestricted.retrieve(RetrieveRequest(query="q", grade=0.0, store=STORE, metadata_filter="draft = "))
+        unrestricted.retrieve(
+            RetrieveRequest(query="q", grade=0.0, store=STORE, metadata_filter="draft = "), grant=OPEN_GRANT
+        )
     assert embedder.calls == 0

@@ -21,6 +21,7 @@ from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
 from retrieval_core.filters import metadata_equals
+from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.index_knobs import IndexKnobs
 from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
 from retrieval_core.service import RetrievalService
@@ -116,7 +117,7 @@ def _search(
         search=SearchKnobs(**knobs) if knobs else None,
         cache_ttl_ms=0,
     )
-    response, _ = service.similarity_search(request)
+    response, _ = service.similarity_search(request, grant=OPEN_GRANT)
     return [r.id for r in response.results]
 
 

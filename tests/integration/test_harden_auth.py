@@ -1,7 +1,8 @@
 """Issue 6, item 1: API-key authentication (the JWT authorizer is tested on the template in tests/bundle).
 
-Keys are configured as SHA-256 digests, from API_KEY_HASHES or a Secrets Manager secret (moto_server,
-real boto3 through Powertools). Every route but health then needs `x-api-key`.
+Keys are configured as SHA-256 digests, from API_KEYS, API_KEY_HASHES or a Secrets Manager secret
+(moto_server, real boto3 through Powertools). Every route but health then needs `x-api-key`. What each
+key may do (scopes, stores) is tested in test_grants.py.
 """
 
 from __future__ import annotations
@@ -223,3 +224,62 @@ def test_auth_the_openapi_document_describes_the_key_and_the_refusals(client: Te
         assert {"401", "413"} <= set(operation["responses"])
     health_operation = schema["paths"][HEALTH]["get"]
     assert "security" not in health_operation and "401" not in health_operation["responses"]
+
+
+def test_auth_a_secret_holding_a_json_list_gives_each_key_its_grant(
+    client: TestClient, moto: MotoServer, aws_env: None, configure: Any
+) -> None:
+    entries = [
+        {"name": "reader", "sha256": digest(KEY_A), "stores": ["sample"], "scopes": ["read"]},
+        {"name": "uploader", "sha256": digest(KEY_B), "stores": ["*"], "scopes": ["write"]},
+    ]
+    secrets = moto.client("secretsmanager")
+    arn = secrets.create_secret(
+        Name=f"retrieval/api-keys-{uuid.uuid4().hex[:8]}", SecretString=json.dumps(entries, indent=2)
+    )["ARN"]
+    configure(AWS_ENDPOINT_URL_SECRETS_MANAGER=moto.endpoint_url, API_KEY_SECRET_ARN=arn)
+    body = {"query": "espresso", "grade": 0.0}
+    assert client.post(RETRIEVE, json=body, headers={"x-api-key": KEY_A}).status_code == 200
+    outside = client.post(RETRIEVE, json={**body, "store": "elsewhere"}, headers={"x-api-key": KEY_A})
+    assert outside.status_code == 404
+    assert client.post(RETRIEVE, json=body, headers={"x-api-key": KEY_B}).status_code == 403
+    assert client.post(RETRIEVE, json=body).json() == UNAUTHORIZED
+    # Plain digests in API_KEY_HASHES still work beside the secret's list: read-only, every store.
+    key_c = "rk_live_" + "c3" * 20
+    configure(API_KEY_HASHES=digest(key_c))
+    assert client.post(RETRIEVE, json=body, headers={"x-api-key": key_c}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("api_keys", "message"),
+    [
+        (
+            [{"name": "a", "sha256": KEY_A, "stores": ["*"], "scopes": ["read"]}],
+            "API_KEYS entry 1: sha256 must be the SHA-256 hex digest of the key",
+        ),
+        (
+            [
+                {"name": "a", "sha256": digest(KEY_A), "stores": ["*"], "scopes": ["read"]},
+                {"name": "b", "sha256": digest(KEY_A), "stores": ["*"], "scopes": ["write"]},
+            ],
+            "API_KEYS entry 1 and API_KEYS entry 2 have the same sha256",
+        ),
+    ],
+    ids=["key-pasted-as-digest", "duplicate-digest"],
+)
+def test_auth_a_bad_api_keys_list_is_a_configuration_error_quoting_no_key_or_digest(
+    client: TestClient, configure: Any, api_keys: list[dict[str, Any]], message: str
+) -> None:
+    configure(API_KEYS=json.dumps(api_keys))
+    response = client.post(RETRIEVE, json={"query": "q", "grade": 0.0}, headers={"x-api-key": KEY_A})
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "configuration_error"
+    assert response.json()["error"]["message"].startswith(message)
+    assert KEY_A not in response.text and digest(KEY_A) not in response.text
+
+
+def test_auth_the_openapi_document_describes_the_403(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    for path, method in ((RETRIEVE, "post"), (SEARCH, "post"), ("/api/v1/stores/resolve", "get")):
+        assert "403" in schema["paths"][path][method]["responses"]
+    assert "403" not in schema["paths"][HEALTH]["get"]["responses"]

@@ -472,14 +472,15 @@ def test_a_batch_embeds_all_its_queries_in_one_provider_call(
 def test_a_precomputed_query_vector_gives_the_same_answer_without_embedding(
     service: Any, sample_store: Any, postgres_dsn: str
 ) -> None:
+    from retrieval_core.grants import OPEN_GRANT
     from retrieval_core.models import RetrieveRequest
 
     request = RetrieveRequest.model_validate({"query": QUESTION, "grade": 0.2, "cacheTTLms": 0})
     vector = service.embedder.embed([QUESTION], "query")[0]
     counting = CountingEmbedder(service.embedder)
     with installed_service(postgres_dsn, counting) as own:
-        plain, _ = own.retrieve(request)
-        precomputed, _ = own.retrieve(request, lambda _query: vector)
+        plain, _ = own.retrieve(request, grant=OPEN_GRANT)
+        precomputed, _ = own.retrieve(request, lambda _query: vector, grant=OPEN_GRANT)
     assert len(counting.calls) == 1  # only the plain call embedded
     assert [r.id for r in precomputed.results] == [r.id for r in plain.results]
     assert precomputed.results[0].metadata["documentId"] == "k8s-scheduling"

@@ -8,7 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from retrieval_core.api.auth import hash_api_key, key_matches, parse_key_hashes
+from retrieval_core.api.keys import READ_ONLY_KEY, ApiKey, hash_api_key, match_key, parse_key_hashes
 from retrieval_core.exceptions import ConfigurationError
 from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
 from retrieval_core.ranking import unit_vector
@@ -18,13 +18,17 @@ def test_auth_hash_api_key_is_the_sha256_hex_digest() -> None:
     assert hash_api_key("k3y") == hashlib.sha256(b"k3y").hexdigest()
 
 
+def read_only(text: str) -> list[ApiKey]:
+    return [ApiKey(d, READ_ONLY_KEY) for d in parse_key_hashes(text, "TEST")]
+
+
 def test_auth_key_matches_any_listed_digest_and_nothing_else() -> None:
-    digests = parse_key_hashes(f"{hash_api_key('one')}, {hash_api_key('two').upper()}\n", "TEST")
-    assert key_matches("one", digests) and key_matches("two", digests)
-    assert not key_matches("three", digests)
-    assert not key_matches(None, digests) and not key_matches("", digests)
+    keys = read_only(f"{hash_api_key('one')}, {hash_api_key('two').upper()}\n")
+    assert match_key("one", keys) is READ_ONLY_KEY and match_key("two", keys) is READ_ONLY_KEY
+    assert match_key("three", keys) is None
+    assert match_key(None, keys) is None and match_key("", keys) is None
     # An empty key never matches, even if someone configured the digest of the empty string.
-    assert not key_matches("", parse_key_hashes(hash_api_key(""), "TEST"))
+    assert match_key("", read_only(hash_api_key(""))) is None
     assert parse_key_hashes(" , \n", "TEST") == []
 
 

@@ -1,4 +1,4 @@
-"""`retrieval`: ingest, delete, migrate, list stores, hash an API key, and serve locally."""
+"""`retrieval`: ingest, delete, migrate, list stores, make or hash an API key, and serve locally."""
 
 from __future__ import annotations
 
@@ -46,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         "hash-api-key",
         help="print the SHA-256 digest to list in API_KEY_HASHES for a key read from stdin (or a prompt)",
     )
+    p_key = sub.add_parser(
+        "make-api-key", help="print a new random API key (once) and its entry for API_KEYS or the key secret"
+    )
+    p_key.add_argument("--name", required=True, help="a unique name for the key, e.g. ingest-bot")
+    p_key.add_argument("--stores", required=True, help="comma-separated store names, or * for every store")
+    p_key.add_argument("--scopes", default="read", help="comma-separated: read, write, admin (default: read)")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -64,6 +70,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = get_settings()
     if args.command == "hash-api-key":
         return _hash_api_key()
+    if args.command == "make-api-key":
+        return _make_api_key(args.name, args.stores, args.scopes)
     if args.command == "serve":
         return _serve(args.host, args.port, load_sample=not args.no_sample)
     service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
@@ -121,13 +129,39 @@ def _hash_api_key() -> int:
     # Read, never taken as an argument: arguments end up in shell history and `ps`.
     import getpass
 
-    from .api.auth import hash_api_key
+    from .api.keys import hash_api_key
 
     key = getpass.getpass("API key: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\r\n")
     if not key:
         print("error: no API key given on standard input", file=sys.stderr)
         return 2
     print(hash_api_key(key))
+    return 0
+
+
+def _make_api_key(name: str, stores: str, scopes: str) -> int:
+    import json
+    import secrets
+
+    from .api.keys import hash_api_key, parse_api_keys
+
+    key = "rk_" + secrets.token_urlsafe(32)
+    entry = {
+        "name": name,
+        "sha256": hash_api_key(key),
+        "stores": [s.strip() for s in stores.split(",") if s.strip()],
+        "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
+    }
+    text = json.dumps(entry)
+    parse_api_keys(f"[{text}]", "make-api-key")  # the service must accept what we print
+    # The key goes to stdout alone on the first line, so a script can capture it; it is never stored.
+    print(key)
+    print(text)
+    print(
+        "The first line is the key: keep it now, it is not shown again. Add the second line to the JSON "
+        "list in API_KEYS or in the API key secret.",
+        file=sys.stderr,
+    )
     return 0
 
 

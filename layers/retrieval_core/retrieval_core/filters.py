@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .exceptions import FilterKeyNotAllowedError
@@ -22,13 +22,19 @@ class Predicate:
 
     sql: str
     params: dict[str, Any] = field(default_factory=dict)
+    # The metadata keys it reads: a store's own allow-list is checked against them once the store is known.
+    metadata_keys: frozenset[str] = frozenset()
 
     def __and__(self, other: Predicate) -> Predicate:
         if not self.sql:
             return other
         if not other.sql:
             return self
-        return Predicate(f"({self.sql}) AND ({other.sql})", {**self.params, **other.params})
+        return Predicate(
+            f"({self.sql}) AND ({other.sql})",
+            {**self.params, **other.params},
+            self.metadata_keys | other.metadata_keys,
+        )
 
 
 TRUE = Predicate("")
@@ -58,13 +64,17 @@ def metadata_predicate(
         node = parse(value)
         if node is None:
             return TRUE
-        _check_keys(keys_of(node), allowed_keys)
-        return compile_node(node)
-    _check_keys(list(value or ()), allowed_keys)
-    return metadata_equals(value)
+        keys = keys_of(node)
+        check_keys(keys, allowed_keys)
+        return replace(compile_node(node), metadata_keys=frozenset(keys))
+    if not value:
+        return TRUE
+    check_keys(list(value), allowed_keys)
+    return replace(metadata_equals(value), metadata_keys=frozenset(value))
 
 
-def _check_keys(keys: Iterable[str], allowed_keys: frozenset[str] | None) -> None:
+def check_keys(keys: Iterable[str], allowed_keys: frozenset[str] | None) -> None:
+    """FilterKeyNotAllowedError (422, naming `allowed_keys`) for the first key outside them; None: all."""
     if allowed_keys is None:
         return
     for key in keys:

@@ -48,6 +48,7 @@ from .exceptions import (
     ReplyToNotAllowedError,
     RetrievalError,
 )
+from .grants import Grant, parse_store_setting
 from .lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
 from .models import RetrieveRequest, validation_error
 from .settings import Settings, get_settings
@@ -162,6 +163,10 @@ class QueueProcessor:
                 "IDEMPOTENCY_TABLE_NAME is not set: without it a redelivered job would be answered twice"
             )
         self.results_queue_url = settings.results_queue_url
+        # The request queue is bound to its stores: anyone allowed to send to it gets this grant.
+        self.grant = Grant(
+            "queue", frozenset({"read"}), parse_store_setting(settings.queue_stores, "QUEUE_STORES")
+        )
         self.allowed_reply_queues = frozenset(
             {self.results_queue_url, *(u.strip() for u in settings.reply_queue_urls.split(",") if u.strip())}
         )
@@ -280,7 +285,9 @@ class QueueProcessor:
         try:
             service = runtime.get_service()
             response, _ = service.retrieve(
-                job.request, lambda query: batch.vectors.vector_for(query, service.embedder)
+                job.request,
+                lambda query: batch.vectors.vector_for(query, service.embedder),
+                grant=self.grant,
             )
         except RetrievalError as exc:
             if exc.status_code >= 500:

@@ -30,8 +30,9 @@ from .exceptions import (
     RetrievalError,
     StoreNotFoundError,
 )
-from .filters import TRUE, MetadataValue, Predicate, document_ids_in, metadata_predicate
+from .filters import TRUE, MetadataValue, Predicate, check_keys, document_ids_in, metadata_predicate
 from .fusion import fuse
+from .grants import Grant
 from .index_knobs import IndexKnobs, IterativeScan
 from .models import (
     BatchItem,
@@ -118,27 +119,35 @@ class RetrievalService:
         return store
 
     def retrieve(
-        self, request: RetrieveRequest, embed_query: Callable[[str], Sequence[float]] | None = None
+        self,
+        request: RetrieveRequest,
+        embed_query: Callable[[str], Sequence[float]] | None = None,
+        *,
+        grant: Grant,
     ) -> tuple[RetrieveResponse, CacheStatus]:
         """Embed the query, search (vector or hybrid), keep chunks at or above `grade`, then rerank.
 
-        `embed_query`, when given, replaces this service's own embedding of `request.query` (the queue
-        function and the batch endpoint embed all their queries in one provider call). It is called only
-        when the answer is not cached.
+        `grant` needs the read scope (403) and the store (404, as if unknown). `embed_query`, when given,
+        replaces this service's own embedding of `request.query` (the queue function and the batch
+        endpoint embed all their queries in one provider call). It is called only when the answer is not
+        cached.
         """
+        grant.require_scope("read")
         # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
         where = self.where_for(request.doc_ids, request.metadata_filter)
 
         def compute(req: RetrieveRequest) -> RetrieveResponse:
-            return self._retrieve(req, where, embed_query)
+            return self._retrieve(req, where, grant, embed_query)
 
-        return self._through_cache("retrieve", request, RetrieveResponse, compute)
+        return self._through_cache("retrieve", request, RetrieveResponse, compute, grant)
 
-    def retrieve_batch(self, bodies: Sequence[dict[str, Any]]) -> list[BatchItem]:
+    def retrieve_batch(self, bodies: Sequence[dict[str, Any]], *, grant: Grant) -> list[BatchItem]:
         """Answer each body as `retrieve` would, in order; one item's error does not fail the others.
 
-        The queries of every valid item are embedded together, in one provider call, at the first miss.
+        The whole call needs the read scope; each item's store is checked as `retrieve` checks it. The
+        queries of every valid item are embedded together, in one provider call, at the first miss.
         """
+        grant.require_scope("read")
         requests: list[RetrieveRequest | InvalidRequestError] = []
         for body in bodies:
             try:
@@ -167,7 +176,7 @@ class RetrievalService:
             try:
                 if isinstance(item, InvalidRequestError):
                     raise item
-                response, _ = self.retrieve(item, embed)
+                response, _ = self.retrieve(item, embed, grant=grant)
             except RetrievalError as exc:
                 error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
                 items.append(BatchItem(status=exc.status_code, error=error))
@@ -176,21 +185,29 @@ class RetrievalService:
         return items
 
     def similarity_search(
-        self, request: SimilaritySearchRequest
+        self, request: SimilaritySearchRequest, *, grant: Grant
     ) -> tuple[SimilaritySearchResponse, CacheStatus]:
-        """The chunks nearest to a precomputed embedding, highest similarity first."""
+        """The chunks nearest to a precomputed embedding, highest first; `grant` as in `retrieve`."""
+        grant.require_scope("read")
         where = self.where_for(request.doc_ids, request.metadata_filter)  # as in `retrieve`
 
         def compute(req: SimilaritySearchRequest) -> SimilaritySearchResponse:
-            return self._similarity_search(req, where)
+            return self._similarity_search(req, where, grant)
 
-        return self._through_cache("similarity-search", request, SimilaritySearchResponse, compute)
+        return self._through_cache("similarity-search", request, SimilaritySearchResponse, compute, grant)
 
     def where_for(
         self, doc_ids: Sequence[str] | None, metadata_filter: Mapping[str, MetadataValue] | str | None
     ) -> Predicate:
         """The SQL predicate of a request's `docIds` and `metadataFilter`; a bad filter raises (422)."""
         return document_ids_in(doc_ids) & metadata_predicate(metadata_filter, self.allowed_metadata_keys)
+
+    def allowed_keys_for(self, store: Store) -> frozenset[str] | None:
+        """The keys a filter on `store` may name: allowed by ALLOWED_METADATA_KEYS and by the store's list."""
+        own = frozenset(store.allowed_metadata_keys) if store.allowed_metadata_keys is not None else None
+        if own is None or self.allowed_metadata_keys is None:
+            return own if own is not None else self.allowed_metadata_keys
+        return own & self.allowed_metadata_keys
 
     def publish_store_version(self, store: Store, version: int) -> None:
         """Called after a write commits: cached answers for older versions are no longer served."""
@@ -203,6 +220,7 @@ class RetrievalService:
         request: Request,
         response_type: type[Response],
         compute: Callable[[Request], Response],
+        grant: Grant,
     ) -> tuple[Response, CacheStatus]:
         ttl_s = self.cache.ttl_for(request.cache_ttl_ms) if self.cache is not None else None
         if self.cache is None or ttl_s is None:
@@ -233,6 +251,12 @@ class RetrievalService:
             store = StoreRef(found.name, found.version)
             self.cache.remember_store(BACKEND, name, store)
             cached = self.cache.get_answer(key_of(store))
+        # Answers are shared by every caller, so the grant is checked before one is served.
+        grant.require_store(store.name, name)
+        # A hit skips the store's own allowedMetadataKeys check (search_chunks makes it on a miss), and
+        # safely: the key holds the store version, the write side bumps that version whenever the store
+        # definition changes, and an answer is only cached once the check passed. So a cached answer was
+        # always computed under the store's current list, for this very filter.
         if cached is not None:
             metrics.count("CacheHit")
             return response_type.model_validate(cached), CacheStatus.HIT
@@ -246,6 +270,7 @@ class RetrievalService:
         self,
         request: RetrieveRequest,
         where: Predicate,
+        grant: Grant,
         embed_query: Callable[[str], Sequence[float]] | None = None,
     ) -> RetrieveResponse:
         timings = Timings()
@@ -259,6 +284,7 @@ class RetrievalService:
                 query_vector,
                 request.candidate_count,
                 where,
+                grant=grant,
                 embedded_by=self.embedder.model,
                 query_text=request.query if request.use_hybrid else None,
                 with_embeddings=strategy == "mmr",
@@ -352,7 +378,7 @@ class RetrievalService:
         return reordered
 
     def _similarity_search(
-        self, request: SimilaritySearchRequest, where: Predicate
+        self, request: SimilaritySearchRequest, where: Predicate, grant: Grant
     ) -> SimilaritySearchResponse:
         # A caller's vector may have any length; scaling it changes no cosine but keeps pgvector's
         # single-precision arithmetic finite.
@@ -361,6 +387,7 @@ class RetrievalService:
             unit_vector(request.query_embedding),
             request.top_k,
             where,
+            grant=grant,
             knobs=self.knobs_for(request.search),
         )
         return SimilaritySearchResponse(
@@ -373,12 +400,17 @@ class RetrievalService:
         query_vector: Sequence[float],
         limit: int,
         where: Predicate = TRUE,
+        *,
+        grant: Grant,
         embedded_by: str | None = None,
         query_text: str | None = None,
         with_embeddings: bool = False,
         knobs: IndexKnobs | None = None,
     ) -> tuple[Store, list[ScoredChunk]]:
         """Look the store up and search it on one connection; nearest first.
+
+        A store outside `grant` is a 404 as if unknown; a filter naming a key outside the store's own
+        allowedMetadataKeys (or ALLOWED_METADATA_KEYS) a 422.
 
         With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits.
         Otherwise a filter matching at most `exact_search_max_rows` chunks is answered by an exact scan.
@@ -388,6 +420,8 @@ class RetrievalService:
             store = repository.find_store_for_search(conn, name, knobs or self.index_knobs)
             if store is None:
                 raise StoreNotFoundError(name)
+            grant.require_store(store.name, name)
+            check_keys(sorted(where.metadata_keys), self.allowed_keys_for(store))
             if embedded_by is not None and store.embedding_model != embedded_by:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
             if len(query_vector) != store.dimension:

@@ -1,21 +1,22 @@
-"""API-key authentication: an ASGI middleware guarding every route but health.
+"""Authentication: an ASGI middleware that gives every request but health its grant (docs/security.md).
 
-Keys are configured as SHA-256 hex digests (API_KEY_HASHES, and/or a Secrets Manager secret named by
-API_KEY_SECRET_ARN), so neither the environment nor the secret holds a usable key. A request's
-`x-api-key` is hashed and compared with every configured digest in constant time, without stopping at
-the first match, so timing reveals neither whether nor which key matched. Missing and wrong keys get the
-same 401. With no keys configured the API is public (or guarded by the HTTP API's JWT authorizer).
+- With API keys configured (api/keys.py), a request's `x-api-key` is hashed and compared with every
+  configured digest in constant time; the matching key's grant applies. Missing and wrong keys get the
+  same 401.
+- With JWT_AUTH (the template sets it when the HTTP API's JWT authorizer is on), a request without an
+  `x-api-key` gets its grant from the claims API Gateway verified and put in the Lambda event: scopes
+  from `scope` (retrieval:read ...), stores from JWT_STORES_CLAIM. No claims: 401.
+- With neither (local `make serve`), everything is open. The template refuses to deploy that way.
 
 It is a middleware rather than a route dependency so that it runs before anything else looks at the
 request: an unauthenticated caller cannot tell a malformed body (422), an oversized one (413) or an
-unknown path (404) from a valid request, and the OpenAPI document is guarded too.
+unknown path (404) from a valid request, and the OpenAPI document is guarded too. What a grant allows
+(scopes, stores) is checked by the services, once the store is known.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,88 +24,52 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..aws_secrets import read_secret
-from ..exceptions import (
-    AuthenticationError,
-    AuthenticationUnavailableError,
-    ConfigurationError,
-    RetrievalError,
-)
-from ..grants import OPEN_GRANT, Grant
-from ..settings import Settings, get_settings
+from ..exceptions import AuthenticationError, RetrievalError
+from ..grants import OPEN_GRANT, Grant, grant_from_claims
+from ..settings import get_settings
 from .errors import retrieval_error_response
+from .keys import configured_keys, keys_configured, match_key
 
 API_KEY_HEADER = "x-api-key"
 # Paths anyone may call, with or without keys: load balancers and uptime checks have none.
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
-
-
-def hash_api_key(key: str) -> str:
-    """The SHA-256 hex digest to configure for `key` (what `retrieval hash-api-key` prints)."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def parse_key_hashes(text: str, source: str) -> list[bytes]:
-    """Digests from a comma- or whitespace-separated list; anything else is a configuration error."""
-    digests = []
-    for item in re.split(r"[\s,]+", text.strip()):
-        if not item:
-            continue
-        digest = item.lower()
-        if not _DIGEST.match(digest):
-            # Never quote the item: someone may have pasted a key where its hash belongs.
-            raise ConfigurationError(
-                f"{source} must hold SHA-256 hex digests of API keys (64 hex characters each); "
-                "make them with `retrieval hash-api-key`"
-            )
-        digests.append(bytes.fromhex(digest))
-    return digests
-
-
-def configured_key_hashes(settings: Settings) -> list[bytes]:
-    """Every configured digest: API_KEY_HASHES plus the secret's (read through a 5-minute cache)."""
-    digests = parse_key_hashes(settings.api_key_hashes, "API_KEY_HASHES")
-    if settings.api_key_secret_arn:
-        # Fail closed: without the list, nobody is let in.
-        text = read_secret(
-            settings.api_key_secret_arn,
-            lambda _code: AuthenticationUnavailableError(
-                "could not read the API key secret from Secrets Manager; try again later"
-            ),
-        )
-        digests += parse_key_hashes(text, "the API key secret")
-    return digests
-
-
-def key_matches(presented: str | None, digests: list[bytes]) -> bool:
-    """Whether `presented` hashes to one of `digests`, comparing with all of them in constant time."""
-    candidate = hashlib.sha256((presented or "").encode("utf-8")).digest()
-    matched = False
-    for digest in digests:
-        # `|` rather than `or`: every digest is compared whatever the earlier ones gave.
-        matched |= hmac.compare_digest(candidate, digest)
-    return matched and bool(presented)
-
-
-# API_KEY_HASHES digests: read-only keys on every store.
-READ_ONLY_KEY = Grant(name="api-key", scopes=frozenset({"read"}), stores=None)
 GRANT_STATE = "grant"
 
 
-async def check_api_key(presented: str | None) -> Grant:
-    """The caller's grant: everything when keys are off; AuthenticationError unless `presented` matches."""
+async def grant_for(scope: Scope) -> Grant:
+    """The grant of one HTTP request; AuthenticationError when it carries no valid credential."""
     settings = get_settings()
-    if not settings.api_key_hashes and not settings.api_key_secret_arn:
-        return OPEN_GRANT
-    if settings.api_key_secret_arn:
-        # Secrets Manager is a network call on a cache miss: keep it off the event loop.
-        digests = await run_in_threadpool(configured_key_hashes, settings)
-    else:
-        digests = configured_key_hashes(settings)
-    if not key_matches(presented, digests):
-        raise AuthenticationError()
-    return READ_ONLY_KEY
+    presented = Headers(scope=scope).get(API_KEY_HEADER)
+    if keys_configured(settings) and (presented is not None or not settings.jwt_auth):
+        if settings.api_key_secret_arn:
+            # Secrets Manager is a network call on a cache miss: keep it off the event loop.
+            keys = await run_in_threadpool(configured_keys, settings)
+        else:
+            keys = configured_keys(settings)
+        grant = match_key(presented, keys)
+        if grant is None:
+            raise AuthenticationError()
+        return grant
+    if settings.jwt_auth:
+        claims = jwt_claims(scope)
+        if claims is None:
+            raise AuthenticationError()
+        return grant_from_claims(claims, settings.jwt_stores_claim)
+    return OPEN_GRANT
+
+
+def jwt_claims(scope: Scope) -> Mapping[str, Any] | None:
+    """The claims API Gateway's JWT authorizer verified, from the Lambda event Mangum puts in the scope.
+
+    Only API Gateway writes `requestContext.authorizer`, so a client cannot forge them; outside Lambda
+    (uvicorn) there is no event and so no claims.
+    """
+    event = scope.get("aws.event")
+    try:
+        claims = event["requestContext"]["authorizer"]["jwt"]["claims"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return None
+    return claims if isinstance(claims, dict) and claims else None
 
 
 class ApiKeyAuth:
@@ -115,9 +80,8 @@ class ApiKeyAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") not in PUBLIC_PATHS:
-            presented = Headers(scope=scope).get(API_KEY_HEADER)
             try:
-                grant = await check_api_key(presented)
+                grant = await grant_for(scope)
             except RetrievalError as exc:
                 await retrieval_error_response(exc)(scope, receive, send)
                 return
@@ -135,7 +99,7 @@ def current_grant(request: Request) -> Grant:
 
 
 def document_api_key(app: FastAPI) -> None:
-    """Describe the `x-api-key` header, and the 401 and 413 answers, in `app`'s OpenAPI document."""
+    """Describe the `x-api-key` header, and the 401, 403 and 413 answers, in `app`'s OpenAPI document."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -147,7 +111,8 @@ def document_api_key(app: FastAPI) -> None:
             "in": "header",
             "name": API_KEY_HEADER,
             "description": "Required on every route but health when the service is configured with API "
-            "keys (API_KEY_HASHES or API_KEY_SECRET_ARN); ignored otherwise.",
+            "keys (API_KEYS, API_KEY_HASHES or API_KEY_SECRET_ARN) and the request carries no JWT; "
+            "ignored otherwise. Each key carries scopes (read, write, admin) and stores.",
         }
         known = "ErrorResponse" in schema["components"].get("schemas", {})
         body = {"$ref": "#/components/schemas/ErrorResponse"} if known else {"type": "object"}
@@ -161,6 +126,9 @@ def document_api_key(app: FastAPI) -> None:
                     continue
                 operation["security"] = [{"ApiKey": []}, {}]  # {}: no key needed when none is configured
                 responses.setdefault("401", {"description": "Missing or invalid API key", "content": error})
+                responses.setdefault(
+                    "403", {"description": "The credential lacks the scope needed here", "content": error}
+                )
                 responses.setdefault("503", {"description": "API keys could not be read", "content": error})
         app.openapi_schema = schema
         return schema

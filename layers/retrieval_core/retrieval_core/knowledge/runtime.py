@@ -35,6 +35,7 @@ def get_knowledge_service() -> KnowledgeService:
                     default_model=settings.gemini_model,
                     page_size=settings.gemini_store_page_size,
                     list_pgvector_stores=_list_pgvector_stores,
+                    allowed_metadata_keys=settings.metadata_keys_allowed,
                 )
     return _service
 

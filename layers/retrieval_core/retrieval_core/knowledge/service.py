@@ -13,6 +13,8 @@ from ..cache.json_cache import CacheStatus
 from ..cache.keys import search_key
 from ..cache.search_cache import SearchCache
 from ..exceptions import InvalidRequestError, UpstreamError
+from ..filters import MetadataValue, check_keys
+from ..grants import Grant
 from ..models import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
 from .debug import debug
 from .gemini_client import GeminiCaller
@@ -43,8 +45,10 @@ class KnowledgeService:
         default_model: str,
         page_size: int,
         list_pgvector_stores: Callable[[], list[StoreEntry]] | None = None,
+        allowed_metadata_keys: frozenset[str] | None = None,
     ) -> None:
         self.caller = caller
+        self.allowed_metadata_keys = allowed_metadata_keys
         self.cache = cache
         self.default_model = default_model
         self.page_size = page_size
@@ -55,13 +59,26 @@ class KnowledgeService:
 
     # Resolution.
 
-    def resolve(self, name: str, backend: Backend) -> ResolvedStore:
-        """GET /api/v1/stores/resolve: the same five steps over Gemini's stores or our stores table."""
+    def resolve(self, name: str, backend: Backend, grant: Grant) -> ResolvedStore:
+        """GET /api/v1/stores/resolve: the same five steps over Gemini's stores or our stores table.
+
+        A resolution to a store outside `grant` is a 404 naming `name`, exactly as an unknown store.
+        """
+        grant.require_scope("read")
         if backend == "pgvector":
             if self.pgvector_stores is None:
                 raise InvalidRequestError("backend: pgvector resolution is not configured here")
-            return self.pgvector_stores.resolve(name)
-        return self.gemini_stores.resolve(name)
+            resolved = self.pgvector_stores.resolve(name)
+        else:
+            resolved = self.gemini_stores.resolve(name)
+        grant.require_store(resolved.name, name)
+        return resolved
+
+    def _granted_gemini_store(self, name: str, grant: Grant) -> str:
+        """The full name of the Gemini store `name` designates, if `grant` covers it (404 otherwise)."""
+        store = self.gemini_stores.resolve(name).name
+        grant.require_store(store, name)
+        return store
 
     def _list_gemini_stores(self) -> list[StoreEntry]:
         def list_all(client: Client) -> list[StoreEntry]:
@@ -79,9 +96,14 @@ class KnowledgeService:
 
     # Search.
 
-    def search(self, request: KnowledgeSearchRequest) -> tuple[KnowledgeAnswer, CacheStatus]:
-        """Seed 000's search(): resolve the store, serve from cache or ask Gemini, extract the sources."""
-        store = self.gemini_stores.resolve(request.store).name
+    def search(self, request: KnowledgeSearchRequest, grant: Grant) -> tuple[KnowledgeAnswer, CacheStatus]:
+        """Seed 000's search(): resolve the store, serve from cache or ask Gemini, extract the sources.
+
+        `grant` needs the read scope and the store (by its full name), checked before the cache.
+        """
+        grant.require_scope("read")
+        check_filter_keys(request.metadata_filter, self.allowed_metadata_keys)
+        store = self._granted_gemini_store(request.store, grant)
         model = request.model or self.default_model
 
         def compute() -> dict[str, Any]:
@@ -102,8 +124,12 @@ class KnowledgeService:
         body, status = self._through_cache("knowledge-search", store, model, request, compute)
         return KnowledgeAnswer.model_validate(body), status
 
-    def retrieve(self, request: RetrieveRequest) -> tuple[RetrieveResponse, CacheStatus]:
-        """POST /api/v1/rag/retrieve on a File Search store: the grounding chunks, graded (docs/gemini.md)."""
+    def retrieve(self, request: RetrieveRequest, grant: Grant) -> tuple[RetrieveResponse, CacheStatus]:
+        """POST /api/v1/rag/retrieve on a File Search store: the grounding chunks, graded (docs/gemini.md).
+
+        `grant` is checked as in `search`.
+        """
+        grant.require_scope("read")
         unsupported = {
             "docIds": "use metadataFilter" if request.doc_ids else None,
             "useHybrid": "Gemini runs its own retrieval" if request.use_hybrid else None,
@@ -119,13 +145,14 @@ class KnowledgeService:
                     "unsupported",
                     f"not supported for Gemini File Search stores; {hint}",
                 )
+        check_filter_keys(request.metadata_filter, self.allowed_metadata_keys)
         metadata_filter = gemini_filter(request.metadata_filter)
         name = request.store
         if not name:
             raise InvalidRequestError.for_field(
                 "store", "required for gemini", "missing", "required for the Gemini backend"
             )
-        store = self.gemini_stores.resolve(name).name
+        store = self._granted_gemini_store(name, grant)
         model = self.default_model
 
         def compute() -> dict[str, Any]:
@@ -250,6 +277,25 @@ def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | Non
     )
     grounding = candidate.get("groundingMetadata")
     return text, grounding if isinstance(grounding, dict) else None
+
+
+def check_filter_keys(
+    metadata_filter: Mapping[str, MetadataValue] | str | None, allowed_keys: frozenset[str] | None
+) -> None:
+    """ALLOWED_METADATA_KEYS on a filter Gemini evaluates (422 naming the allowed keys).
+
+    With an allow-list, an expression must be one our parser reads (README "Metadata filters", a subset of
+    Gemini's AIP-160 syntax): a filter whose keys cannot be told is refused, not passed on unchecked.
+    """
+    if allowed_keys is None or not metadata_filter:
+        return
+    if isinstance(metadata_filter, str):
+        from ..filter_expression import keys_of, parse
+
+        node = parse(metadata_filter)
+        check_keys(keys_of(node) if node is not None else [], allowed_keys)
+    else:
+        check_keys(list(metadata_filter), allowed_keys)
 
 
 def gemini_filter(metadata_filter: Mapping[str, str | int | float | bool] | str | None) -> str | None:

@@ -11,22 +11,23 @@ from ...knowledge.models import KnowledgeAnswer, KnowledgeSearchRequest
 from ...knowledge.runtime import get_knowledge_service
 from ...knowledge.service import KnowledgeService
 from ...models import ErrorResponse
+from ..dependencies import GrantDep
 
 router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
 
 KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge_service)]
-_ERRORS = {status: {"model": ErrorResponse} for status in (404, 422, 500, 502, 503)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 422, 500, 502, 503)}
 
 
 @router.post("/search", response_model=KnowledgeAnswer, responses=_ERRORS)  # type: ignore[arg-type]
 async def knowledge_search(
-    body: KnowledgeSearchRequest, knowledge: KnowledgeDep, response: Response
+    body: KnowledgeSearchRequest, knowledge: KnowledgeDep, grant: GrantDep, response: Response
 ) -> KnowledgeAnswer:
     """Ask Gemini with the File Search tool over `store`; the answer text, its sources and the raw metadata.
 
     `store` may be a display name, a short name or a full `fileSearchStores/...` name. The `X-Cache`
     header says whether the answer came from the cache (hit, miss, bypass).
     """
-    answer, status = await run_in_threadpool(knowledge.search, body)
+    answer, status = await run_in_threadpool(knowledge.search, body, grant)
     response.headers["X-Cache"] = status.value
     return answer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -13,34 +15,38 @@ from ...models import (
     RetrieveRequest,
     RetrieveResponse,
 )
-from ..dependencies import ServiceDep
+from ..dependencies import GrantDep, ServiceDep
 
 router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
 
-_ERRORS = {status: {"model": ErrorResponse} for status in (404, 409, 422, 500, 502, 503)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 409, 422, 500, 502, 503)}
 
 
 @router.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS)  # type: ignore[arg-type]
-async def retrieve(body: RetrieveRequest, service: ServiceDep, response: Response) -> RetrieveResponse:
+async def retrieve(
+    body: RetrieveRequest, service: ServiceDep, grant: GrantDep, response: Response
+) -> RetrieveResponse:
     """Embed the query and return chunks whose similarity is at least `grade`, highest first.
 
     The `X-Cache` header says whether the answer came from the cache (hit, miss, bypass).
     """
     if body.targets_gemini:
         # A Gemini File Search store (docs/gemini.md): the knowledge service answers, not pgvector.
-        answer, status = await run_in_threadpool(get_knowledge_service().retrieve, body)
+        answer, status = await run_in_threadpool(get_knowledge_service().retrieve, body, grant)
     else:
-        answer, status = await run_in_threadpool(service.retrieve, body)
+        answer, status = await run_in_threadpool(partial(service.retrieve, body, grant=grant))
     response.headers["X-Cache"] = status.value
     return answer
 
 
 @router.post("/retrieve/batch", response_model=RetrieveBatchResponse, responses=_ERRORS)  # type: ignore[arg-type]
-async def retrieve_batch(body: RetrieveBatchRequest, service: ServiceDep) -> RetrieveBatchResponse:
+async def retrieve_batch(
+    body: RetrieveBatchRequest, service: ServiceDep, grant: GrantDep
+) -> RetrieveBatchResponse:
     """Up to 20 retrieve requests in one call, answered in order; their queries are embedded together.
 
     Each item carries the status it would have had alone: one invalid or failing item does not fail
     the others. The whole call fails only when the body itself is malformed.
     """
-    items = await run_in_threadpool(service.retrieve_batch, body.requests)
+    items = await run_in_threadpool(partial(service.retrieve_batch, body.requests, grant=grant))
     return RetrieveBatchResponse(results=items)

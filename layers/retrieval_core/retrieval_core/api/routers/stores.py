@@ -11,22 +11,25 @@ from ...knowledge.models import Backend, ResolvedStore
 from ...knowledge.runtime import get_knowledge_service
 from ...knowledge.service import KnowledgeService
 from ...models import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
+from ..dependencies import GrantDep
 
 router = APIRouter(prefix="/api/v1/stores", tags=["stores"])
 
 KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge_service)]
-_ERRORS = {status: {"model": ErrorResponse} for status in (404, 422, 500, 502, 503)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 422, 500, 502, 503)}
 
 
 @router.get("/resolve", response_model=ResolvedStore, responses=_ERRORS)  # type: ignore[arg-type]
 async def resolve_store(
     knowledge: KnowledgeDep,
+    grant: GrantDep,
     name: Annotated[StoreName, Query()],
     backend: Annotated[Backend | None, Query()] = None,
 ) -> ResolvedStore:
     """Resolve in seed 000's order: cache, display name, exact name, `fileSearchStores/{name}`, fallback.
 
     `backend` unset: gemini for a name starting with `fileSearchStores/`, else pgvector (as for retrieve).
+    Needs the read scope; a store outside the caller's grant is a 404, as an unknown one.
     """
     chosen: Backend = backend or ("gemini" if name.startswith(GEMINI_STORE_PREFIX) else "pgvector")
-    return await run_in_threadpool(knowledge.resolve, name, chosen)
+    return await run_in_threadpool(knowledge.resolve, name, chosen, grant)
