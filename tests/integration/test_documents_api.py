@@ -280,3 +280,25 @@ def test_the_lambda_handler_takes_the_greedy_decoded_document_id(store: str) -> 
     assert json.loads(got["body"])["documentId"] == "reports/2026#q1 draft"
     deleted = handler(lambda_event("DELETE", route, path), FakeLambdaContext("documents"))
     assert deleted["statusCode"] == 204
+
+
+def test_a_jsonl_file_answers_with_each_record_and_the_removed_ones(client: TestClient, store: str) -> None:
+    from tests.files import jsonl_bytes
+
+    records = [
+        {"_id": "d1", "text": "Parking is free after six."},
+        {"_id": "d2", "text": "Bikes go in the cellar."},
+    ]
+    body = {"content": b64(jsonl_bytes(records)), "fileName": "corpus.jsonl"}
+    first = client.put(doc_url(store, "corpus.jsonl"), json=body)
+    assert first.status_code == 201, first.text
+    assert [d["documentId"] for d in first.json()["documents"]] == ["d1", "d2"] and first.json()[
+        "removed"
+    ] == []
+    body = {"content": b64(jsonl_bytes(records[:1])), "fileName": "corpus.jsonl"}
+    second = client.put(doc_url(store, "corpus.jsonl"), json=body).json()
+    assert second["status"] == "updated" and second["removed"] == ["d2"]
+    assert second["documents"] == [{"documentId": "d1", "status": "unchanged", "chunkCount": 1}]
+    assert client.get(doc_url(store, "d1")).json()["source"] == "corpus.jsonl"
+    assert client.delete(doc_url(store, "corpus.jsonl")).status_code == 204
+    assert client.get(doc_url(store, "d1")).status_code == 404
