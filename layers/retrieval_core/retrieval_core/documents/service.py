@@ -95,8 +95,8 @@ class DocumentService:
         naming the field; `display_name` may change, but never to another store's name or display
         name (409). `resolve` and names outside the store-name rule are refused (422).
         """
-        check_store_name(name)
         grant.require("admin", name)
+        check_store_name(name)
         embedder = self.retrieval.embedder
         version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
