@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from ..db import documents as sql
 from ..db import stores as store_sql
 from ..db.connection import Connection
@@ -25,6 +27,7 @@ from ..db.errors import database_errors
 from ..db.stores import Store
 from ..exceptions import (
     ConflictError,
+    DatabaseUnavailableError,
     DimensionMismatchError,
     DocumentNotFoundError,
     EmbeddingModelMismatchError,
@@ -391,10 +394,17 @@ class DocumentService:
                     if (n, doc.id) in wanted
                 ]
                 continue
+            except DatabaseUnavailableError as exc:
+                # Locks beyond the first statement's (records a file dropped) can meet another
+                # writer's in a cycle; PostgreSQL aborts one of them, which simply goes again.
+                if not isinstance(exc.__cause__, psycopg.errors.TransactionRollback):
+                    raise
+                needed = []
+                continue
             if version is not None:
                 self.retrieval.publish_store_version(found, version)
             return [item.result for item in items if item.result is not None]
-        raise RetrievalError("the documents kept changing during the write; try again")
+        raise ConflictError("the documents kept changing during the write; try again")
 
     def _apply(
         self, store: str, items: list[_Item], create: StoreDefinition | None, vectors: Vectors
