@@ -513,3 +513,41 @@ def test_a_document_changed_by_another_writer_during_embedding_is_not_lost(servi
     assert [c for _, c, _ in chunks(docs, store, "kept")] == ["The kept text, version one."]
     info = docs.get_document(store, "kept")
     assert info.content_sha256 == hashlib.sha256(b"The kept text, version one.").hexdigest()
+
+
+def test_writes_deletes_and_sidecars_of_one_row_source_racing_never_fail_or_tear(service: Any) -> None:
+    from tests.files import jsonl_bytes
+
+    docs = documents_for(service)
+    store = new_store(docs, "row-race")
+    errors: list[BaseException] = []
+
+    def records(round_: int) -> bytes:
+        # Each round holds a different subset of records, so writes also remove records.
+        return jsonl_bytes(
+            [{"_id": f"r{i}", "text": f"Record {i}, round {round_}."} for i in range(round_ % 4, 8)]
+        )
+
+    def run(action: Any) -> None:
+        try:
+            for round_ in range(12):
+                action(round_)
+        except BaseException as exc:
+            errors.append(exc)
+
+    actions = [
+        lambda r: docs.write_source(store, SourceInput("rows.jsonl", records(r), None, "rows.jsonl")),
+        lambda r: docs.write_source(store, SourceInput("rows.jsonl", records(r + 1), None, "rows.jsonl")),
+        lambda r: docs.delete_source(store, "rows.jsonl") if r % 3 == 0 else None,
+        lambda r: docs.put_source_metadata(store, "rows.jsonl", {"round": r}),
+    ]
+    threads = [threading.Thread(target=run, args=(action,)) for action in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors[:3]
+    for info in docs.list_documents(store, limit=1000)[0]:
+        stored = chunks(docs, store, info.id)
+        assert [i for i, _, _ in stored] == list(range(info.chunk_count))
+        assert len({c for _, c, _ in stored}) == 1 and info.source == "rows.jsonl"

@@ -38,7 +38,7 @@ from .models import (
     StoreInfo,
 )
 from .prepare import PreparedSource, check_metadata, newer_sequencer, prepare_source
-from .writer import SourceWriter, WriteItem
+from .writer import SourceWriter, WriteItem, again_after_deadlock
 
 # The same rule as the CHECK constraint on stores.name: names go into URLs, logs and cache keys.
 STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -218,13 +218,28 @@ class DocumentService:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
+        found, changed, version = again_after_deadlock(
+            lambda: self._apply_sidecar(store, source_id, metadata, sequence, create)
+        )
+        if version is not None:
+            self.retrieval.publish_store_version(found, version)
+        return changed
+
+    def _apply_sidecar(
+        self,
+        store: str,
+        source_id: str,
+        metadata: dict[str, Any] | None,
+        sequence: Sequence | None,
+        create: StoreDefinition | None,
+    ) -> tuple[Store, int, int | None]:
         changed = 0
         with database_errors("writing source metadata"), self._connection() as conn, conn.transaction():
             found = self.writer.store_for_write(conn, store, create)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return 0
+                    return found, 0, None
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, metadata is None)
             previous = sql.sidecar_metadata(conn, found, source_id)
             sql.set_sidecar_metadata(conn, found, source_id, metadata)
@@ -243,10 +258,7 @@ class DocumentService:
                 ]
                 sql.update_metadata(conn, found, state.id, state.source, None, new, updated)
                 changed += 1
-            version = store_sql.bump_version(conn, found) if changed else None
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return changed
+            return found, changed, (store_sql.bump_version(conn, found) if changed else None)
 
     def delete_source(
         self, store: str, source_id: str, grant: Grant = OPEN_GRANT, sequence: Sequence | None = None
@@ -256,20 +268,25 @@ class DocumentService:
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
         """
         grant.require("write", store)
+        found, deleted, version = again_after_deadlock(lambda: self._delete(store, source_id, sequence))
+        if version is not None:
+            self.retrieval.publish_store_version(found, version)
+        return deleted
+
+    def _delete(
+        self, store: str, source_id: str, sequence: Sequence | None
+    ) -> tuple[Store, list[str], int | None]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return []
+                    return found, [], None
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
             ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
-            version = store_sql.bump_version(conn, found) if deleted else None
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return deleted
+            return found, deleted, (store_sql.bump_version(conn, found) if deleted else None)
 
     def get_document(self, store: str, document_id: str, grant: Grant = OPEN_GRANT) -> DocumentInfo:
         """One document; DocumentNotFoundError (404) when absent."""

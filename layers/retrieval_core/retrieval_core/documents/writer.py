@@ -8,7 +8,9 @@ round again with those embedded too; a deadlock victim goes round again as it is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import psycopg
 
@@ -33,6 +35,27 @@ EMBED_BATCH = 256  # texts per provider call
 _ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
 
 Vectors = dict[tuple[int, str], list[list[float]]]
+T = TypeVar("T")
+
+
+def deadlock_victim(exc: DatabaseUnavailableError) -> bool:
+    """Whether PostgreSQL rolled the transaction back to break a deadlock (it may simply go again)."""
+    return isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
+
+
+def again_after_deadlock(transaction: Callable[[], T]) -> T:
+    """Run `transaction` again (up to 3 times in all) when PostgreSQL chose it as a deadlock victim.
+
+    Writers lock a source, then the documents it turns out to hold, in two statements; two of them
+    can meet in a cycle, and PostgreSQL aborts one.
+    """
+    for _ in range(_ROUNDS - 1):
+        try:
+            return transaction()
+        except DatabaseUnavailableError as exc:
+            if not deadlock_victim(exc):
+                raise
+    return transaction()
 
 
 @dataclass(slots=True)
@@ -94,7 +117,7 @@ class SourceWriter:
             except DatabaseUnavailableError as exc:
                 # Locks beyond the first statement's (records a file dropped) can meet another
                 # writer's in a cycle; PostgreSQL aborts one of them, which simply goes again.
-                if not isinstance(exc.__cause__, psycopg.errors.TransactionRollback):
+                if not deadlock_victim(exc):
                     raise
                 needed = []
                 continue
