@@ -1,20 +1,47 @@
 """DocumentService: stores and documents, for the HTTP routes, the S3 ingest function and the CLI.
 
-Interface fixed here first so the three callers can be built side by side; the bodies come with
-the documents API (issue 15). Every method that names a store checks `grant` the one way
-(`grants.Grant.require`): a missing scope is a 403, a store outside the grant a 404.
+Every method that names a store checks `grant` the one way (`grants.Grant.require`): a missing
+scope is a 403, a store outside the grant a 404. Stores are named by their canonical name here.
+
+How a write happens (embedding first, then one locked transaction) is `writer.py`; the bytes become
+documents in `prepare.py`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..db.repository import Store
-from ..exceptions import RetrievalError
+from ..db import documents as sql
+from ..db import stores as store_sql
+from ..db.connection import Connection
+from ..db.errors import database_errors
+from ..db.stores import Store
+from ..exceptions import (
+    ConflictError,
+    DocumentNotFoundError,
+    InvalidRequestError,
+    RetrievalError,
+    StoreNotFoundError,
+)
 from ..grants import OPEN_GRANT, Grant
-from ..service import RetrievalService
-from .models import DocumentInfo, Sequence, SourceInput, SourceWrite, StoreDefinition, StoreInfo
+from ..service import BACKEND, RetrievalService
+from .models import (
+    DocumentInfo,
+    Sequence,
+    SourceInput,
+    SourceWrite,
+    StoreDefinition,
+    StoreInfo,
+)
+from .prepare import PreparedSource, check_metadata, check_store_name, newer_sequencer, prepare_source
+from .writer import SourceWriter, WriteItem, again_after_deadlock
+
+GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
+GROUP_SOURCES = 256
+_ABSENT = object()
 
 
 class DocumentService:
@@ -24,6 +51,7 @@ class DocumentService:
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.writer = SourceWriter(retrieval)
 
     # Stores (scope admin to change, read to see).
 
@@ -36,23 +64,77 @@ class DocumentService:
         naming the field; `display_name` may change, but never to another store's name or display
         name (409). `resolve` and names outside the store-name rule are refused (422).
         """
-        raise NotImplementedError
+        grant.require("admin", name)
+        check_store_name(name)
+        embedder = self.retrieval.embedder
+        version: int | None = None
+        with database_errors("writing the store"), self._connection() as conn, conn.transaction():
+            store_sql.lock_store_names(conn)
+            store = store_sql.find_store_named(conn, name)
+            display_name = definition.display_name or (store.display_name if store else name)
+            if store_sql.name_taken(conn, display_name, except_store=name):
+                raise ConflictError.for_field(
+                    "displayName", f"'{display_name}' is already the name or display name of another store"
+                )
+            keys = definition.allowed_metadata_keys
+            if store is None:
+                if store_sql.name_taken(conn, name, except_store=name):
+                    raise ConflictError.for_field("name", f"'{name}' is the display name of another store")
+                store = store_sql.create_store(
+                    conn, name, display_name, embedder.model, embedder.dimension, definition.storage, keys
+                )
+                created = True
+            else:
+                created = False
+                if store.storage != definition.storage:
+                    raise ConflictError.for_field(
+                        "storage", f"the store holds {store.storage} embeddings; it cannot change"
+                    )
+                if (display_name, keys) != (store.display_name, store.allowed_metadata_keys):
+                    keys_changed = keys != store.allowed_metadata_keys
+                    store = store_sql.update_store(conn, store, display_name, keys)
+                    if keys_changed:  # answers depend on which keys a filter may name
+                        version = store_sql.bump_version(conn, store)
+            info = self._info(conn, store)
+        if version is not None:
+            self.retrieval.publish_store_version(store, version)
+        return info, created
 
     def ensure_store(self, name: str) -> Store:
         """The store `name`, created with the default definition if missing (S3 sync, CLI)."""
-        raise NotImplementedError
+        check_store_name(name)
+        embedder = self.retrieval.embedder
+        with database_errors("creating the store"), self._connection() as conn:
+            store = store_sql.find_store_named(conn, name) or store_sql.create_store(
+                conn, name, name, embedder.model, embedder.dimension
+            )
+        self.writer.check_model(store)
+        return store
 
     def get_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
         """One store with its document and chunk counts."""
-        raise NotImplementedError
+        grant.require("read", name)
+        with database_errors("reading the store"), self._connection() as conn:
+            return self._info(conn, self._store(conn, name))
 
     def list_stores(self, grant: Grant = OPEN_GRANT) -> list[StoreInfo]:
         """The stores `grant` may read, oldest first."""
-        raise NotImplementedError
+        grant.require_scope("read")
+        with database_errors("listing stores"), self._connection() as conn:
+            stores = [s for s in store_sql.list_stores(conn) if grant.can_access(s.name)]
+            counts = store_sql.store_counts(conn, [s.id for s in stores])
+        return [_store_info(s, counts.get(s.id, (0, 0))) for s in stores]
 
     def delete_store(self, name: str, grant: Grant = OPEN_GRANT) -> None:
         """Drop the store with everything in it; its cached answers are never served again."""
-        raise NotImplementedError
+        grant.require("admin", name)
+        with database_errors("deleting the store"), self._connection() as conn:
+            store = self._store(conn, name)
+            store_sql.drop_store(conn, store)
+        if self.retrieval.cache is not None:
+            # A store created later under this name gets a new version; until then nothing may
+            # trust the cached version of the dropped one.
+            self.retrieval.cache.forget_version(BACKEND, store.name)
 
     # Documents (scope write to change, read to see).
 
@@ -76,7 +158,12 @@ class DocumentService:
         metadata of the documents and their chunks without re-embedding. Records a row source no
         longer holds are removed. A failure leaves the previous state (and no new empty store).
         """
-        raise NotImplementedError
+        grant.require("write", store)
+        if create is not None:
+            check_store_name(store)
+        prepared = self._prepare(source)
+        [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create)
+        return result
 
     def write_sources(
         self,
@@ -91,7 +178,24 @@ class DocumentService:
         error, an empty document): one bad file does not stop the others. Errors of the whole
         operation (database, embedder) are raised.
         """
-        raise NotImplementedError
+        grant.require("write", store)
+        if create is not None:
+            check_store_name(store)
+        group: list[WriteItem | RetrievalError] = []
+        texts = 0
+        for source in sources:
+            try:
+                prepared = self._prepare(source)
+            except RetrievalError as exc:
+                group.append(exc)
+                continue
+            group.append(WriteItem(prepared, None))
+            texts += sum(len(d.chunks) for d in prepared.documents)
+            if texts >= GROUP_TEXTS or len(group) >= GROUP_SOURCES:
+                yield from self._write_group(store, group, create)
+                group, texts = [], 0
+        if group:
+            yield from self._write_group(store, group, create)
 
     def put_source_metadata(
         self,
@@ -106,7 +210,49 @@ class DocumentService:
 
         With `sequence` (the sidecar object's own key and sequencer), an older event changes nothing.
         """
-        raise NotImplementedError
+        if metadata is not None:
+            check_metadata(metadata)
+        if create is not None:
+            check_store_name(store)
+        found, changed, version = again_after_deadlock(
+            lambda: self._apply_sidecar(store, source_id, metadata, sequence, create)
+        )
+        if version is not None:
+            self.retrieval.publish_store_version(found, version)
+        return changed
+
+    def _apply_sidecar(
+        self,
+        store: str,
+        source_id: str,
+        metadata: dict[str, Any] | None,
+        sequence: Sequence | None,
+        create: StoreDefinition | None,
+    ) -> tuple[Store, int, int | None]:
+        changed = 0
+        with database_errors("writing source metadata"), self._connection() as conn, conn.transaction():
+            found = self.writer.store_for_write(conn, store, create)
+            sql.lock(conn, found, [sql.source_lock_key(source_id)])
+            if sequence is not None:
+                if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
+                    return found, 0, None
+                sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, metadata is None)
+            previous = sql.sidecar_metadata(conn, found, source_id)
+            sql.set_sidecar_metadata(conn, found, source_id, metadata)
+            ids = sql.source_document_ids(conn, found, source_id)
+            sql.lock(conn, found, ids)
+            for state in sql.document_states(conn, found, ids).values():
+                new = _with_sidecar(state, previous, metadata)
+                if new == state.metadata:
+                    continue
+                # A chunk's own keys (its block's, the title) are those the document does not hold.
+                updated = [
+                    {**new, **{k: v for k, v in m.items() if state.metadata.get(k, _ABSENT) != v}}
+                    for m in sql.chunk_metadata(conn, found, state.id)
+                ]
+                sql.update_metadata(conn, found, state.id, state.source, None, new, updated)
+                changed += 1
+            return found, changed, (store_sql.bump_version(conn, found) if changed else None)
 
     def delete_source(
         self, store: str, source_id: str, grant: Grant = OPEN_GRANT, sequence: Sequence | None = None
@@ -115,11 +261,35 @@ class DocumentService:
 
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
         """
-        raise NotImplementedError
+        grant.require("write", store)
+        found, deleted, version = again_after_deadlock(lambda: self._delete(store, source_id, sequence))
+        if version is not None:
+            self.retrieval.publish_store_version(found, version)
+        return deleted
+
+    def _delete(
+        self, store: str, source_id: str, sequence: Sequence | None
+    ) -> tuple[Store, list[str], int | None]:
+        with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
+            found = self._store(conn, store)
+            sql.lock(conn, found, [sql.source_lock_key(source_id)])
+            if sequence is not None:
+                if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
+                    return found, [], None
+                sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
+            ids = sql.source_document_ids(conn, found, source_id, or_id=True)
+            sql.lock(conn, found, ids)
+            deleted = sql.remove_documents(conn, found, ids)
+            return found, deleted, (store_sql.bump_version(conn, found) if deleted else None)
 
     def get_document(self, store: str, document_id: str, grant: Grant = OPEN_GRANT) -> DocumentInfo:
         """One document; DocumentNotFoundError (404) when absent."""
-        raise NotImplementedError
+        grant.require("read", store)
+        with database_errors("reading the document"), self._connection() as conn:
+            row = sql.get_document(conn, self._store(conn, store), document_id)
+        if row is None:
+            raise DocumentNotFoundError(store, document_id)
+        return DocumentInfo(*row)
 
     def list_documents(
         self,
@@ -130,7 +300,14 @@ class DocumentService:
         grant: Grant = OPEN_GRANT,
     ) -> tuple[list[DocumentInfo], str | None]:
         """Documents whose id starts with `prefix`, in id order, and the cursor of the next page."""
-        raise NotImplementedError
+        grant.require("read", store)
+        if not 1 <= limit <= 1000:
+            raise InvalidRequestError.for_field("limit", "must be between 1 and 1000", "value_error")
+        after = decode_cursor(cursor) if cursor else None
+        with database_errors("listing documents"), self._connection() as conn:
+            rows = sql.list_documents(conn, self._store(conn, store), prefix, after, limit + 1)
+        page = [DocumentInfo(*r) for r in rows[:limit]]
+        return page, (encode_cursor(page[-1].id) if len(rows) > limit else None)
 
     def source_hashes(self, store: str, grant: Grant = OPEN_GRANT) -> dict[str, str]:
         """SHA-256 of each stored source's bytes, by source id (sync compares files against it).
@@ -138,4 +315,91 @@ class DocumentService:
         A source whose chunks were made under other settings (parser, chunking, model) maps to "",
         so that sync sees it as changed.
         """
-        raise NotImplementedError
+        from .prepare import fingerprint
+
+        grant.require("read", store)
+        with database_errors("reading source hashes"), self._connection() as conn:
+            found = self._store(conn, store)
+            rows = sql.source_fingerprints(conn, found)
+        hashes: dict[str, str] = {}
+        for source, source_sha256, content_type, stored in rows:
+            current = fingerprint(content_type, self.chunk_size, self.chunk_overlap, found.embedding_model)
+            value = source_sha256 if source_sha256 is not None and stored == current else ""
+            # Documents of one source disagreeing (a write interrupted by an older ingest): changed.
+            hashes[source] = value if hashes.get(source, value) == value else ""
+        return hashes
+
+    # The write itself.
+
+    def _prepare(self, source: SourceInput) -> PreparedSource:
+        model = self.retrieval.embedder.model
+        return prepare_source(source, self.chunk_size, self.chunk_overlap, model)
+
+    def _write_group(
+        self, store: str, group: list[WriteItem | RetrievalError], create: StoreDefinition | None
+    ) -> Iterator[SourceWrite | RetrievalError]:
+        items = [g for g in group if isinstance(g, WriteItem)]
+        results = iter(self.writer.write(store, items, create) if items else [])
+        for entry in group:
+            yield entry if isinstance(entry, RetrievalError) else next(results)
+
+    # Helpers.
+
+    def _connection(self) -> Any:
+        return self.retrieval.database.connection()
+
+    def _store(self, conn: Connection, name: str) -> Store:
+        store = store_sql.find_store_named(conn, name)
+        if store is None:
+            raise StoreNotFoundError(name)
+        return store
+
+    def _chunk_metadata(self, conn: Connection, store: Store, document_id: str) -> list[dict[str, Any]]:
+        rows = conn.execute(
+            "SELECT metadata FROM chunks WHERE store_id = %s AND document_id = %s ORDER BY chunk_index",
+            (store.id, document_id),
+        ).fetchall()
+        return [dict(r[0]) for r in rows]
+
+    def _info(self, conn: Connection, store: Store) -> StoreInfo:
+        counts = store_sql.store_counts(conn, [store.id])
+        return _store_info(store, counts.get(store.id, (0, 0)))
+
+
+def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:
+    return StoreInfo(
+        name=store.name,
+        display_name=store.display_name,
+        storage=store.storage,
+        embedding_model=store.embedding_model,
+        dimension=store.dimension,
+        allowed_metadata_keys=store.allowed_metadata_keys,
+        document_count=counts[0],
+        chunk_count=counts[1],
+        version=store.version,
+    )
+
+
+def _with_sidecar(
+    state: sql.DocumentState, previous: dict[str, Any] | None, sidecar: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The document's metadata under a new sidecar: file, then sidecar, then the writer's own keys."""
+    if state.file_metadata is not None and state.caller_metadata is not None:
+        return {**state.file_metadata, **(sidecar or {}), **state.caller_metadata}
+    # Written before the layers were kept: what remains when the old sidecar's keys are taken away.
+    base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
+    return {**base, **(sidecar or {})}
+
+
+def encode_cursor(last_id: str) -> str:
+    """The opaque cursor of the page after `last_id`."""
+    return base64.urlsafe_b64encode(last_id.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The id a cursor continues after; a 422 naming `cursor` when it is not one of ours."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise InvalidRequestError.for_field("cursor", "not a cursor of this service", "value_error") from None
