@@ -174,9 +174,7 @@ class IngestProcessor:
 
     def _apply(self, change_key: dict[str, str], change: ObjectChange, target: Target) -> dict[str, Any]:
         """Run under idempotency: apply one change. The stored result is a summary only."""
-        documents = DocumentService(
-            runtime.get_service(), self.settings.chunk_size, self.settings.chunk_overlap
-        )
+        documents = runtime.get_document_service()
         sequence = Sequence(target.object_key, change.sequencer) if change.sequencer else None
         where = {
             "bucket": change.bucket,
