@@ -31,7 +31,7 @@ from retrieval_core import metrics
 from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.models import RetrieveRequest
 from tests.files import corrupt_pdf_bytes, pdf_bytes
-from tests.servers import MotoServer, create_idempotency_table
+from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 
 HANDBOOK = (
     "Expense reports are due within 30 days of the trip. Receipts over 25 EUR must be attached, "
@@ -222,7 +222,8 @@ def create_bucket_and_queues(moto: MotoServer) -> tuple[str, str, str]:
 def sync(service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sync]:
     """The ingest handler configured as template.yaml configures it, on a fresh bucket and store.
 
-    The process-wide service is swapped for one on the same database whose embedder counts its texts.
+    The process-wide service is swapped for one on the same database and a DynamoDB cache table,
+    whose embedder counts its texts.
     """
     from retrieval_core import runtime
     from retrieval_core.s3sync.handler import build_ingest_handler
@@ -230,10 +231,12 @@ def sync(service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.Monk
     from retrieval_core.settings import get_settings
 
     bucket, queue, dead_letters = create_bucket_and_queues(moto)
-    table = f"idempotency-{uuid.uuid4().hex[:8]}"
+    table, cache_table = f"idempotency-{uuid.uuid4().hex[:8]}", f"cache-{uuid.uuid4().hex[:8]}"
     create_idempotency_table(moto.client("dynamodb"), table)
+    create_cache_table(moto.client("dynamodb"), cache_table)
     for key, value in {
         "IDEMPOTENCY_TABLE_NAME": table,
+        "CACHE_TABLE_NAME": cache_table,
         "DOCUMENTS_BUCKET": bucket,
         "S3_ENDPOINT_URL": moto.endpoint_url,
         "DYNAMODB_ENDPOINT_URL": moto.endpoint_url,
@@ -242,7 +245,8 @@ def sync(service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.Monk
         monkeypatch.setenv(key, value)
     get_settings.cache_clear()
     embedder = CountingEmbedder(service.embedder)
-    counting = RetrievalService(service.database, embedder, "sample", service.ef_search)
+    cache = runtime.build_cache(get_settings())  # the shared DynamoDB cache, as in Lambda
+    counting = RetrievalService(service.database, embedder, "sample", service.ef_search, cache=cache)
     shared = runtime.replace_service(counting)
     try:
         store = f"s3-{uuid.uuid4().hex[:8]}"
@@ -328,6 +332,38 @@ def test_a_sidecar_before_and_after_its_object_and_a_change_of_it_re_embeds_noth
     (result,) = sync.search("expense reports")
     assert "department" not in result.metadata and "owner" not in result.metadata
     assert sync.embedder.texts == embedded
+
+
+def test_an_s3_write_invalidates_answers_another_instance_cached(sync: Sync, service: Any) -> None:
+    """A retrieve function's instance caches an answer in the shared table; the ingest function's write
+    through S3 makes it serve the new state, not the cached one."""
+    from retrieval_core import runtime
+    from retrieval_core.cache.json_cache import CacheStatus
+    from retrieval_core.service import RetrievalService
+    from retrieval_core.settings import get_settings
+
+    reader = RetrievalService(
+        service.database,
+        service.embedder,
+        "sample",
+        service.ef_search,
+        cache=runtime.build_cache(get_settings()),
+    )
+    request = RetrieveRequest.model_validate(
+        {"query": "parking at the airport", "store": sync.store, "grade": 0.0}
+    )
+    sync.put("expenses.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync()
+    first, status = reader.retrieve(request)
+    assert status == CacheStatus.MISS
+    cached, status = reader.retrieve(request)
+    assert status == CacheStatus.HIT and cached.results == first.results
+
+    sync.put("parking.txt", HANDBOOK_V2.encode(), "text/plain")
+    sync.sync()
+    fresh, status = reader.retrieve(request)
+    assert status == CacheStatus.MISS
+    assert fresh.results[0].metadata["documentId"] == "parking.txt"
 
 
 def test_an_older_event_after_a_newer_one_changes_nothing(sync: Sync) -> None:
@@ -498,15 +534,26 @@ def test_an_existing_bucket_through_eventbridge(sync: Sync) -> None:
 
 
 def test_time_from_put_to_searchable(sync: Sync) -> None:
-    """What docs/s3-sync.md reports: an S3 put until the document is found, through the handler."""
+    """What docs/s3-sync.md reports: from an S3 put until a search finds the document, through moto's
+    event, the queue and the handler (`pytest -s` prints it)."""
     sync.sync()
-    timings = []
-    for n in range(5):
-        text = f"Revision {n}: " + HANDBOOK_V2
-        started = time.perf_counter()
-        sync.put(f"timing/doc-{n}.txt", text.encode(), "text/plain")
-        sync.sync(sequenced=True)
-        found = sync.search(f"Revision {n} parking at the airport", docIds=[f"timing/doc-{n}.txt"])
-        timings.append(time.perf_counter() - started)
-        assert found
-    print(f"\nput -> searchable: median {sorted(timings)[2] * 1000:.0f} ms, max {max(timings) * 1000:.0f} ms")
+    pages = [f"Page {p} of the travel handbook. " + HANDBOOK_V2 * 6 for p in range(1, 21)]
+    files = {
+        "text": lambda n: (f"Revision {n}: {HANDBOOK_V2}".encode(), "text/plain"),
+        "pdf-20-pages": lambda n: (pdf_bytes([f"Revision {n}. {page}" for page in pages]), "application/pdf"),
+    }
+    for kind, make in files.items():
+        timings = []
+        for n in range(5):
+            data, content_type = make(n)
+            key = f"timing/{kind}-{n}"
+            started = time.perf_counter()
+            sync.put(key, data, content_type)
+            sync.sync(sequenced=True)
+            found = sync.search(f"Revision {n} parking at the airport", docIds=[key])
+            timings.append(time.perf_counter() - started)
+            assert found
+        timings.sort()
+        print(
+            f"\n{kind}: put -> searchable median {timings[2] * 1000:.0f} ms, max {timings[-1] * 1000:.0f} ms"
+        )
