@@ -95,8 +95,8 @@ class DocumentService:
         naming the field; `display_name` may change, but never to another store's name or display
         name (409). `resolve` and names outside the store-name rule are refused (422).
         """
-        check_store_name(name)
         grant.require("admin", name)
+        check_store_name(name)
         embedder = self.retrieval.embedder
         version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
@@ -439,6 +439,7 @@ class DocumentService:
             return missing
         writes: list[DocumentWrite] = []
         rewrite: list[NewDocument] = []
+        rehashed: list[str] = []
         for doc in prepared.documents:
             state = states.get(doc.id)
             metadata = prepared.document_metadata(doc, sidecar)
@@ -469,6 +470,9 @@ class DocumentService:
                 writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
             else:
                 writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
+                if state.source_sha256 != prepared.source_sha256:
+                    rehashed.append(doc.id)  # another record of its file changed
+        sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
         sql.write_documents(conn, store, rewrite)
         deleted = sql.remove_documents(conn, store, removed)
         if sequence is not None:
@@ -587,6 +591,7 @@ def encode_cursor(last_id: str) -> str:
 def decode_cursor(cursor: str) -> str:
     """The id a cursor continues after; a 422 naming `cursor` when it is not one of ours."""
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
     except (binascii.Error, ValueError):
         raise InvalidRequestError.for_field("cursor", "not a cursor of this service", "value_error") from None

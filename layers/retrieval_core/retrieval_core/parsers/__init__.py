@@ -24,8 +24,11 @@ from .detect import (
     charset,
     detect_content_type,
 )
+from .docx import read_docx
+from .html import read_html
 from .markdown import read_markdown
 from .pdf import read_pdf
+from .records import read_csv, read_jsonl
 from .text import read_text
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "HTML",
     "JSONL",
     "MARKDOWN",
+    "PARSER_VERSION",
     "PDF",
     "SUPPORTED_CONTENT_TYPES",
     "TEXT",
@@ -44,8 +48,16 @@ __all__ = [
     "parse",
 ]
 
+# Bumped whenever parse() gives other text or metadata for the same bytes, so that stored sources
+# read by an older version can be told apart and read again ("made under other settings").
+PARSER_VERSION = "1"
+
 _READERS: dict[str, Callable[[bytes, str | None], ParsedFile]] = {
     PDF: read_pdf,
+    HTML: read_html,
+    DOCX: read_docx,
+    CSV: read_csv,
+    JSONL: read_jsonl,
     MARKDOWN: read_markdown,
     TEXT: read_text,
 }
