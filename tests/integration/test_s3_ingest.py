@@ -489,6 +489,23 @@ def test_a_corrupt_pdf_is_acknowledged_and_logged_with_its_key_and_reason(
     assert sync.document_ids() == {"reports/q3.pdf"}
 
 
+def test_an_object_over_the_size_limit_is_acknowledged_and_logged(
+    sync: Sync, ingest_log: list[logging.LogRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval_core.settings import get_settings
+
+    monkeypatch.setenv("S3_INGEST_MAX_BYTES", "2048")  # read when the handler builds, on first use
+    get_settings.cache_clear()
+    sync.put("big.txt", HANDBOOK.encode() * 20, "text/plain")
+    sync.put("small.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync()
+    (error,) = [r for r in ingest_log if r.levelno == logging.ERROR]
+    assert getattr(error, "key", None) == f"{sync.store}/big.txt"
+    assert getattr(error, "code", None) == "object_too_large"
+    assert sync.document_ids() == {"small.txt"}
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
+
+
 def test_keys_outside_the_store_layout_are_acknowledged_without_work(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:

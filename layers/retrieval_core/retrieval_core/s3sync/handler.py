@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -50,6 +50,9 @@ from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented
 from ..settings import Settings, get_settings
 from .events import ObjectChange, Target, read_message
 from .sidecar import read_sidecar
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +128,11 @@ class IngestProcessor:
             message = read_message(record.body)
         except S3EventError as exc:
             metrics.count("MalformedMessages")
-            logger.error("not an S3 event; retried, then dead-lettered: %s", exc.message)
+            logger.error(
+                "not an S3 event; retried, then dead-lettered: %s",
+                exc.message,
+                extra={"messageId": record.message_id},
+            )
             raise
         for reason in message.ignored:
             metrics.count("IgnoredEvents")
@@ -249,12 +256,13 @@ class IngestProcessor:
         """The object version the event names; None when it is gone or already replaced."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        params: dict[str, Any] = {"Bucket": change.bucket, "Key": change.key}
-        if change.etag:
-            # Only the bytes this event announced: a newer upload has (or will have) its own event.
-            params["IfMatch"] = f'"{change.etag}"'
+        s3 = self._s3()
         try:
-            response = self._s3().get_object(**params)
+            if change.etag:
+                # Only the bytes this event announced: a newer upload has (or will have) its own event.
+                response = s3.get_object(Bucket=change.bucket, Key=change.key, IfMatch=f'"{change.etag}"')
+            else:
+                response = s3.get_object(Bucket=change.bucket, Key=change.key)
             size = int(response.get("ContentLength") or 0)
             if size > self.settings.s3_ingest_max_bytes:
                 response["Body"].close()
@@ -303,11 +311,11 @@ def _error_code(exc: Any) -> str:
     )
 
 
-def _s3_client(settings: Settings) -> Callable[[], Any]:
+def _s3_client(settings: Settings) -> Callable[[], S3Client]:
     lock = threading.Lock()
-    client: list[Any] = []
+    client: list[S3Client] = []
 
-    def get() -> Any:
+    def get() -> S3Client:
         with lock:
             if not client:
                 import boto3
