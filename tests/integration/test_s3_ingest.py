@@ -506,6 +506,25 @@ def test_an_object_over_the_size_limit_is_acknowledged_and_logged(
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
 
 
+def test_a_first_segment_that_is_no_store_name_is_refused_and_logged(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    for store in ("resolve", "no spaces allowed"):
+        sync.s3.put_object(Bucket=sync.bucket, Key=f"{store}/guide.txt", Body=HANDBOOK.encode())
+    sync.sync()
+    errors = [r for r in ingest_log if r.levelno == logging.ERROR]
+    assert {getattr(r, "key", None) for r in errors} == {"resolve/guide.txt", "no spaces allowed/guide.txt"}
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
+    names = {s.name for s in runtime_documents().list_stores()}
+    assert not {"resolve", "no spaces allowed"} & names
+
+
+def runtime_documents() -> Any:
+    from retrieval_core import runtime
+
+    return runtime.get_document_service()
+
+
 def test_keys_outside_the_store_layout_are_acknowledged_without_work(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:
