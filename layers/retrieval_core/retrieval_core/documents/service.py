@@ -242,9 +242,7 @@ class DocumentService:
             ids = sql.source_document_ids(conn, found, source_id)
             sql.lock(conn, found, ids)
             for state in sql.document_states(conn, found, ids).values():
-                # The file's own metadata is what remains when the old sidecar is taken away.
-                base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
-                new = {**base, **(metadata or {})}
+                new = _with_sidecar(state, previous, metadata)
                 if new == state.metadata:
                     continue
                 # A chunk's own keys (its block's, the title) are those the document does not hold.
@@ -380,6 +378,17 @@ def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:
         chunk_count=counts[1],
         version=store.version,
     )
+
+
+def _with_sidecar(
+    state: sql.DocumentState, previous: dict[str, Any] | None, sidecar: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The document's metadata under a new sidecar: file, then sidecar, then the writer's own keys."""
+    if state.file_metadata is not None and state.caller_metadata is not None:
+        return {**state.file_metadata, **(sidecar or {}), **state.caller_metadata}
+    # Written before the layers were kept: what remains when the old sidecar's keys are taken away.
+    base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
+    return {**base, **(sidecar or {})}
 
 
 def encode_cursor(last_id: str) -> str:
