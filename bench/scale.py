@@ -205,6 +205,7 @@ class Bench:
         )
 
     def service_search(self, store: str, query: np.ndarray, tenant: str | None, ef: int | None) -> list[str]:
+        from retrieval_core.grants import OPEN_GRANT
         from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
 
         request = SimilaritySearchRequest(
@@ -214,7 +215,7 @@ class Bench:
             metadata_filter={"tenant": tenant} if tenant else None,
             search=SearchKnobs(ef_search=ef) if ef else None,
         )
-        response, _ = self.service.similarity_search(request)
+        response, _ = self.service.similarity_search(request, grant=OPEN_GRANT)
         return [r.id for r in response.results]
 
     def raw_search(self, store: Any, query: np.ndarray, tenant: str | None) -> tuple[list[str], bool]:

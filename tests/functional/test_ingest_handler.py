@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from retrieval_core.grants import OPEN_GRANT
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.servers import MotoServer, create_idempotency_table
 
@@ -133,7 +134,7 @@ def test_put_sidecar_delete_and_poison_events_as_a_user_sees_them(
         request = RetrieveRequest.model_validate(
             {"query": "When are expense reports due?", "store": "handbook", "grade": 0.0}
         )
-        response, _ = service.retrieve(request)
+        response, _ = service.retrieve(request, grant=OPEN_GRANT)
         return list(response.results)
 
     s3 = moto.client("s3")
@@ -252,7 +253,7 @@ def test_an_existing_buckets_eventbridge_event_as_a_user_sees_it(
     request = RetrieveRequest.model_validate(
         {"query": "How often are badges renewed?", "store": "handbook", "grade": 0.0}
     )
-    (result,) = service.retrieve(request)[0].results
+    (result,) = service.retrieve(request, grant=OPEN_GRANT)[0].results
     assert result.metadata["documentId"] == "access/badges & keys.txt"
 
 

@@ -23,7 +23,7 @@ from retrieval_core.exceptions import (
     UnsupportedContentTypeError,
 )
 from retrieval_core.filters import document_ids_in
-from retrieval_core.grants import Grant
+from retrieval_core.grants import OPEN_GRANT, Grant
 from retrieval_core.service import RetrievalService
 
 CHUNK_SIZE = 60
@@ -144,7 +144,7 @@ def test_any_utf8_id_round_trips_and_chunk_ids_end_in_the_index(service: Any, do
     docs.write_source(store, text(doc_id, LONG))
     assert docs.get_document(store, doc_id).id == doc_id
     vector = docs.retrieval.embedder.embed([LONG], "query")[0]
-    _, found = docs.retrieval.search_chunks(store, vector, 50, document_ids_in([doc_id]))
+    _, found = docs.retrieval.search_chunks(store, vector, 50, document_ids_in([doc_id]), grant=OPEN_GRANT)
     assert found and {c.document_id for c in found} == {doc_id}
     for chunk in found:
         # The index is the digits after the last '#': the id splits back unambiguously.
@@ -408,7 +408,9 @@ def test_concurrent_writers_and_a_searching_reader_never_see_a_mix(service: Any)
     def read() -> None:
         try:
             while not done.is_set():
-                _, found = docs.retrieval.search_chunks(store, query, 50, document_ids_in(["doc"]))
+                _, found = docs.retrieval.search_chunks(
+                    store, query, 50, document_ids_in(["doc"]), grant=OPEN_GRANT
+                )
                 if not found:
                     continue
                 versions = {int(c.content.split()[1]) for c in found}

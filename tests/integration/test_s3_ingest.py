@@ -29,6 +29,7 @@ import pytest
 
 from retrieval_core import metrics
 from retrieval_core.exceptions import StoreNotFoundError
+from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.models import RetrieveRequest
 from tests.files import corrupt_pdf_bytes, pdf_bytes
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
@@ -160,7 +161,7 @@ class Sync:
             {"query": query, "store": self.store, "grade": 0.0, **fields}
         )
         try:
-            response, _ = self.service.retrieve(request)
+            response, _ = self.service.retrieve(request, grant=OPEN_GRANT)
         except StoreNotFoundError:
             return []
         return list(response.results)
@@ -354,14 +355,14 @@ def test_an_s3_write_invalidates_answers_another_instance_cached(sync: Sync, ser
     )
     sync.put("expenses.txt", HANDBOOK.encode(), "text/plain")
     sync.sync()
-    first, status = reader.retrieve(request)
+    first, status = reader.retrieve(request, grant=OPEN_GRANT)
     assert status == CacheStatus.MISS
-    cached, status = reader.retrieve(request)
+    cached, status = reader.retrieve(request, grant=OPEN_GRANT)
     assert status == CacheStatus.HIT and cached.results == first.results
 
     sync.put("parking.txt", HANDBOOK_V2.encode(), "text/plain")
     sync.sync()
-    fresh, status = reader.retrieve(request)
+    fresh, status = reader.retrieve(request, grant=OPEN_GRANT)
     assert status == CacheStatus.MISS
     assert fresh.results[0].metadata["documentId"] == "parking.txt"
 
