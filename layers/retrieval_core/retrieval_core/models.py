@@ -61,9 +61,19 @@ StoreName = Annotated[
     Field(min_length=1, max_length=512, description="Store name, display name or full resource name."),
     AfterValidator(_no_nul),
 ]
+
+
+def _document_id(value: str) -> str:
+    # Document ids follow S3's key limit: 1 to 1,024 bytes of UTF-8 (not characters).
+    if len(_no_nul(value).encode("utf-8")) > MAX_DOCUMENT_ID_BYTES:
+        raise ValueError(f"must be at most {MAX_DOCUMENT_ID_BYTES} bytes of UTF-8")
+    return value
+
+
+MAX_DOCUMENT_ID_BYTES = 1024
 DocIds = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_no_nul)]],
-    Field(max_length=100, description="Only chunks of these documents (at most 100 ids)."),
+    list[Annotated[str, Field(min_length=1, max_length=MAX_DOCUMENT_ID_BYTES), AfterValidator(_document_id)]],
+    Field(max_length=100, description="Only chunks of these documents (at most 100 ids of 1,024 bytes)."),
 ]
 MetadataEqualities = Annotated[
     dict[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cache.backends import DynamoDBBackend, MemoryBackend
 from .cache.json_cache import JsonCache
@@ -17,6 +17,9 @@ from .exceptions import ConfigurationError, DatabaseUnavailableError
 from .runtime_env import in_lambda
 from .service import Rerankers, RetrievalService
 from .settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from .documents.service import DocumentService
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +117,14 @@ def get_service() -> RetrievalService:
                     exact_search_max_rows=settings.exact_search_max_rows,
                 )
     return _service
+
+
+def get_document_service() -> DocumentService:
+    """The write side over the process-wide RetrievalService (cheap: built per call, holds no state)."""
+    from .documents.service import DocumentService
+
+    settings = get_settings()
+    return DocumentService(get_service(), settings.chunk_size, settings.chunk_overlap)
 
 
 def build_rerankers(settings: Settings) -> Rerankers:

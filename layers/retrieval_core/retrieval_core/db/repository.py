@@ -1,106 +1,78 @@
-"""The SQL of the retrieval core. Every value a caller sends is a bound parameter.
+"""The search SQL of the retrieval core. Every value a caller sends is a bound parameter.
 
 Two integers are composed into SQL text with `sql.Literal`: a store's id and its
 dimension. Both come from our own `stores` table, never from a request, and must be
 literals so the planner can match the store's partial HNSW index.
+
+Store SQL lives in `db.stores`, document writes and reads in `db.documents`; their names are
+re-exported here so `repository.find_store` and friends keep working.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pgvector import Vector
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from ..filters import Predicate
 from ..index_knobs import IndexKnobs
 from ..ranking import ScoredChunk, similarity_from_distance
 from .connection import Connection
-
-# How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
-Storage = Literal["vector", "halfvec"]
-STORAGE_TYPES: tuple[Storage, ...] = get_args(Storage)
-
-
-@dataclass(frozen=True, slots=True)
-class Store:
-    """A row of `stores`."""
-
-    id: int
-    name: str
-    display_name: str
-    embedding_model: str
-    dimension: int
-    version: int
-    storage: Storage = "vector"
-    # The store definition's own allow-list of metadata keys (None: every key the service allows).
-    allowed_metadata_keys: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkRow:
-    """A chunk ready to write."""
-
-    document_id: str
-    chunk_index: int
-    content: str
-    metadata: dict[str, Any]
-    embedding: Sequence[float]
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentRow:
-    """A document and all of its chunks; written together or not at all."""
-
-    id: str
-    title: str
-    metadata: dict[str, Any]
-    content_sha256: str
-    chunks: list[ChunkRow]
-
-
-_STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys"
-# The store named `%(n)s`, by name first, else by display name.
-_STORE_BY_NAME = (
-    "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
+from .documents import ChunkRow, DocumentRow, delete_documents, existing_hashes, replace_documents
+from .stores import (
+    STORAGE_TYPES,
+    STORE_BY_NAME,
+    STORE_COLUMNS,
+    Storage,
+    Store,
+    bump_version,
+    count_chunks,
+    create_index_statement,
+    create_metadata_index_statement,
+    create_store,
+    drop_store,
+    embedding_expression,
+    find_store,
+    index_name,
+    list_stores,
+    metadata_index_name,
+    store_from_row,
 )
 
-
-def _store(row: tuple[Any, ...]) -> Store:
-    id_, name, display_name, model, dimension, version, storage, allowed = row
-    keys = tuple(allowed) if allowed is not None else None
-    return Store(id_, name, display_name, model, dimension, version, storage, keys)
-
-
-def find_store(conn: Connection, name: str) -> Store | None:
-    """The store called `name`, or whose display name is `name`."""
-    row = conn.execute(
-        f"SELECT {_STORE_COLUMNS} {_STORE_BY_NAME}",
-        {"n": name},
-    ).fetchone()
-    return _store(row) if row else None
-
-
-def list_stores(conn: Connection) -> list[Store]:
-    """Every store, oldest first."""
-    return [_store(r) for r in conn.execute(f"SELECT {_STORE_COLUMNS} FROM stores ORDER BY id")]  # noqa: S608
-
-
-def embedding_expression(store: Store) -> sql.Composed:
-    """`embedding::vector(dim)` or `embedding::halfvec(dim)`: what the store's index is built on.
-
-    Queries must order by exactly this expression for the planner to use the index.
-    """
-    if store.storage not in STORAGE_TYPES:
-        raise ValueError(f"unknown storage {store.storage!r}")
-    return sql.SQL("embedding::{type}({dim})").format(
-        type=sql.SQL(store.storage), dim=sql.Literal(store.dimension)
-    )
+__all__ = [
+    "STORAGE_TYPES",
+    "ChunkRow",
+    "DocumentRow",
+    "Storage",
+    "Store",
+    "bump_version",
+    "count_chunks",
+    "create_index_statement",
+    "create_metadata_index_statement",
+    "create_store",
+    "delete_documents",
+    "drop_store",
+    "embedding_expression",
+    "existing_hashes",
+    "find_store",
+    "find_store_for_search",
+    "hybrid_chunks",
+    "index_name",
+    "list_stores",
+    "metadata_index_name",
+    "nearest_chunks",
+    "nearest_chunks_query",
+    "ping",
+    "replace_documents",
+    "search_params",
+    "set_search_options",
+    "use_exact_search",
+]
 
 
 def _query_vector(store: Store) -> sql.Composable:
@@ -108,160 +80,6 @@ def _query_vector(store: Store) -> sql.Composable:
     if store.storage == "halfvec":
         return sql.SQL("%(query_vector)s::halfvec({dim})").format(dim=sql.Literal(store.dimension))
     return sql.SQL("%(query_vector)s")
-
-
-def create_store(
-    conn: Connection,
-    name: str,
-    display_name: str,
-    embedding_model: str,
-    dimension: int,
-    storage: Storage = "vector",
-) -> Store:
-    """Create a store and its partial HNSW index; return the existing one if it already exists."""
-    with conn.transaction():
-        row = conn.execute(
-            f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage)
-                VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING
-                RETURNING {_STORE_COLUMNS}""",  # noqa: S608
-            (name, display_name, embedding_model, dimension, storage),
-        ).fetchone()
-        if row is None:
-            existing = find_store(conn, name)
-            assert existing is not None
-            return existing
-        store = _store(row)
-        conn.execute(create_index_statement(store))
-        conn.execute(create_metadata_index_statement(store))
-        return store
-
-
-def create_index_statement(store: Store) -> sql.Composed:
-    """CREATE INDEX of the store's partial HNSW index (cosine distance on `embedding_expression`)."""
-    return sql.SQL(
-        "CREATE INDEX {index} ON chunks USING hnsw (({expr}) {ops}) WHERE store_id = {store_id}"
-    ).format(
-        index=sql.Identifier(index_name(store)),
-        expr=embedding_expression(store),
-        ops=sql.SQL(f"{store.storage}_cosine_ops"),
-        store_id=sql.Literal(store.id),
-    )
-
-
-def create_metadata_index_statement(store: Store) -> sql.Composed:
-    """CREATE INDEX of the store's partial GIN index on metadata, the exact path's way to its rows.
-
-    Partial, like the HNSW index: a filter's rows of this store come from one bitmap, with no
-    bitmap of the whole store (store_id = n) to AND with it.
-    """
-    return sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {index} ON chunks USING gin (metadata jsonb_path_ops)"
-        " WHERE store_id = {store_id}"
-    ).format(index=sql.Identifier(metadata_index_name(store)), store_id=sql.Literal(store.id))
-
-
-def metadata_index_name(store: Store) -> str:
-    """Name of the store's GIN index on metadata."""
-    return f"chunks_metadata_gin_store_{store.id}"
-
-
-def index_name(store: Store) -> str:
-    """Name of the store's HNSW index."""
-    return f"chunks_embedding_hnsw_store_{store.id}"
-
-
-def drop_store(conn: Connection, store: Store) -> None:
-    """Delete a store with all its documents, chunks and its index."""
-    with conn.transaction():
-        conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
-        for name in (index_name(store), metadata_index_name(store)):
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=sql.Identifier(name)))
-
-
-def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, str]:
-    """Content hashes of those of `document_ids` already stored."""
-    rows = conn.execute(
-        "SELECT id, content_sha256 FROM documents WHERE store_id = %s AND id = ANY(%s::text[])",
-        (store.id, list(document_ids)),
-    )
-    return dict(rows.fetchall())
-
-
-def replace_documents(conn: Connection, store: Store, documents: Sequence[DocumentRow]) -> int | None:
-    """Write `documents` in one transaction: each one's old chunks go and its new ones come at once.
-
-    Returns the store's new version (None when there was nothing to write).
-    """
-    if not documents:
-        return None
-    with conn.transaction():
-        ids = [d.id for d in documents]
-        # Writers of the same document take turns, whether or not it exists yet; sorted ids avoid deadlocks.
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(%s, hashtext(id)) FROM unnest(%s::text[]) AS id ORDER BY id",
-            (store.id, sorted(ids)),
-        )
-        conn.execute(
-            "DELETE FROM chunks WHERE store_id = %s AND document_id = ANY(%s::text[])", (store.id, ids)
-        )
-        with conn.cursor() as cur:
-            cur.executemany(
-                """INSERT INTO documents (store_id, id, source, title, metadata, content_sha256, chunk_count)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s)
-                   ON CONFLICT (store_id, id) DO UPDATE SET title = EXCLUDED.title,
-                       metadata = EXCLUDED.metadata, content_sha256 = EXCLUDED.content_sha256,
-                       chunk_count = EXCLUDED.chunk_count, updated_at = now()""",
-                [
-                    (store.id, d.id, d.id, d.title, Jsonb(d.metadata), d.content_sha256, len(d.chunks))
-                    for d in documents
-                ],
-            )
-            with cur.copy(
-                "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
-            ) as copy:
-                for document in documents:
-                    for chunk in document.chunks:
-                        copy.write_row(
-                            (
-                                store.id,
-                                chunk.document_id,
-                                chunk.chunk_index,
-                                chunk.content,
-                                Jsonb(chunk.metadata),
-                                Vector(list(chunk.embedding)),
-                            )
-                        )
-        return bump_version(conn, store)
-
-
-def delete_documents(
-    conn: Connection, store: Store, document_ids: Sequence[str]
-) -> tuple[list[str], int | None]:
-    """Delete documents and their chunks; return the ids that existed and the store's new version."""
-    with conn.transaction():
-        rows = conn.execute(
-            "DELETE FROM documents WHERE store_id = %s AND id = ANY(%s::text[]) RETURNING id",
-            (store.id, list(document_ids)),
-        ).fetchall()
-        version = bump_version(conn, store) if rows else None
-    return [r[0] for r in rows], version
-
-
-def bump_version(conn: Connection, store: Store) -> int:
-    """Mark the store as changed, so answers cached for an older version are never served."""
-    row = conn.execute(
-        "UPDATE stores SET version = nextval('store_versions'), updated_at = now()"
-        " WHERE id = %s RETURNING version",
-        (store.id,),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def count_chunks(conn: Connection, store: Store) -> int:
-    """How many chunks the store holds."""
-    row = conn.execute("SELECT count(*) FROM chunks WHERE store_id = %s", (store.id,)).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _filters(where_sql: str) -> sql.Composable:
@@ -432,10 +250,10 @@ def set_search_options(conn: Connection, knobs: IndexKnobs) -> None:
 def find_store_for_search(conn: Connection, name: str, knobs: IndexKnobs) -> Store | None:
     """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
     row = conn.execute(
-        f"SELECT {_STORE_COLUMNS}, {_SEARCH_OPTIONS} {_STORE_BY_NAME}",
+        f"SELECT {STORE_COLUMNS}, {_SEARCH_OPTIONS} {STORE_BY_NAME}",
         {"n": name, **_search_options(knobs)},
     ).fetchone()
-    return _store(row[: len(fields(Store))]) if row else None
+    return store_from_row(row[: len(fields(Store))]) if row else None
 
 
 def nearest_chunks(

@@ -1,26 +1,77 @@
 """Read documents of every supported format into blocks of text. Pure: no database, no AWS client.
 
 One face: `parse(data, content_type, name) -> ParsedFile`. The format is decided from the declared
-content type, the file name's suffix (case-insensitively) and the bytes themselves.
+content type, the file name's suffix (case-insensitively) and the bytes themselves
+(`detect_content_type`). Each format has its own module; the libraries they use (pypdf,
+python-docx, lxml, markdown-it-py) are imported on first use, so importing this package is cheap.
 """
 
 from __future__ import annotations
 
-from ..exceptions import EmptyDocumentError, UnsupportedContentTypeError
+from collections.abc import Callable
+
+from ..exceptions import EmptyDocumentError
 from .base import Block, ParsedDocument, ParsedFile
+from .detect import (
+    CSV,
+    DOCX,
+    HTML,
+    JSONL,
+    MARKDOWN,
+    PDF,
+    SUPPORTED_CONTENT_TYPES,
+    TEXT,
+    charset,
+    detect_content_type,
+)
+from .markdown import read_markdown
+from .pdf import read_pdf
+from .text import read_text
 
-__all__ = ["SUPPORTED_CONTENT_TYPES", "Block", "ParsedDocument", "ParsedFile", "parse"]
+__all__ = [
+    "CSV",
+    "DOCX",
+    "HTML",
+    "JSONL",
+    "MARKDOWN",
+    "PDF",
+    "SUPPORTED_CONTENT_TYPES",
+    "TEXT",
+    "Block",
+    "ParsedDocument",
+    "ParsedFile",
+    "detect_content_type",
+    "parse",
+]
 
-SUPPORTED_CONTENT_TYPES: tuple[str, ...] = ("text/plain",)
+_READERS: dict[str, Callable[[bytes, str | None], ParsedFile]] = {
+    PDF: read_pdf,
+    MARKDOWN: read_markdown,
+    TEXT: read_text,
+}
 
 
 def parse(data: bytes, content_type: str | None = None, name: str | None = None) -> ParsedFile:
     """The documents in `data`. Raises UnsupportedContentTypeError (415), DocumentParseError (422)
     for a corrupt or encrypted file, EmptyDocumentError (422) when there is no text."""
-    chosen = (content_type or "text/plain").split(";")[0].strip().lower()
-    if chosen not in SUPPORTED_CONTENT_TYPES:
-        raise UnsupportedContentTypeError(chosen, SUPPORTED_CONTENT_TYPES)
-    text = data.decode("utf-8", errors="replace")
-    if not text.strip():
+    chosen = detect_content_type(data, content_type, name)
+    if not data.strip():
         raise EmptyDocumentError(chosen)
-    return ParsedFile(chosen, [ParsedDocument([Block(text)], metadata={"contentType": chosen})])
+    parsed = _READERS[chosen](data, charset(content_type))
+    # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
+    documents = [_without_nul(document) for document in parsed.documents]
+    documents = [document for document in documents if document.blocks]
+    if not documents:
+        raise EmptyDocumentError(chosen)
+    return ParsedFile(chosen, documents, parsed.skipped_records)
+
+
+def _without_nul(document: ParsedDocument) -> ParsedDocument:
+    blocks = [Block(b.text.replace("\x00", "").strip(), b.metadata) for b in document.blocks]
+    return ParsedDocument(
+        [b for b in blocks if b.text],
+        document.title.replace("\x00", ""),
+        document.metadata,
+        document.record_id,
+        document.record_number,
+    )

@@ -40,12 +40,24 @@ class ParsedDocument:
 
 @dataclass(frozen=True, slots=True)
 class ParsedFile:
-    """What `parse` read: the content type it decided on, and the documents in the file."""
+    """What `parse` read: the content type it decided on, and the documents in the file.
+
+    `skipped_records` lists, for a row format, the 1-based numbers of the records that hold no text
+    and so became no document (reported rather than failing the whole file).
+    """
 
     content_type: str
     documents: list[ParsedDocument]
+    skipped_records: list[int] = field(default_factory=list)
 
     @property
     def is_records(self) -> bool:
         """True for row formats: each document is one record of the file."""
         return any(d.record_number is not None for d in self.documents)
+
+
+def error_summary(error: Exception, limit: int = 160) -> str:
+    """A short, single-line account of a library's exception for an error's reason: never a traceback."""
+    message = " ".join(str(error).split())
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,330 @@
+"""The SQL of documents and chunks: writes, reads, locks, sources. Every value is a bound parameter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgvector import Vector
+from psycopg.types.json import Jsonb
+
+from .connection import Connection
+from .stores import Store, bump_version
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """A chunk ready to write."""
+
+    document_id: str
+    chunk_index: int
+    content: str
+    metadata: dict[str, Any]
+    embedding: Sequence[float]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    """A document and all of its chunks; written together or not at all."""
+
+    id: str
+    title: str
+    metadata: dict[str, Any]
+    content_sha256: str
+    chunks: list[ChunkRow]
+
+
+def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, str]:
+    """Content hashes of those of `document_ids` already stored."""
+    rows = conn.execute(
+        "SELECT id, content_sha256 FROM documents WHERE store_id = %s AND id = ANY(%s::text[])",
+        (store.id, list(document_ids)),
+    )
+    return dict(rows.fetchall())
+
+
+def replace_documents(conn: Connection, store: Store, documents: Sequence[DocumentRow]) -> int | None:
+    """Write `documents` in one transaction: each one's old chunks go and its new ones come at once.
+
+    Returns the store's new version (None when there was nothing to write).
+    """
+    if not documents:
+        return None
+    with conn.transaction():
+        ids = [d.id for d in documents]
+        lock(conn, store, ids)
+        conn.execute(
+            "DELETE FROM chunks WHERE store_id = %s AND document_id = ANY(%s::text[])", (store.id, ids)
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO documents (store_id, id, source, title, metadata, content_sha256, chunk_count)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s)
+                   ON CONFLICT (store_id, id) DO UPDATE SET title = EXCLUDED.title,
+                       metadata = EXCLUDED.metadata, content_sha256 = EXCLUDED.content_sha256,
+                       chunk_count = EXCLUDED.chunk_count, updated_at = now(), source = EXCLUDED.source,
+                       source_sha256 = NULL, fingerprint = '', content_type = 'text/plain'""",
+                [
+                    (store.id, d.id, d.id, d.title, Jsonb(d.metadata), d.content_sha256, len(d.chunks))
+                    for d in documents
+                ],
+            )
+            with cur.copy(
+                "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
+            ) as copy:
+                for document in documents:
+                    for chunk in document.chunks:
+                        copy.write_row(
+                            (
+                                store.id,
+                                chunk.document_id,
+                                chunk.chunk_index,
+                                chunk.content,
+                                Jsonb(chunk.metadata),
+                                Vector(list(chunk.embedding)),
+                            )
+                        )
+        return bump_version(conn, store)
+
+
+def delete_documents(
+    conn: Connection, store: Store, document_ids: Sequence[str]
+) -> tuple[list[str], int | None]:
+    """Delete documents and their chunks; return the ids that existed and the store's new version."""
+    with conn.transaction():
+        rows = conn.execute(
+            "DELETE FROM documents WHERE store_id = %s AND id = ANY(%s::text[]) RETURNING id",
+            (store.id, list(document_ids)),
+        ).fetchall()
+        version = bump_version(conn, store) if rows else None
+    return [r[0] for r in rows], version
+
+
+def source_lock_key(source: str) -> str:
+    """The advisory-lock key of a source (documents are locked by their own ids)."""
+    return f"source:{source}"
+
+
+def lock(conn: Connection, store: Store, keys: Sequence[str]) -> None:
+    """Take the transaction-scoped advisory locks of `keys` (document ids, `source_lock_key`s).
+
+    Every writer takes its locks in one statement, in the order of their hashes, so two writers
+    never wait on each other in a cycle (a hash collision only makes them take turns).
+    """
+    conn.execute(
+        """SELECT pg_advisory_xact_lock(%s, k)
+           FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(%s::text[]) AS key) AS keys ORDER BY k""",
+        (store.id, list(keys)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentState:
+    """What is stored of a document, enough to decide whether a write changes it."""
+
+    id: str
+    source: str
+    title: str
+    metadata: dict[str, Any]
+    content_type: str
+    content_sha256: str
+    fingerprint: str
+    chunk_count: int
+
+
+_STATE_COLUMNS = "id, source, title, metadata, content_type, content_sha256, fingerprint, chunk_count"
+
+
+def document_states(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, DocumentState]:
+    """The stored state of those of `document_ids` that exist."""
+    rows = conn.execute(
+        f"SELECT {_STATE_COLUMNS} FROM documents WHERE store_id = %s AND id = ANY(%s::text[])",  # noqa: S608
+        (store.id, list(document_ids)),
+    ).fetchall()
+    return {r[0]: DocumentState(*r) for r in rows}
+
+
+def source_document_ids(conn: Connection, store: Store, source: str, or_id: bool = False) -> list[str]:
+    """Ids of the documents read from `source` (and, with `or_id`, the document whose id is `source`)."""
+    rows = conn.execute(
+        "SELECT id FROM documents WHERE store_id = %s AND (source = %s OR (%s AND id = %s))",
+        (store.id, source, or_id, source),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    """A document to (re)write with all of its chunks."""
+
+    id: str
+    source: str
+    source_sha256: str
+    title: str
+    metadata: dict[str, Any]
+    content_type: str
+    content_sha256: str
+    fingerprint: str
+    chunks: list[ChunkRow]
+
+
+def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocument]) -> None:
+    """Upsert `documents` and replace their chunks (call in a transaction holding their locks)."""
+    if not documents:
+        return
+    ids = [d.id for d in documents]
+    conn.execute("DELETE FROM chunks WHERE store_id = %s AND document_id = ANY(%s::text[])", (store.id, ids))
+    with conn.cursor() as cur:
+        cur.executemany(
+            """INSERT INTO documents (store_id, id, source, source_sha256, title, metadata, content_type,
+                   content_sha256, fingerprint, chunk_count)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               ON CONFLICT (store_id, id) DO UPDATE SET source = EXCLUDED.source,
+                   source_sha256 = EXCLUDED.source_sha256, title = EXCLUDED.title,
+                   metadata = EXCLUDED.metadata, content_type = EXCLUDED.content_type,
+                   content_sha256 = EXCLUDED.content_sha256, fingerprint = EXCLUDED.fingerprint,
+                   chunk_count = EXCLUDED.chunk_count, updated_at = now()""",
+            [
+                (
+                    store.id,
+                    d.id,
+                    d.source,
+                    d.source_sha256,
+                    d.title,
+                    Jsonb(d.metadata),
+                    d.content_type,
+                    d.content_sha256,
+                    d.fingerprint,
+                    len(d.chunks),
+                )
+                for d in documents
+            ],
+        )
+        with cur.copy(
+            "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
+        ) as copy:
+            for document in documents:
+                for chunk in document.chunks:
+                    copy.write_row(
+                        (
+                            store.id,
+                            chunk.document_id,
+                            chunk.chunk_index,
+                            chunk.content,
+                            Jsonb(chunk.metadata),
+                            Vector(list(chunk.embedding)),
+                        )
+                    )
+
+
+def update_metadata(
+    conn: Connection,
+    store: Store,
+    document_id: str,
+    source: str,
+    source_sha256: str | None,
+    metadata: dict[str, Any],
+    chunk_metadata: Sequence[dict[str, Any]],
+) -> None:
+    """Set a document's metadata and its chunks' (`chunk_metadata[i]` for chunk i); no re-embedding."""
+    conn.execute(
+        """UPDATE documents SET metadata = %s, source = %s, source_sha256 = coalesce(%s, source_sha256),
+               updated_at = now()
+           WHERE store_id = %s AND id = %s""",
+        (Jsonb(metadata), source, source_sha256, store.id, document_id),
+    )
+    conn.execute(
+        """UPDATE chunks AS c SET metadata = v.metadata
+           FROM unnest(%s::int[], %s::jsonb[]) AS v(chunk_index, metadata)
+           WHERE c.store_id = %s AND c.document_id = %s AND c.chunk_index = v.chunk_index""",
+        (list(range(len(chunk_metadata))), [Jsonb(m) for m in chunk_metadata], store.id, document_id),
+    )
+
+
+def remove_documents(conn: Connection, store: Store, document_ids: Sequence[str]) -> list[str]:
+    """Delete documents and their chunks (call in a transaction holding their locks); the ids that existed."""
+    if not document_ids:
+        return []
+    rows = conn.execute(
+        "DELETE FROM documents WHERE store_id = %s AND id = ANY(%s::text[]) RETURNING id",
+        (store.id, list(document_ids)),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def sidecar_metadata(conn: Connection, store: Store, source: str) -> dict[str, Any] | None:
+    """The metadata a sidecar gave `source`, if any."""
+    row = conn.execute(
+        "SELECT metadata FROM source_metadata WHERE store_id = %s AND source = %s", (store.id, source)
+    ).fetchone()
+    return dict(row[0]) if row else None
+
+
+def set_sidecar_metadata(
+    conn: Connection, store: Store, source: str, metadata: dict[str, Any] | None
+) -> None:
+    """Upsert (None: delete) the sidecar metadata of `source`."""
+    if metadata is None:
+        conn.execute("DELETE FROM source_metadata WHERE store_id = %s AND source = %s", (store.id, source))
+        return
+    conn.execute(
+        """INSERT INTO source_metadata (store_id, source, metadata) VALUES (%s, %s, %s)
+           ON CONFLICT (store_id, source) DO UPDATE SET metadata = EXCLUDED.metadata""",
+        (store.id, source, Jsonb(metadata)),
+    )
+
+
+def applied_sequencer(conn: Connection, store: Store, key: str) -> str | None:
+    """The sequencer of the last event applied to object `key`."""
+    row = conn.execute(
+        "SELECT sequencer FROM source_sequences WHERE store_id = %s AND object_key = %s", (store.id, key)
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def record_sequencer(conn: Connection, store: Store, key: str, sequencer: str, deleted: bool) -> None:
+    """Remember the event applied to object `key`."""
+    conn.execute(
+        """INSERT INTO source_sequences (store_id, object_key, sequencer, deleted) VALUES (%s, %s, %s, %s)
+           ON CONFLICT (store_id, object_key) DO UPDATE SET sequencer = EXCLUDED.sequencer,
+               deleted = EXCLUDED.deleted, applied_at = now()""",
+        (store.id, key, sequencer, deleted),
+    )
+
+
+_INFO_COLUMNS = (
+    "id, source, title, metadata, content_type, content_sha256, chunk_count, created_at, updated_at"
+)
+
+
+def get_document(conn: Connection, store: Store, document_id: str) -> tuple[Any, ...] | None:
+    """The row of one document (columns as `list_documents`), or None."""
+    return conn.execute(
+        f"SELECT {_INFO_COLUMNS} FROM documents WHERE store_id = %s AND id = %s",  # noqa: S608
+        (store.id, document_id),
+    ).fetchone()
+
+
+def list_documents(
+    conn: Connection, store: Store, prefix: str, after: str | None, limit: int
+) -> list[tuple[Any, ...]]:
+    """Up to `limit` documents whose id starts with `prefix` and sorts after `after`, in byte order.
+
+    Rows: id, source, title, metadata, content_type, content_sha256, chunk_count, created_at, updated_at.
+    """
+    return conn.execute(
+        f"""SELECT {_INFO_COLUMNS} FROM documents
+            WHERE store_id = %s AND starts_with(id, %s) AND (%s::text IS NULL OR id COLLATE "C" > %s)
+            ORDER BY id COLLATE "C" LIMIT %s""",  # noqa: S608
+        (store.id, prefix, after, after, limit),
+    ).fetchall()
+
+
+def source_fingerprints(conn: Connection, store: Store) -> list[tuple[str, str | None, str, str]]:
+    """(source, source_sha256, content_type, fingerprint) of every document of the store."""
+    rows = conn.execute(
+        "SELECT source, source_sha256, content_type, fingerprint FROM documents WHERE store_id = %s",
+        (store.id,),
+    ).fetchall()
+    return [(r[0], r[1], r[2], r[3]) for r in rows]

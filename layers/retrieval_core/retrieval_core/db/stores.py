@@ -1,0 +1,209 @@
+"""The SQL of store definitions: create, find, list, change, drop, version. Values are bound parameters.
+
+A store's id and dimension are composed into index DDL with `sql.Literal`: both come from our own
+`stores` table, never from a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from psycopg import sql
+
+from .connection import Connection
+
+# How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
+Storage = Literal["vector", "halfvec"]
+STORAGE_TYPES: tuple[Storage, ...] = get_args(Storage)
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """A row of `stores`."""
+
+    id: int
+    name: str
+    display_name: str
+    embedding_model: str
+    dimension: int
+    version: int
+    storage: Storage = "vector"
+    # The store definition's own allow-list of metadata keys (None: every key the service allows).
+    allowed_metadata_keys: tuple[str, ...] | None = None
+
+
+STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys"
+# The store named `%(n)s`, by name first, else by display name.
+STORE_BY_NAME = (
+    "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
+)
+
+
+def store_from_row(row: tuple[Any, ...]) -> Store:
+    id_, name, display_name, model, dimension, version, storage, allowed = row
+    keys = tuple(allowed) if allowed is not None else None
+    return Store(id_, name, display_name, model, dimension, version, storage, keys)
+
+
+def find_store(conn: Connection, name: str) -> Store | None:
+    """The store called `name`, or whose display name is `name`."""
+    row = conn.execute(
+        f"SELECT {STORE_COLUMNS} {STORE_BY_NAME}",
+        {"n": name},
+    ).fetchone()
+    return store_from_row(row) if row else None
+
+
+def list_stores(conn: Connection) -> list[Store]:
+    """Every store, oldest first."""
+    return [store_from_row(r) for r in conn.execute(f"SELECT {STORE_COLUMNS} FROM stores ORDER BY id")]  # noqa: S608
+
+
+def embedding_expression(store: Store) -> sql.Composed:
+    """`embedding::vector(dim)` or `embedding::halfvec(dim)`: what the store's index is built on.
+
+    Queries must order by exactly this expression for the planner to use the index.
+    """
+    if store.storage not in STORAGE_TYPES:
+        raise ValueError(f"unknown storage {store.storage!r}")
+    return sql.SQL("embedding::{type}({dim})").format(
+        type=sql.SQL(store.storage), dim=sql.Literal(store.dimension)
+    )
+
+
+def create_store(
+    conn: Connection,
+    name: str,
+    display_name: str,
+    embedding_model: str,
+    dimension: int,
+    storage: Storage = "vector",
+    allowed_metadata_keys: Sequence[str] | None = None,
+) -> Store:
+    """Create a store and its partial HNSW index; return the existing one if it already exists."""
+    keys = list(allowed_metadata_keys) if allowed_metadata_keys is not None else None
+    with conn.transaction():
+        row = conn.execute(
+            f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage,
+                    allowed_metadata_keys)
+                VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING
+                RETURNING {STORE_COLUMNS}""",  # noqa: S608
+            (name, display_name, embedding_model, dimension, storage, keys),
+        ).fetchone()
+        if row is None:
+            existing = find_store(conn, name)
+            assert existing is not None
+            return existing
+        store = store_from_row(row)
+        conn.execute(create_index_statement(store))
+        conn.execute(create_metadata_index_statement(store))
+        return store
+
+
+def create_index_statement(store: Store) -> sql.Composed:
+    """CREATE INDEX of the store's partial HNSW index (cosine distance on `embedding_expression`)."""
+    return sql.SQL(
+        "CREATE INDEX {index} ON chunks USING hnsw (({expr}) {ops}) WHERE store_id = {store_id}"
+    ).format(
+        index=sql.Identifier(index_name(store)),
+        expr=embedding_expression(store),
+        ops=sql.SQL(f"{store.storage}_cosine_ops"),
+        store_id=sql.Literal(store.id),
+    )
+
+
+def create_metadata_index_statement(store: Store) -> sql.Composed:
+    """CREATE INDEX of the store's partial GIN index on metadata, the exact path's way to its rows.
+
+    Partial, like the HNSW index: a filter's rows of this store come from one bitmap, with no
+    bitmap of the whole store (store_id = n) to AND with it.
+    """
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {index} ON chunks USING gin (metadata jsonb_path_ops)"
+        " WHERE store_id = {store_id}"
+    ).format(index=sql.Identifier(metadata_index_name(store)), store_id=sql.Literal(store.id))
+
+
+def metadata_index_name(store: Store) -> str:
+    """Name of the store's GIN index on metadata."""
+    return f"chunks_metadata_gin_store_{store.id}"
+
+
+def index_name(store: Store) -> str:
+    """Name of the store's HNSW index."""
+    return f"chunks_embedding_hnsw_store_{store.id}"
+
+
+def drop_store(conn: Connection, store: Store) -> None:
+    """Delete a store with all its documents, chunks and its index."""
+    with conn.transaction():
+        conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
+        for name in (index_name(store), metadata_index_name(store)):
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=sql.Identifier(name)))
+
+
+def bump_version(conn: Connection, store: Store) -> int:
+    """Mark the store as changed, so answers cached for an older version are never served."""
+    row = conn.execute(
+        "UPDATE stores SET version = nextval('store_versions'), updated_at = now()"
+        " WHERE id = %s RETURNING version",
+        (store.id,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def count_chunks(conn: Connection, store: Store) -> int:
+    """How many chunks the store holds."""
+    row = conn.execute("SELECT count(*) FROM chunks WHERE store_id = %s", (store.id,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+# pg_advisory_xact_lock key serialising changes of store names and display names (any constant).
+_STORE_NAMES_LOCK = 7_351_902_115
+
+
+def find_store_named(conn: Connection, name: str) -> Store | None:
+    """The store whose canonical name is exactly `name` (display names are not looked at)."""
+    row = conn.execute(f"SELECT {STORE_COLUMNS} FROM stores WHERE name = %s", (name,)).fetchone()  # noqa: S608
+    return store_from_row(row) if row else None
+
+
+def lock_store_names(conn: Connection) -> None:
+    """Serialise name and display-name changes until the transaction ends (two PUTs cannot both win)."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_NAMES_LOCK,))
+
+
+def name_taken(conn: Connection, name: str, except_store: str) -> bool:
+    """Whether a store other than `except_store` is called `name` or shows it as its display name."""
+    row = conn.execute(
+        "SELECT 1 FROM stores WHERE (name = %s OR display_name = %s) AND name <> %s LIMIT 1",
+        (name, name, except_store),
+    ).fetchone()
+    return row is not None
+
+
+def update_store(
+    conn: Connection, store: Store, display_name: str, allowed_metadata_keys: Sequence[str] | None
+) -> Store:
+    """Set the store's display name and allowed metadata keys."""
+    keys = list(allowed_metadata_keys) if allowed_metadata_keys is not None else None
+    row = conn.execute(
+        f"""UPDATE stores SET display_name = %s, allowed_metadata_keys = %s, updated_at = now()
+            WHERE id = %s RETURNING {STORE_COLUMNS}""",  # noqa: S608
+        (display_name, keys, store.id),
+    ).fetchone()
+    assert row is not None
+    return store_from_row(row)
+
+
+def store_counts(conn: Connection, store_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """(documents, chunks) of each store in `store_ids` (stores without documents are absent)."""
+    rows = conn.execute(
+        """SELECT store_id, count(*), coalesce(sum(chunk_count), 0) FROM documents
+           WHERE store_id = ANY(%s::int[]) GROUP BY store_id""",
+        (list(store_ids),),
+    ).fetchall()
+    return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}

@@ -1,0 +1,167 @@
+"""From a source's bytes to documents ready to embed: parse, chunk, hash, check. Pure: no I/O.
+
+Hashes and fingerprints:
+- `content_sha256`: SHA-256 of a document's own bytes (the file's, or a canonical serialisation of
+  its record for CSV/JSONL);
+- `source_sha256`: SHA-256 of the whole source's bytes;
+- `fingerprint`: everything else that shapes the stored chunks and vectors. A document with the same
+  content hash and fingerprint is never re-embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..chunking import Chunk, chunk_blocks
+from ..exceptions import EmptyDocumentError, InvalidRequestError
+from ..models import MAX_DOCUMENT_ID_BYTES
+from ..parsers import ParsedDocument, parse
+from .models import SourceInput
+
+# Bump when a parser or the way blocks become chunks changes: every document is re-embedded once.
+PARSER_VERSION = "1"
+# How a chunk is embedded: its document's title, a blank line, then the chunk (BEIR convention).
+TITLE_CONVENTION = "title\n\nchunk"
+
+# The API adds these to every chunk it returns; a document may not set them.
+RESERVED_METADATA_KEYS = ("documentId", "chunkIndex")
+MAX_METADATA_KEYS = 64
+MAX_METADATA_BYTES = 16_384
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDocument:
+    """One document of a source, chunked, before embedding."""
+
+    id: str
+    title: str
+    content_sha256: str
+    # What the file says of the document (parser metadata, contentType, fileName), before the
+    # sidecar and caller metadata are laid over it.
+    metadata: dict[str, Any]
+    chunks: list[Chunk]
+
+    def embedding_texts(self) -> list[str]:
+        """What is embedded for each chunk (TITLE_CONVENTION)."""
+        if not self.title:
+            return [c.text for c in self.chunks]
+        return [f"{self.title}\n\n{c.text}" for c in self.chunks]
+
+    def chunk_metadata(self, document_metadata: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each chunk's metadata: the document's, its block's, and the title when there is one."""
+        title = {"title": self.title} if self.title else {}
+        return [{**document_metadata, **chunk.metadata, **title} for chunk in self.chunks]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSource:
+    """A parsed and chunked source."""
+
+    source_id: str
+    source_sha256: str
+    content_type: str
+    fingerprint: str
+    caller_metadata: dict[str, Any]
+    documents: list[PreparedDocument]
+
+    def document_metadata(self, document: PreparedDocument, sidecar: dict[str, Any] | None) -> dict[str, Any]:
+        """The file's metadata, overlaid with the sidecar's, overlaid with the caller's."""
+        return {**document.metadata, **(sidecar or {}), **self.caller_metadata}
+
+
+def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embedding_model: str) -> str:
+    """Hash of what shapes the stored chunks and vectors besides the content."""
+    parts = [PARSER_VERSION, content_type, chunk_size, chunk_overlap, embedding_model, TITLE_CONVENTION]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def prepare_source(
+    source: SourceInput, chunk_size: int, chunk_overlap: int, embedding_model: str
+) -> PreparedSource:
+    """Parse and chunk `source`. Raises the parser's errors (415, 422), or a 422 for a bad id or metadata."""
+    check_document_id(source.source_id)
+    check_metadata(source.metadata)
+    parsed = parse(source.data, source.content_type, source.name)
+    known: dict[str, Any] = {"contentType": parsed.content_type}
+    if source.name:
+        known["fileName"] = source.name
+    by_id: dict[str, PreparedDocument] = {}
+    for number, doc in enumerate(parsed.documents, start=1):
+        if parsed.is_records:
+            doc_id = doc.record_id or f"{source.source_id}#{doc.record_number or number}"
+            content_sha256 = _sha256(_canonical_record(doc))
+        else:
+            doc_id, content_sha256 = source.source_id, _sha256(source.data)
+        check_document_id(doc_id)
+        chunks = chunk_blocks(doc.blocks, chunk_size, chunk_overlap)
+        if not chunks:
+            if parsed.is_records:
+                continue  # an empty record is skipped, as the ingest always did
+            raise EmptyDocumentError(parsed.content_type)
+        by_id.pop(doc_id, None)  # the same id twice in one file: the later record wins
+        by_id[doc_id] = PreparedDocument(doc_id, doc.title, content_sha256, {**known, **doc.metadata}, chunks)
+    if not by_id:
+        raise EmptyDocumentError(parsed.content_type)
+    return PreparedSource(
+        source.source_id,
+        _sha256(source.data),
+        parsed.content_type,
+        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model),
+        dict(source.metadata),
+        list(by_id.values()),
+    )
+
+
+def check_document_id(document_id: str) -> None:
+    """A 422 unless `document_id` is 1 to 1,024 bytes of UTF-8 without NUL."""
+    try:
+        size = len(document_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequestError.for_field("documentId", "must be valid Unicode", "value_error") from None
+    if not 1 <= size <= MAX_DOCUMENT_ID_BYTES or "\x00" in document_id:
+        raise InvalidRequestError.for_field(
+            "documentId",
+            f"must be 1 to {MAX_DOCUMENT_ID_BYTES} bytes of UTF-8 without NUL (got {size} bytes)",
+            "value_error",
+        )
+
+
+def check_metadata(metadata: dict[str, Any], field: str = "metadata") -> None:
+    """A 422 for reserved keys, more than MAX_METADATA_KEYS keys or MAX_METADATA_BYTES of JSON."""
+    reserved = sorted(set(metadata) & set(RESERVED_METADATA_KEYS))
+    if reserved:
+        raise InvalidRequestError.for_field(
+            f"{field}.{reserved[0]}", "is set by the service on every chunk; use another key", "reserved_key"
+        )
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidRequestError.for_field(field, f"at most {MAX_METADATA_KEYS} keys", "too_long")
+    try:
+        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise InvalidRequestError.for_field(field, f"must be JSON: {exc}", "value_error") from None
+    if len(encoded) > MAX_METADATA_BYTES:
+        raise InvalidRequestError.for_field(
+            field, f"at most {MAX_METADATA_BYTES} bytes of JSON (got {len(encoded)})", "too_long"
+        )
+    if b"\\u0000" in encoded:
+        raise InvalidRequestError.for_field(field, "must not contain NUL (\\u0000) characters", "value_error")
+
+
+def newer_sequencer(candidate: str, applied: str | None) -> bool:
+    """Whether `candidate` orders after `applied` (S3: left-pad the shorter hex with zeros, compare)."""
+    if applied is None:
+        return True
+    width = max(len(candidate), len(applied))
+    return candidate.lower().rjust(width, "0") > applied.lower().rjust(width, "0")
+
+
+def _canonical_record(doc: ParsedDocument) -> bytes:
+    record = {"id": doc.record_id, "title": doc.title, "text": doc.text, "metadata": doc.metadata}
+    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
