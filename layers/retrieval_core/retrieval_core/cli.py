@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 from .exceptions import InvalidRequestError, RetrievalError
 
 if TYPE_CHECKING:
-    from .documents.service import DocumentService
-    from .service import RetrievalService
     from .sync import Report
 
 
@@ -93,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
                 columns = (store.name, store.display_name, store.embedding_model, store.dimension)
                 print("\t".join(map(str, columns)) + f"\t{chunks} chunks")
     elif args.command in ("ingest", "sync"):
-        return _load(args, service)
+        return _load(args)
     elif args.command == "drop-store":
         from .db import repository
         from .service import BACKEND
@@ -107,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
             service.cache.forget_version(BACKEND, store.name)
         print(f"dropped store {store.name}")
     elif args.command == "delete":
-        return _delete(args.store, args.doc_ids, service)
+        return _delete(args.store, args.doc_ids)
     return 0
 
 
@@ -127,10 +125,11 @@ def _add_load_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _load(args: argparse.Namespace, service: RetrievalService) -> int:
+def _load(args: argparse.Namespace) -> int:
     """`ingest` and `sync`: 0 when every file was written or skipped, 1 when any failed."""
     from . import sync
     from .documents import StoreDefinition
+    from .runtime import get_document_service
     from .trees import FolderTree, open_tree
 
     prune = args.command == "sync" and args.prune
@@ -139,7 +138,7 @@ def _load(args: argparse.Namespace, service: RetrievalService) -> int:
         raise InvalidRequestError(
             f"sync mirrors a folder or an s3:// prefix; {args.path} is a file (use ingest)"
         )
-    documents = _documents(service)
+    documents = get_document_service()
     plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix)
     if args.dry_run:
         report = sync.planned_report(plan, args.store, tree.root, prune)
@@ -155,9 +154,11 @@ def _load(args: argparse.Namespace, service: RetrievalService) -> int:
     return 1 if report.failed else 0
 
 
-def _delete(store: str, ids: list[str], service: RetrievalService) -> int:
+def _delete(store: str, ids: list[str]) -> int:
     """0 when something was deleted, 1 when none of the ids was found."""
-    documents = _documents(service)
+    from .runtime import get_document_service
+
+    documents = get_document_service()
     deleted: list[str] = []
     missing: list[str] = []
     for source_id in dict.fromkeys(ids):
@@ -170,14 +171,6 @@ def _delete(store: str, ids: list[str], service: RetrievalService) -> int:
         line += f": {', '.join(deleted)}"
     print(line + (f"; not found: {', '.join(missing)}" if missing else ""))
     return 0 if deleted else 1
-
-
-def _documents(service: RetrievalService) -> DocumentService:
-    from .documents.service import DocumentService
-    from .settings import get_settings
-
-    settings = get_settings()
-    return DocumentService(service, settings.chunk_size, settings.chunk_overlap)
 
 
 def _print_report(report: Report, as_json: bool) -> None:

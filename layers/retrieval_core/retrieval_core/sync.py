@@ -25,7 +25,7 @@ from .exceptions import (
     StoreNotFoundError,
     UnsupportedContentTypeError,
 )
-from .trees import SIDECAR_SUFFIX, Entry, Listing, Skipped, Tree
+from .trees import HEAD_BYTES, SIDECAR_SUFFIX, Entry, Listing, Skipped, Tree
 
 # Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
 SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)
@@ -190,13 +190,54 @@ def make_plan(
 def plan_sync(
     documents: DocumentService, store: str, tree: Tree, prune: bool = False, prefix: str = ""
 ) -> Plan:
-    """List the tree, read the store's source hashes and make the plan."""
+    """List the tree, read the store's source hashes and make the plan.
+
+    A file to write whose name has no supported suffix is sniffed first (its first bytes only): one the
+    parsers cannot read (an image, an archive) is skipped without being read whole.
+    """
     listing = tree.listing()
     try:
         stored: dict[str, str] | None = documents.source_hashes(store)
     except StoreNotFoundError:
         stored = None
-    return make_plan(listing, stored, lambda entry: sha256(tree.read(entry.location)), prune, prefix)
+    plan = make_plan(listing, stored, lambda entry: sha256(tree.read(entry.location)), prune, prefix)
+    refused = {e.source_id: reason for e in (*plan.added, *plan.updated) if (reason := _unreadable(tree, e))}
+    if not refused:
+        return plan
+    return Plan(
+        [e for e in plan.added if e.source_id not in refused],
+        [e for e in plan.updated if e.source_id not in refused],
+        plan.unchanged,
+        plan.deleted,
+        sorted(
+            [
+                *plan.skipped,
+                *(
+                    Skipped(e.path, refused[e.source_id])
+                    for e in plan.added + plan.updated
+                    if e.source_id in refused
+                ),
+            ],
+            key=lambda s: s.path,
+        ),
+        plan.failed,
+        plan.stored,
+    )
+
+
+def _unreadable(tree: Tree, entry: Entry) -> str | None:
+    """Why the parsers cannot read `entry`, judged from its name and first bytes; None if they may."""
+    from .parsers.detect import detect_content_type, suffix_type
+
+    if suffix_type(entry.name) is not None:
+        return None
+    try:
+        detect_content_type(tree.read(entry.location, HEAD_BYTES), None, entry.name)
+    except SKIPPING_ERRORS as exc:
+        return exc.message
+    except RetrievalError:
+        return None  # unreadable or corrupt: the write says so, as a failure
+    return None
 
 
 def planned_report(plan: Plan, store: str, root: str, prune: bool) -> Report:
