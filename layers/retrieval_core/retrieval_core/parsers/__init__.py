@@ -24,8 +24,11 @@ from .detect import (
     charset,
     detect_content_type,
 )
+from .docx import read_docx
+from .html import read_html
 from .markdown import read_markdown
 from .pdf import read_pdf
+from .records import read_csv, read_jsonl
 from .text import read_text
 
 __all__ = [
@@ -46,6 +49,10 @@ __all__ = [
 
 _READERS: dict[str, Callable[[bytes, str | None], ParsedFile]] = {
     PDF: read_pdf,
+    HTML: read_html,
+    DOCX: read_docx,
+    CSV: read_csv,
+    JSONL: read_jsonl,
     MARKDOWN: read_markdown,
     TEXT: read_text,
 }

@@ -1,0 +1,169 @@
+"""HTML: the page's main text, one block per heading section, read by lxml. Pure: no I/O.
+
+Boilerplate is dropped before the text is taken: scripts, styles, templates, navigation, the page's
+header and footer, asides, forms and hidden elements. When the page marks its main content
+(`<main>`, `role="main"`, else `<article>`), only that is read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..exceptions import DocumentParseError
+from .base import ParsedDocument, ParsedFile, error_summary
+from .detect import HTML
+from .sections import SectionBlocks
+from .text import decode_text
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+# Boilerplate, dropped wherever it is. `header`, `footer` and `form` are handled below (_BOILERPLATE).
+_DROPPED = (
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "nav",
+    "aside",
+    "iframe",
+    "svg",
+    "button",
+    "select",
+    "dialog",
+)
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# Elements that begin a new paragraph of text; everything else flows inline.
+_BLOCKS = frozenset(
+    [
+        "address",
+        "article",
+        "blockquote",
+        "dd",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "hr",
+        "li",
+        "main",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "thead",
+        "tfoot",
+        "tr",
+        "ul",
+        "caption",
+    ]
+)
+_CELLS = frozenset({"td", "th"})
+_BOILERPLATE = (
+    "//" + " | //".join(_DROPPED),
+    "//*[@hidden] | //*[@aria-hidden='true'] | //head",
+    # A page's header and footer are boilerplate; an article's or section's own (its title, byline)
+    # are not.
+    "//header[not(ancestor::main or ancestor::article or ancestor::section)]",
+    "//footer[not(ancestor::main or ancestor::article or ancestor::section)]",
+    # ASP.NET and similar pages wrap the whole body in one <form>: only a form around no content goes.
+    "//form[not(.//main or .//article or .//h1 or .//h2)]",
+)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def read_html(data: bytes, charset: str | None) -> ParsedFile:
+    """Main text by heading section; title = `<title>`, else the first `<h1>`."""
+    import lxml.html
+
+    text = decode_text(data, HTML, charset or _meta_charset(data))
+    try:
+        # lxml refuses a str that still carries an XML encoding declaration (XHTML); it is decoded.
+        root = lxml.html.document_fromstring(re.sub(r"\A\s*<\?xml[^>]*\?>", "", text) or "<html/>")
+    except (ValueError, lxml.etree.ParserError) as error:
+        raise DocumentParseError(HTML, error_summary(error)) from None
+    title = " ".join(root.findtext(".//title", default="").split())
+    for path in _BOILERPLATE:
+        for element in root.xpath(path):
+            if element.getparent() is not None:
+                element.drop_tree()
+    sections = SectionBlocks()
+    writer = _Writer(sections)
+    for part in _main_parts(root):
+        writer.walk(part)
+    writer.paragraph()
+    blocks = sections.finish()
+    if not title:
+        first_h1 = root.find(".//h1")
+        title = " ".join(first_h1.text_content().split()) if first_h1 is not None else ""
+    return ParsedFile(HTML, [ParsedDocument(blocks, title=title, metadata={"contentType": HTML})])
+
+
+def _meta_charset(data: bytes) -> str | None:
+    match = _META_CHARSET.search(data[:4096])
+    return match.group(1).decode("ascii") if match else None
+
+
+def _main_parts(root: HtmlElement) -> list[HtmlElement]:
+    """The page's main content when it marks it; else the whole body."""
+    for path in ("//main | //*[@role='main']", "//article"):
+        found = root.xpath(path)
+        outermost = [e for e in found if not any(a in found for a in e.iterancestors())]
+        if outermost:
+            return outermost
+    return [root]
+
+
+class _Writer:
+    """Walks an element tree, turning headings into sections and block elements into paragraphs."""
+
+    def __init__(self, sections: SectionBlocks) -> None:
+        self.sections = sections
+        self._words: list[str] = []
+        self._lines: list[str] = []
+
+    def walk(self, element: HtmlElement) -> None:
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag in _HEADINGS:
+            self.paragraph()
+            self.sections.heading(_HEADINGS[tag], element.text_content())
+        elif tag == "pre":
+            self.paragraph()
+            self.sections.text(element.text_content())
+        elif tag:
+            breaks = tag in _BLOCKS
+            if breaks:
+                self.line()
+            if element.text:
+                self._words.append(element.text)
+            for child in element:
+                self.walk(child)
+            if tag in _CELLS:
+                self._words.append(" | ")
+            elif tag == "br" or breaks:
+                self.line()
+            if tag in ("p", "ul", "ol", "table", "blockquote", "pre", "dl"):
+                self.paragraph()
+        if element.tail:
+            self._words.append(element.tail)
+
+    def line(self) -> None:
+        """End the current line of text."""
+        line = " ".join("".join(self._words).split()).strip(" |")
+        if line:
+            self._lines.append(line)
+        self._words = []
+
+    def paragraph(self) -> None:
+        """End the current paragraph and hand it to the current section."""
+        self.line()
+        if self._lines:
+            self.sections.text("\n".join(self._lines))
+        self._lines = []
