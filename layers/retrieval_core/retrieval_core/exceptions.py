@@ -218,6 +218,18 @@ class RequestTooLargeError(RetrievalError):
         super().__init__(f"request body is larger than {limit_bytes} bytes", {"maxBytes": limit_bytes})
 
 
+class DocumentTooLargeError(RequestTooLargeError):
+    """A documents PUT whose body is over DOCUMENTS_MAX_BODY_BYTES; larger files go through S3."""
+
+    def __init__(self, limit_bytes: int, largest_file_bytes: int) -> None:
+        RetrievalError.__init__(
+            self,
+            f"request body is larger than {limit_bytes} bytes (a file of at most {largest_file_bytes} bytes "
+            "fits, base64 in JSON); upload larger files to the documents S3 bucket instead",
+            {"maxBytes": limit_bytes, "largestFileBytes": largest_file_bytes},
+        )
+
+
 class ForbiddenError(RetrievalError):
     """The caller is known but its grant lacks the scope the operation needs."""
 

@@ -132,9 +132,10 @@ class Settings(BaseSettings):
     queue_stores: str = "*"
     # Largest request body accepted, in bytes; larger ones get 413.
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # The documents routes' own limit: a base64 file inside a JSON body must fit Lambda's 6 MB request
-    # payload, so about 4.4 MB of file; larger files go through S3 (the 413 says so).
-    documents_max_body_bytes: int = Field(default=6_000_000, ge=1024)
+    # The documents PUT route's own limit: a base64 file inside a JSON body must fit Lambda's 6 MB request
+    # payload with its event envelope, so at most 4,435,488 bytes of file (api/limits.py computes both);
+    # larger files go through S3 (the 413 says so).
+    documents_max_body_bytes: int = Field(default=5_934_464, ge=1024)
 
     # S3 (the documents bucket, `retrieval sync s3://...`); the endpoint: tests, S3-compatible stores.
     s3_endpoint_url: str | None = None

@@ -13,9 +13,17 @@ from .limits import BodySizeLimit
 def create_app(*routers: APIRouter) -> FastAPI:
     """An app serving `routers` (all of them when none are given)."""
     if not routers:
-        from .routers import chunks, health, knowledge, retrieve, stores
+        from .routers import chunks, documents, health, knowledge, retrieve, stores
 
-        routers = (retrieve.router, chunks.router, health.router, knowledge.router, stores.router)
+        # documents after stores: GET /api/v1/stores/resolve must win over GET /api/v1/stores/{store}.
+        routers = (
+            retrieve.router,
+            chunks.router,
+            health.router,
+            knowledge.router,
+            stores.router,
+            documents.router,
+        )
     app = FastAPI(
         title="Retrieval service",
         version=__version__,

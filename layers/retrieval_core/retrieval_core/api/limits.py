@@ -3,16 +3,36 @@
 A pure ASGI middleware: a declared Content-Length over the limit is refused without reading the body;
 otherwise the body is read (at most limit + 1 bytes are kept) and replayed to the app, so a chunked
 body without a Content-Length cannot slip past.
+
+The documents PUT route carries whole files, base64 in JSON, so it has its own limit,
+DOCUMENTS_MAX_BODY_BYTES. Its default is what fits Lambda's synchronous request payload of 6 MB
+(counted as 6,000,000 bytes, the lower reading) once API Gateway has wrapped the body in its event:
+6,000,000 - 65,536 bytes of envelope = 5,934,464 bytes of body; less 20,480 bytes of JSON around the
+base64 text, 4 characters per 3 bytes leave 4,435,488 bytes (4.4 MB) of file. Larger files go
+through the documents S3 bucket, as the 413 says.
 """
 
 from __future__ import annotations
 
+import re
+
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..exceptions import RequestTooLargeError
+from ..exceptions import DocumentTooLargeError, RequestTooLargeError, RetrievalError
 from ..settings import get_settings
 from .errors import retrieval_error_response
+
+LAMBDA_PAYLOAD_BYTES = 6_000_000
+# The HTTP API event around the body: headers (a JWT, cookies), requestContext with authorizer claims.
+EVENT_ENVELOPE_BYTES = 65_536
+# The JSON around the base64 text: field names, contentType, fileName, metadata (at most 16 KiB).
+JSON_FRAMING_BYTES = 20_480
+DOCUMENTS_BODY_BYTES = LAMBDA_PAYLOAD_BYTES - EVENT_ENVELOPE_BYTES  # 5,934,464
+# Base64 makes 4 characters of every 3 bytes.
+LARGEST_FILE_BYTES = (DOCUMENTS_BODY_BYTES - JSON_FRAMING_BYTES) // 4 * 3  # 4,435,488
+
+_DOCUMENT_PUT = re.compile(r"/api/v1/stores/[^/]+/documents/.+")
 
 
 class BodySizeLimit:
@@ -26,10 +46,15 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_bytes or get_settings().max_body_bytes
+        settings = get_settings()
+        documents = scope.get("method") == "PUT" and bool(_DOCUMENT_PUT.fullmatch(scope.get("path", "")))
+        limit = self.max_bytes or (
+            settings.documents_max_body_bytes if documents else settings.max_body_bytes
+        )
+        error = _too_large(limit, documents)
         declared = _content_length(Headers(scope=scope))
         if declared is not None and declared > limit:
-            await _refuse(limit, scope, receive, send)
+            await _refuse(error, scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -43,7 +68,7 @@ class BodySizeLimit:
             body = message.get("body", b"")
             size += len(body)
             if size > limit:
-                await _refuse(limit, scope, receive, send)
+                await _refuse(error, scope, receive, send)
                 return
             chunks.append(body)
             more = message.get("more_body", False)
@@ -61,8 +86,14 @@ def _content_length(headers: Headers) -> int | None:
         return None
 
 
-async def _refuse(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
-    await retrieval_error_response(RequestTooLargeError(limit))(scope, receive, send)
+def _too_large(limit: int, documents: bool) -> RetrievalError:
+    if not documents:
+        return RequestTooLargeError(limit)
+    return DocumentTooLargeError(limit, max(0, limit - JSON_FRAMING_BYTES) // 4 * 3)
+
+
+async def _refuse(error: RetrievalError, scope: Scope, receive: Receive, send: Send) -> None:
+    await retrieval_error_response(error)(scope, receive, send)
 
 
 def _replay(messages: list[Message], then: Receive) -> Receive:

@@ -587,6 +587,7 @@ def encode_cursor(last_id: str) -> str:
 def decode_cursor(cursor: str) -> str:
     """The id a cursor continues after; a 422 naming `cursor` when it is not one of ours."""
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
     except (binascii.Error, ValueError):
         raise InvalidRequestError.for_field("cursor", "not a cursor of this service", "value_error") from None

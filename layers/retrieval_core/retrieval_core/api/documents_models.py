@@ -1,0 +1,181 @@
+"""Bodies of the write side's routes (stores and documents), in camelCase like the rest of the API."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from ..db.stores import Storage
+from ..documents import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
+from ..exceptions import InvalidRequestError
+from ..models import RequestModel, ResponseModel, Text
+
+MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
+
+
+class StorePutRequest(RequestModel):
+    """A store definition. Dimension and embedding model come from the service's embedder."""
+
+    display_name: Text | None = Field(
+        default=None, min_length=1, max_length=256, description="Any Unicode text; defaults to the name."
+    )
+    storage: Storage = Field(
+        default="vector", description="vector (4-byte floats) or halfvec (2-byte floats); fixed once created."
+    )
+    allowed_metadata_keys: list[MetadataKey] | None = Field(
+        default=None, max_length=256, description="Keys a metadata filter may name; null: every key."
+    )
+
+
+class StoreResponse(ResponseModel):
+    """A store as the write side shows it."""
+
+    name: str
+    display_name: str
+    storage: Storage
+    embedding_model: str
+    dimension: int
+    allowed_metadata_keys: list[str] | None
+    document_count: int
+    chunk_count: int
+
+    @classmethod
+    def of(cls, info: StoreInfo) -> StoreResponse:
+        """From the service's StoreInfo."""
+        keys = list(info.allowed_metadata_keys) if info.allowed_metadata_keys is not None else None
+        return cls(
+            name=info.name,
+            display_name=info.display_name,
+            storage=info.storage,
+            embedding_model=info.embedding_model,
+            dimension=info.dimension,
+            allowed_metadata_keys=keys,
+            document_count=info.document_count,
+            chunk_count=info.chunk_count,
+        )
+
+
+class StoreListResponse(ResponseModel):
+    """The stores the caller may read, oldest first."""
+
+    stores: list[StoreResponse]
+
+
+class DocumentPutRequest(RequestModel):
+    """A document's content: `text`, or a file as base64 `content` with its `contentType`."""
+
+    text: Text | None = Field(
+        default=None, description="Plain text (or text of `contentType`, e.g. Markdown)."
+    )
+    content: str | None = Field(default=None, description="The file's bytes, base64-encoded.")
+    content_type: str | None = Field(
+        default=None,
+        max_length=255,
+        description="e.g. application/pdf; omitted: decided from fileName and the bytes.",
+    )
+    file_name: Text | None = Field(default=None, min_length=1, max_length=1024)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Travels with every chunk; documentId and chunkIndex are reserved (the API adds them).",
+    )
+
+    @model_validator(mode="after")
+    def _one_content(self) -> DocumentPutRequest:
+        if (self.text is None) == (self.content is None):
+            raise ValueError("give exactly one of text and content")
+        return self
+
+    def source(self, document_id: str) -> SourceInput:
+        """The SourceInput of this body; a 422 naming `content` when it is not base64."""
+        if self.text is not None:
+            return SourceInput(
+                document_id,
+                self.text.encode("utf-8"),
+                self.content_type or "text/plain",
+                self.file_name,
+                self.metadata,
+            )
+        try:
+            data = base64.b64decode(self.content or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidRequestError.for_field("content", "is not valid base64", "base64") from None
+        return SourceInput(document_id, data, self.content_type, self.file_name, self.metadata)
+
+
+class DocumentWriteItem(ResponseModel):
+    """One record of a row source (CSV, JSONL)."""
+
+    document_id: str
+    status: WriteStatus
+    chunk_count: int
+
+
+class DocumentWriteResponse(ResponseModel):
+    """What a PUT did: `created`, `updated` or `unchanged` (nothing re-embedded)."""
+
+    document_id: str
+    status: WriteStatus
+    chunk_count: int
+    content_sha256: str
+    content_type: str
+    documents: list[DocumentWriteItem] | None = Field(
+        default=None, description="A row source (CSV, JSONL): each record's document."
+    )
+    removed: list[str] | None = Field(default=None, description="Records the source no longer holds.")
+
+    @classmethod
+    def of(cls, document_id: str, written: SourceWrite, records: bool) -> DocumentWriteResponse:
+        """From the service's SourceWrite; `records` adds the per-record lists."""
+        items = [
+            DocumentWriteItem(document_id=d.document_id, status=d.status, chunk_count=d.chunk_count)
+            for d in written.documents
+        ]
+        return cls(
+            document_id=document_id,
+            status=written.status,
+            chunk_count=written.chunk_count,
+            content_sha256=written.content_sha256,
+            content_type=written.content_type,
+            documents=items if records else None,
+            removed=list(written.removed) if records else None,
+        )
+
+
+class DocumentResponse(ResponseModel):
+    """A stored document, without its chunks."""
+
+    document_id: str
+    source: str
+    title: str
+    metadata: dict[str, Any]
+    content_type: str
+    content_sha256: str
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, info: DocumentInfo) -> DocumentResponse:
+        """From the service's DocumentInfo."""
+        return cls(
+            document_id=info.id,
+            source=info.source,
+            title=info.title,
+            metadata=info.metadata,
+            content_type=info.content_type,
+            content_sha256=info.content_sha256,
+            chunk_count=info.chunk_count,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+        )
+
+
+class DocumentListResponse(ResponseModel):
+    """A page of documents in id order; `nextCursor` null on the last page."""
+
+    documents: list[DocumentResponse]
+    next_cursor: str | None

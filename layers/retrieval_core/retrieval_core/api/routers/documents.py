@@ -1,0 +1,139 @@
+"""The write side over HTTP: store definitions and documents (docs/documents-api.md).
+
+Registered after the stores router, so GET /api/v1/stores/resolve keeps winning over
+GET /api/v1/stores/{store}. A document id is the rest of the path, percent-decoded: `a%2Fb%23c` is
+the document `a/b#c`. Every route passes the caller's grant to the service, which checks it once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from ...documents import StoreDefinition
+from ...documents.service import DocumentService
+from ...exceptions import DocumentNotFoundError
+from ...models import ErrorResponse
+from ...parsers import CSV, JSONL
+from ...runtime import get_document_service
+from ..dependencies import GrantDep
+from ..documents_models import (
+    DocumentListResponse,
+    DocumentPutRequest,
+    DocumentResponse,
+    DocumentWriteResponse,
+    StoreListResponse,
+    StorePutRequest,
+    StoreResponse,
+)
+
+router = APIRouter(prefix="/api/v1/stores", tags=["documents"])
+
+ROW_FORMATS = (CSV, JSONL)
+DocumentsDep = Annotated[DocumentService, Depends(get_document_service)]
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
+    return {code: {"model": ErrorResponse} for code in (*statuses, 403, 404, 500)}
+
+
+@router.get("", response_model=StoreListResponse, responses=_errors())
+async def list_stores(documents: DocumentsDep, grant: GrantDep) -> StoreListResponse:
+    """The stores the caller's grant covers, oldest first (scope read)."""
+    stores = await run_in_threadpool(documents.list_stores, grant)
+    return StoreListResponse(stores=[StoreResponse.of(s) for s in stores])
+
+
+@router.put("/{store}", response_model=StoreResponse, responses=_errors(409, 422))
+async def put_store(
+    store: str, body: StorePutRequest, documents: DocumentsDep, grant: GrantDep, response: Response
+) -> StoreResponse:
+    """Create the store (201) or apply the definition (200; the same one again changes nothing).
+
+    Scope admin. `storage` cannot change (409); `displayName` may, but not to another store's name
+    or display name (409). `resolve` and names outside the store-name rule are refused (422).
+    """
+    definition = StoreDefinition(
+        display_name=body.display_name,
+        storage=body.storage,
+        allowed_metadata_keys=tuple(body.allowed_metadata_keys)
+        if body.allowed_metadata_keys is not None
+        else None,
+    )
+    info, created = await run_in_threadpool(documents.put_store, store, definition, grant)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return StoreResponse.of(info)
+
+
+@router.get("/{store}", response_model=StoreResponse, responses=_errors())
+async def get_store(store: str, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
+    """One store with its document and chunk counts (scope read)."""
+    return StoreResponse.of(await run_in_threadpool(documents.get_store, store, grant))
+
+
+@router.delete("/{store}", status_code=204, responses=_errors())
+async def delete_store(store: str, documents: DocumentsDep, grant: GrantDep) -> Response:
+    """Drop the store with all its documents (scope admin); cached answers about it are forgotten."""
+    await run_in_threadpool(documents.delete_store, store, grant)
+    return Response(status_code=204)
+
+
+@router.get("/{store}/documents", response_model=DocumentListResponse, responses=_errors(422))
+async def list_documents(
+    store: str,
+    documents: DocumentsDep,
+    grant: GrantDep,
+    prefix: Annotated[str, Query(max_length=1024)] = "",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+) -> DocumentListResponse:
+    """Documents whose id starts with `prefix`, in id order (byte order), `limit` per page (scope read).
+
+    Pass `nextCursor` back as `cursor` for the next page; it is null on the last one.
+    """
+    page, next_cursor = await run_in_threadpool(documents.list_documents, store, prefix, limit, cursor, grant)
+    return DocumentListResponse(documents=[DocumentResponse.of(d) for d in page], next_cursor=next_cursor)
+
+
+@router.put(
+    "/{store}/documents/{document_id:path}",
+    response_model=DocumentWriteResponse,
+    responses=_errors(413, 415, 422),
+)
+async def put_document(
+    store: str,
+    document_id: str,
+    body: DocumentPutRequest,
+    documents: DocumentsDep,
+    grant: GrantDep,
+    response: Response,
+) -> DocumentWriteResponse:
+    """Write a document (scope write): 201 created, 200 updated or unchanged (nothing re-embedded).
+
+    A CSV or JSONL file is a row source: one document per record, listed in `documents`, and the
+    records it no longer holds in `removed`. The store must exist (PUT it first: 404 otherwise).
+    """
+    source = body.source(document_id)
+    written = await run_in_threadpool(documents.write_source, store, source, grant)
+    records = written.content_type in ROW_FORMATS
+    response.status_code = status.HTTP_201_CREATED if written.status == "created" else status.HTTP_200_OK
+    return DocumentWriteResponse.of(document_id, written, records)
+
+
+@router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, responses=_errors())
+async def get_document(
+    store: str, document_id: str, documents: DocumentsDep, grant: GrantDep
+) -> DocumentResponse:
+    """One document without its chunks (scope read); 404 `document_not_found` when absent."""
+    return DocumentResponse.of(await run_in_threadpool(documents.get_document, store, document_id, grant))
+
+
+@router.delete("/{store}/documents/{document_id:path}", status_code=204, responses=_errors())
+async def delete_document(store: str, document_id: str, documents: DocumentsDep, grant: GrantDep) -> Response:
+    """Delete the document, or every record of the row source of that id (scope write); 404 when absent."""
+    deleted = await run_in_threadpool(documents.delete_source, store, document_id, grant)
+    if not deleted:
+        raise DocumentNotFoundError(store, document_id)
+    return Response(status_code=204)
