@@ -12,7 +12,15 @@ import pytest
 from retrieval_core.cli import main
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import StoreNotFoundError
-from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, png_bytes, text_bytes, zip_bytes
+from tests.files import (
+    corrupt_pdf_bytes,
+    jsonl_bytes,
+    markdown_bytes,
+    pdf_bytes,
+    png_bytes,
+    text_bytes,
+    zip_bytes,
+)
 
 
 @pytest.fixture()
@@ -278,3 +286,31 @@ def _api_source(source_id: str, text: str) -> Any:
     from retrieval_core.documents import SourceInput
 
     return SourceInput(source_id, text.encode(), "text/plain")
+
+
+def test_a_beir_corpus_keeps_its_record_ids_and_sync_updates_only_changed_records(
+    service: Any, documents: DocumentService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [
+        {
+            "_id": "d1",
+            "title": "Tides",
+            "text": "The moon's pull causes ocean tides.",
+            "metadata": {"year": 2020},
+        },
+        {"_id": "d2", "title": "Volcanoes", "text": "Magma rises through the crust.", "metadata": {}},
+    ]
+    corpus = put(tmp_path, "corpus.jsonl", jsonl_bytes(records))
+    store = new_store()
+    code, report = run_json(capsys, "ingest", str(corpus), "--store", store)
+    assert code == 0 and report["added"][0]["documents"] == 2
+    docs = stored(documents, store)
+    assert set(docs) == {"d1", "d2"}  # qrels map by these ids (bench/eval.py)
+    assert docs["d1"]["metadata"]["year"] == 2020 and docs["d1"]["source"] == report["added"][0]["sourceId"]
+    assert top_document(service, store, "what causes tides") == "d1"
+
+    records[1]["text"] = "Lava flows from volcanic eruptions."
+    corpus.write_bytes(jsonl_bytes([*records, {"_id": "d3", "text": "A third passage."}]))
+    code, report = run_json(capsys, "ingest", str(corpus), "--store", store)
+    assert code == 0 and report["updated"][0]["documents"] == 3
+    assert report["totals"]["documentsWritten"] == 2  # d2 changed, d3 new; d1 not re-embedded
