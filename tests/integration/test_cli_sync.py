@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -314,3 +315,73 @@ def test_a_beir_corpus_keeps_its_record_ids_and_sync_updates_only_changed_record
     code, report = run_json(capsys, "ingest", str(corpus), "--store", store)
     assert code == 0 and report["updated"][0]["documents"] == 3
     assert report["totals"]["documentsWritten"] == 2  # d2 changed, d3 new; d1 not re-embedded
+
+
+@pytest.fixture()
+def s3(moto: Any, aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's S3 with a fresh bucket; the CLI reaches it through S3_ENDPOINT_URL."""
+    from retrieval_core.settings import get_settings
+
+    monkeypatch.setenv("S3_ENDPOINT_URL", moto.endpoint_url)
+    get_settings.cache_clear()
+    client = moto.client("s3")
+    client.create_bucket(Bucket=(bucket := f"docs-{uuid.uuid4().hex[:8]}"))
+    client.bucket = bucket
+    yield client
+    monkeypatch.delenv("S3_ENDPOINT_URL")
+    get_settings.cache_clear()
+
+
+def test_sync_from_an_s3_prefix(
+    s3: Any, service: Any, documents: DocumentService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket = s3.bucket
+    s3.put_object(Bucket=bucket, Key="handbook/", Body=b"")  # a console "folder"
+    s3.put_object(
+        Bucket=bucket, Key="handbook/guide.md", Body=b"# Guide\n\nRotate the API keys every ninety days."
+    )
+    pdf = pdf_bytes(["Laptops are replaced every three years."], title="Hardware")
+    s3.put_object(Bucket=bucket, Key="handbook/it/Hardware.PDF", Body=pdf, ContentType="binary/octet-stream")
+    s3.put_object(
+        Bucket=bucket,
+        Key="handbook/it/Hardware.PDF.metadata.json",
+        Body=b'{"metadataAttributes": {"team": "it"}}',
+    )
+    s3.put_object(Bucket=bucket, Key="handbook/logo.png", Body=png_bytes())
+    s3.put_object(Bucket=bucket, Key="handbookish/elsewhere.md", Body=b"# Not under the prefix")
+    store = new_store()
+    root = f"s3://{bucket}/handbook"
+
+    code, report = run_json(capsys, "sync", root, "--store", store)
+    assert code == 0 and report["root"] == f"s3://{bucket}/handbook/"
+    assert paths(report, "added") == ["guide.md", "it/Hardware.PDF"]
+    assert report["skipped"][0]["path"] == "logo.png" and "image/png" in report["skipped"][0]["reason"]
+    docs = stored(documents, store)
+    assert set(docs) == {"guide.md", "it/Hardware.PDF"}
+    assert docs["it/Hardware.PDF"]["metadata"]["team"] == "it"
+    assert top_document(service, store, "when are laptops replaced") == "it/Hardware.PDF"
+
+    s3.delete_object(Bucket=bucket, Key="handbook/guide.md")
+    s3.put_object(Bucket=bucket, Key="handbook/it/Hardware.PDF", Body=pdf_bytes(["Phones: every two years."]))
+    code, report = run_json(capsys, "sync", root, "--store", store, "--prune")
+    assert code == 0 and paths(report, "updated") == ["it/Hardware.PDF"]
+    assert report["deleted"] == [{"sourceId": "guide.md", "documents": ["guide.md"]}]
+    assert set(stored(documents, store)) == {"it/Hardware.PDF"}
+
+
+def test_s3_listing_is_paginated_and_errors_are_reported(
+    s3: Any, service: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:  # more than one ListObjectsV2 page (1,000 keys)
+        list(
+            pool.map(
+                lambda n: s3.put_object(Bucket=s3.bucket, Key=f"many/{n:04d}.txt", Body=b"x"), range(1005)
+            )
+        )
+    code, plan = run_json(capsys, "sync", f"s3://{s3.bucket}/many", "--store", new_store(), "--dry-run")
+    assert code == 0 and len(plan["added"]) == 1005 and plan["added"][-1]["path"] == "1004.txt"
+
+    assert main(["sync", "s3://no-such-bucket-here/x", "--store", new_store(), "--no-progress"]) == 2
+    assert "cannot list s3://no-such-bucket-here/x/: NoSuchBucket" in capsys.readouterr().err
