@@ -13,9 +13,12 @@ import json
 import os
 import subprocess
 import textwrap
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from bench.common import find_python312
 from tests.conftest import REPO_ROOT
@@ -115,6 +118,48 @@ def test_layer_shares_no_package_with_the_core_layer(built_layer: Path, core_pac
         return {p.name for p in root.iterdir() if p.name not in ("__pycache__", "bin")}
 
     assert names(built_layer) & names(core_packages) == set()
+
+
+def test_every_requirement_is_met_by_this_layer_or_the_core_layer(
+    built_layer: Path, core_packages: Path
+) -> None:
+    """pip resolved the whole set; after the Makefile took out what the core ships, each requirement,
+    followed through the requirements of what meets it, must still be met in a version it accepts."""
+    layer = {
+        canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions(path=[str(built_layer)])
+    }
+    core = {
+        canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions(path=[str(core_packages)])
+    }
+    environment = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux"}
+    environment |= {
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
+    }
+    lines = (
+        raw.split("#", 1)[0].strip() for raw in (PARSERS_DIR / "requirements.txt").read_text().splitlines()
+    )
+    pending = [Requirement(line) for line in lines if line]
+    seen: set[tuple[str, str]] = set()
+    from_core: set[str] = set()
+    while pending:
+        requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        met = layer.get(name) or core.get(name)
+        assert met is not None, f"{requirement} is met by neither this layer nor the core layer"
+        assert requirement.specifier.contains(met.version, prereleases=True), f"{requirement}: {met.version}"
+        if name not in layer:
+            from_core.add(name)
+        for extra in {"", *requirement.extras}:
+            if (name, extra) not in seen:
+                seen.add((name, extra))
+                for dependency in map(Requirement, met.requires or []):
+                    if dependency.marker is None or dependency.marker.evaluate(
+                        {**environment, "extra": extra}
+                    ):
+                        pending.append(dependency)
+    assert {"cryptography", "typing-extensions"} <= from_core
 
 
 def test_built_layer_parses_every_format_in_an_isolated_python312(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -92,7 +93,17 @@ def load_handler_module(folder: str) -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def handlers(sample_store: Any) -> dict[str, Callable[[Event, Any], Response]]:
+def no_handbook_store(service: Any) -> None:
+    """The stores-*.json events walk one store's life in file order, from its PUT to its DELETE."""
+    from retrieval_core.runtime import get_document_service
+
+    docs = get_document_service()
+    if "handbook" in {s.name for s in docs.list_stores()}:
+        docs.delete_store("handbook")
+
+
+@pytest.fixture(scope="module")
+def handlers(sample_store: Any, no_handbook_store: None) -> dict[str, Callable[[Event, Any], Response]]:
     """Each function folder's `handler`, imported after the database holds the sample store."""
     return {folder: load_handler_module(folder).handler for folder in sorted(set(ROUTES.values()))}
 
@@ -103,6 +114,9 @@ def test_every_event_is_an_http_api_or_an_sqs_event() -> None:
 
 
 def body_of(response: Response) -> dict[str, Any]:
+    if response["statusCode"] == 204:
+        assert not response["body"]
+        return {}
     assert response["isBase64Encoded"] is False
     assert response["headers"]["content-type"].startswith("application/json")
     parsed: dict[str, Any] = json.loads(response["body"])
@@ -199,6 +213,64 @@ def check_health(status: int, body: dict[str, Any]) -> None:
     assert body == {"status": "ok", "database": "ok"}
 
 
+def check_stores_put(status: int, body: dict[str, Any]) -> None:
+    assert status == 201, body
+    assert body["name"] == "handbook" and body["displayName"] == "Employee handbook"
+    assert body["dimension"] == 384 and body["documentCount"] == 0 and body["storage"] == "vector"
+
+
+def check_documents_put_text(status: int, body: dict[str, Any]) -> None:
+    assert status == 201, body
+    # rawPath holds the id API Gateway decoded from policies%2Fvisitors%232026.
+    assert body["documentId"] == "policies/visitors#2026" and body["status"] == "created"
+    assert (
+        body["chunkCount"] == 1 and body["contentType"] == "text/plain" and len(body["contentSha256"]) == 64
+    )
+
+
+def check_documents_put_markdown(status: int, body: dict[str, Any]) -> None:
+    assert status == 201, body
+    assert body["documentId"] == "guides/onboarding.md" and body["contentType"] == "text/markdown"
+    assert body["chunkCount"] >= 2  # one chunk per section at least
+
+
+def check_documents_put_unsupported(status: int, body: dict[str, Any]) -> None:
+    assert status == 415, body
+    assert body["error"]["code"] == "unsupported_content_type"
+    assert "application/pdf" in body["error"]["details"]["supported"]
+
+
+def check_documents_put_bad_base64(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["details"]["errors"][0]["field"] == "content"
+
+
+def check_documents_get(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["documentId"] == "policies/visitors#2026"
+    assert body["metadata"] == {"team": "facilities", "year": 2026, "contentType": "text/plain"}
+
+
+def check_documents_list(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert [d["documentId"] for d in body["documents"]] == ["guides/onboarding.md"]
+    assert body["documents"][0]["title"] == "Onboarding" and body["nextCursor"] is None
+
+
+def check_documents_delete(status: int, body: dict[str, Any]) -> None:
+    assert status == 204 and body == {}
+
+
+def check_stores_get(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["documentCount"] == 1 and body["chunkCount"] == 1
+
+
+def check_stores_list(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert {"sample", "handbook"} <= {s["name"] for s in body["stores"]}
+
+
 EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve.json": check_retrieve,
     "retrieve-metadata-filter.json": check_retrieve_metadata_filter,
@@ -210,6 +282,17 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "similarity-search.json": check_similarity_search,
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,
+    "stores-01-put.json": check_stores_put,
+    "stores-02-documents-put-text.json": check_documents_put_text,
+    "stores-03-documents-put-markdown.json": check_documents_put_markdown,
+    "stores-04-documents-put-unsupported.json": check_documents_put_unsupported,
+    "stores-05-documents-put-bad-base64.json": check_documents_put_bad_base64,
+    "stores-06-documents-get.json": check_documents_get,
+    "stores-07-documents-list.json": check_documents_list,
+    "stores-08-documents-delete.json": check_documents_delete,
+    "stores-09-get.json": check_stores_get,
+    "stores-10-list.json": check_stores_list,
+    "stores-11-delete.json": check_documents_delete,
 }
 
 
@@ -240,11 +323,11 @@ def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
     method, path = event["routeKey"].split(" ", 1)
     assert event["routeKey"] in ROUTES, "no function in template.yaml serves this route"
     assert event["version"] == "2.0" and event["isBase64Encoded"] is False
-    assert event["rawPath"] == path
+    assert re.fullmatch(route_pattern(path), event["rawPath"]), (path, event["rawPath"])
     context = event["requestContext"]
     assert context["requestId"] and context["routeKey"] == event["routeKey"]
-    assert context["http"]["method"] == method and context["http"]["path"] == path
-    if method == "POST":
+    assert context["http"]["method"] == method and context["http"]["path"] == event["rawPath"]
+    if method in ("POST", "PUT"):
         assert event["headers"]["content-type"] == "application/json"
         assert int(event["headers"]["content-length"]) == len(event["body"].encode())
         json.loads(event["body"])
@@ -259,6 +342,17 @@ GOOD_EVENTS = {
     "health.json",
 }
 GOOD_EVENTS |= {"knowledge-search.json", "resolve-store.json"}
+GOOD_EVENTS |= {
+    "stores-01-put.json",
+    "stores-02-documents-put-text.json",
+    "stores-03-documents-put-markdown.json",
+    "stores-06-documents-get.json",
+    "stores-07-documents-list.json",
+    "stores-08-documents-delete.json",
+    "stores-09-get.json",
+    "stores-10-list.json",
+    "stores-11-delete.json",
+}
 
 
 def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> None:
@@ -269,7 +363,9 @@ def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> N
         (good if event_file.name in GOOD_EVENTS else bad)[route] += 1
     assert all(good.values()), f"routes without a valid-request event: {good}"
     # GET /api/v1/health takes no input, so it has no bad-input variant.
-    assert all(n for route, n in bad.items() if route.startswith("POST")), f"routes without bad input: {bad}"
+    with_bodies = [route for route in bad if route.startswith("POST") or route.endswith("{documentId+}")]
+    with_bodies = [route for route in with_bodies if not route.startswith(("GET", "DELETE"))]
+    assert all(bad[route] for route in with_bodies), f"routes without bad input: {bad}"
 
 
 def template_resources() -> dict[str, Any]:
@@ -691,3 +787,12 @@ def test_database_host_without_usable_credentials_is_a_clear_configuration_error
     error = run.bodies()[0]["error"]
     assert error["code"] == "configuration_error"
     assert all(name in error["message"] for name in named), error["message"]
+
+
+def route_pattern(template: str) -> str:
+    """A regex of the paths an HTTP API route serves: `{name}` one segment, greedy `{name+}` the rest."""
+    parts = re.split(r"(\{\w+\+?\})", template)
+    return "".join(
+        (".+" if part.endswith("+}") else "[^/]+") if part.startswith("{") else re.escape(part)
+        for part in parts
+    )

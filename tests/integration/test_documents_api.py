@@ -238,3 +238,67 @@ def test_a_write_through_one_instance_is_visible_to_the_next_retrieve_on_another
     assert {r["metadata"]["documentId"] for r in a.post(RETRIEVE, json=query).json()["results"]} == {"old"}
     assert b.delete(f"{STORES}/{name}").status_code == 204
     assert a.post(RETRIEVE, json=query).status_code == 404
+
+
+def lambda_event(method: str, route: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An HTTP API (payload 2.0) event. API Gateway hands Lambda the path percent-decoded, in rawPath and
+    requestContext.http.path alike (Mangum routes on the latter as it is)."""
+    text = json.dumps(body) if body is not None else None
+    headers = {"content-type": "application/json", "content-length": str(len(text))} if text else {}
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": f"{method} {route}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {"host": "api.example.com", **headers},
+        "requestContext": {
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9"},
+            "requestId": f"req-{uuid.uuid4().hex[:8]}",
+            "routeKey": f"{method} {route}",
+            "stage": "$default",
+        },
+        "isBase64Encoded": False,
+    }
+    if text is not None:
+        event["body"] = text
+    return event
+
+
+def test_the_lambda_handler_takes_the_greedy_decoded_document_id(store: str) -> None:
+    from tests.functional.test_handlers import FakeLambdaContext, load_handler_module
+
+    handler = load_handler_module("documents").handler
+    route = "/api/v1/stores/{store}/documents/{documentId+}"
+    # The client sent /documents/reports%2F2026%23q1%20draft; API Gateway decoded it.
+    path = f"/api/v1/stores/{store}/documents/reports/2026#q1 draft"
+    put = handler(
+        lambda_event("PUT", route, path, {"text": "Quarterly report draft."}), FakeLambdaContext("documents")
+    )
+    assert put["statusCode"] == 201, put["body"]
+    assert json.loads(put["body"])["documentId"] == "reports/2026#q1 draft"
+    got = handler(lambda_event("GET", route, path), FakeLambdaContext("documents"))
+    assert json.loads(got["body"])["documentId"] == "reports/2026#q1 draft"
+    deleted = handler(lambda_event("DELETE", route, path), FakeLambdaContext("documents"))
+    assert deleted["statusCode"] == 204
+
+
+def test_a_jsonl_file_answers_with_each_record_and_the_removed_ones(client: TestClient, store: str) -> None:
+    from tests.files import jsonl_bytes
+
+    records = [
+        {"_id": "d1", "text": "Parking is free after six."},
+        {"_id": "d2", "text": "Bikes go in the cellar."},
+    ]
+    body = {"content": b64(jsonl_bytes(records)), "fileName": "corpus.jsonl"}
+    first = client.put(doc_url(store, "corpus.jsonl"), json=body)
+    assert first.status_code == 201, first.text
+    assert [d["documentId"] for d in first.json()["documents"]] == ["d1", "d2"] and first.json()[
+        "removed"
+    ] == []
+    body = {"content": b64(jsonl_bytes(records[:1])), "fileName": "corpus.jsonl"}
+    second = client.put(doc_url(store, "corpus.jsonl"), json=body).json()
+    assert second["status"] == "updated" and second["removed"] == ["d2"]
+    assert second["documents"] == [{"documentId": "d1", "status": "unchanged", "chunkCount": 1}]
+    assert client.get(doc_url(store, "d1")).json()["source"] == "corpus.jsonl"
+    assert client.delete(doc_url(store, "corpus.jsonl")).status_code == 204
+    assert client.get(doc_url(store, "d1")).status_code == 404

@@ -435,3 +435,44 @@ def test_concurrent_writers_and_a_searching_reader_never_see_a_mix(service: Any)
     version = int(stored[0][1].split()[1])
     assert info.content_sha256 == hashlib.sha256(version_text(version).encode()).hexdigest()
     assert info.chunk_count == len(stored) == version + 2
+
+
+def test_a_row_source_is_one_document_per_record_and_loses_records_it_no_longer_holds(service: Any) -> None:
+    from tests.files import csv_bytes
+
+    embedder = CountingEmbedder()
+    docs = documents_for(service, embedder, chunk_size=1000)
+    store = new_store(docs)
+    rows = [
+        {"id": "q1", "title": "Install", "text": "Use apt on Linux.", "year": "2024"},
+        {"id": "", "title": "", "text": "A record without an id.", "year": ""},
+        {"id": "q3", "title": "", "text": "Third answer.", "year": ""},
+    ]
+    first = docs.write_source(store, SourceInput("faq.csv", csv_bytes(rows), "text/csv", "faq.csv"))
+    assert [(d.document_id, d.status) for d in first.documents] == [
+        ("q1", "created"),
+        ("faq.csv#2", "created"),
+        ("q3", "created"),
+    ]
+    assert first.content_type == "text/csv" and first.status == "created"
+    assert {docs.get_document(store, i).source for i in ("q1", "faq.csv#2", "q3")} == {"faq.csv"}
+    ((_, _, q1),) = chunks(docs, store, "q1")
+    assert (q1["year"], q1["title"], q1["fileName"], q1["contentType"]) == (
+        2024,
+        "Install",
+        "faq.csv",
+        "text/csv",
+    )
+    texts = embedder.texts
+
+    # q1 unchanged, q3 revised, the id-less record gone: removed in the same transaction.
+    revised = [rows[0], {"id": "q3", "title": "", "text": "Third answer, revised.", "year": ""}]
+    data = csv_bytes(revised)
+    second = docs.write_source(store, SourceInput("faq.csv", data, "text/csv", "faq.csv"))
+    assert [(d.document_id, d.status) for d in second.documents] == [("q1", "unchanged"), ("q3", "updated")]
+    assert second.removed == ["faq.csv#2"] and second.status == "updated"
+    assert embedder.texts == texts + 1  # only the revised record was embedded
+    assert [d.id for d in docs.list_documents(store)[0]] == ["q1", "q3"]
+    assert docs.source_hashes(store) == {"faq.csv": hashlib.sha256(data).hexdigest()}
+    assert sorted(docs.delete_source(store, "faq.csv")) == ["q1", "q3"]
+    assert docs.list_documents(store)[0] == []

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from retrieval_core.chunking import chunk_blocks
-from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError
+from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError, RetrievalError
 from retrieval_core.parsers import MARKDOWN, PDF, TEXT, parse
-from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, text_bytes
+from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, sample_files, text_bytes
 
 LONG = " ".join(f"Sentence {i} about installing the service." for i in range(40))
 
@@ -162,6 +164,7 @@ def test_markdown_suffix_is_case_insensitive(name: str) -> None:
         (text_bytes("Grüße aus Köln", "utf-16-be", bom=True), None),
         ("Grüße aus Köln".encode("utf-16"), "text/plain"),
         ("Grüße aus Köln".encode("latin-1"), "text/plain; charset=ISO-8859-1"),
+        ("Grüße aus Köln".encode("utf-16-le"), "text/plain; charset=UTF-16LE"),
     ],
 )
 def test_plain_text_decodes_bom_and_declared_charset(data: bytes, declared: str | None) -> None:
@@ -182,8 +185,37 @@ def test_unknown_charset_is_a_422() -> None:
         parse(b"hello", "text/plain; charset=klingon", "a.txt")
 
 
+def test_an_empty_file_is_reported_as_the_format_it_claims() -> None:
+    with pytest.raises(EmptyDocumentError) as caught:
+        parse(b"", None, "report.pdf")
+    assert caught.value.details["contentType"] == PDF
+
+
 @pytest.mark.parametrize("data", [b"", b"  \n\t ", b"\xef\xbb\xbf  \n"])
 def test_empty_text_is_empty_document_error(data: bytes) -> None:
     with pytest.raises(EmptyDocumentError) as caught:
         parse(data, "text/plain", "empty.txt")
     assert caught.value.status_code == 422
+
+
+def test_damaged_files_of_every_format_give_our_errors_never_a_library_exception() -> None:
+    """Bytes flipped, cut or inserted: parse answers or raises a RetrievalError (a 4xx), never a 500."""
+    rng = random.Random(15)
+    samples = [*sample_files().values(), ("locked.pdf", pdf_bytes(["a"], password="", owner_password="o"))]
+    refused = 0
+    for _ in range(400):
+        name, original = rng.choice(samples)
+        data = bytearray(original)
+        for _ in range(rng.randint(1, 12)):
+            at = rng.randrange(len(data) or 1)
+            if rng.random() < 0.6:
+                data[at : at + 1] = bytes([rng.randrange(256)])
+            else:
+                del data[at : at + rng.randint(1, 64)]
+        try:
+            parse(bytes(data), None, name)
+        except RetrievalError as error:
+            assert 400 <= error.status_code < 500
+            assert len(error.message) < 400 and "Traceback" not in error.message
+            refused += 1
+    assert refused > 50  # the damage is real: many files are refused

@@ -104,6 +104,16 @@ def test_html_charset_from_meta_and_from_the_declared_type() -> None:
     assert parse(raw, "text/html; charset=ISO-8859-1", None).documents[0].text == "Crème"
 
 
+def test_deeply_nested_html_is_read_and_absurd_nesting_refused() -> None:
+    def nested(depth: int) -> bytes:
+        return html_bytes("<div>" * depth + "Deep text." + "</div>" * depth)
+
+    # libxml2 alone drops whatever lies deeper than 256 elements; page builders nest that deep.
+    assert parse(nested(400), None, "deep.html").documents[0].text == "Deep text."
+    with pytest.raises(DocumentParseError, match="nested too deeply"):
+        parse(nested(5000), None, "absurd.html")
+
+
 def test_html_with_only_boilerplate_is_empty() -> None:
     with pytest.raises(EmptyDocumentError):
         parse(html_bytes("<nav>Menu</nav><script>x()</script>", title="Nothing"), None, "x.html")

@@ -131,9 +131,12 @@ class DocumentState:
     content_sha256: str
     fingerprint: str
     chunk_count: int
+    source_sha256: str | None
 
 
-_STATE_COLUMNS = "id, source, title, metadata, content_type, content_sha256, fingerprint, chunk_count"
+_STATE_COLUMNS = (
+    "id, source, title, metadata, content_type, content_sha256, fingerprint, chunk_count, source_sha256"
+)
 
 
 def document_states(conn: Connection, store: Store, document_ids: Sequence[str]) -> dict[str, DocumentState]:
@@ -240,6 +243,17 @@ def update_metadata(
            WHERE c.store_id = %s AND c.document_id = %s AND c.chunk_index = v.chunk_index""",
         (list(range(len(chunk_metadata))), [Jsonb(m) for m in chunk_metadata], store.id, document_id),
     )
+
+
+def set_source_sha256(
+    conn: Connection, store: Store, document_ids: Sequence[str], source_sha256: str
+) -> None:
+    """Record the hash of the source file the (unchanged) documents were read from again."""
+    if document_ids:
+        conn.execute(
+            "UPDATE documents SET source_sha256 = %s WHERE store_id = %s AND id = ANY(%s::text[])",
+            (source_sha256, store.id, list(document_ids)),
+        )
 
 
 def remove_documents(conn: Connection, store: Store, document_ids: Sequence[str]) -> list[str]:

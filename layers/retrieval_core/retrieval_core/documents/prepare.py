@@ -18,11 +18,12 @@ from typing import Any
 from ..chunking import Chunk, chunk_blocks
 from ..exceptions import EmptyDocumentError, InvalidRequestError
 from ..models import MAX_DOCUMENT_ID_BYTES
-from ..parsers import ParsedDocument, parse
+from ..parsers import PARSER_VERSION, ParsedDocument, parse
 from .models import SourceInput
 
-# Bump when a parser or the way blocks become chunks changes: every document is re-embedded once.
-PARSER_VERSION = "1"
+# Bump when the way blocks become chunks changes (parsers.PARSER_VERSION covers the parsers): every
+# document is then re-embedded once.
+CHUNKING_VERSION = "1"
 # How a chunk is embedded: its document's title, a blank line, then the chunk (BEIR convention).
 TITLE_CONVENTION = "title\n\nchunk"
 
@@ -74,7 +75,15 @@ class PreparedSource:
 
 def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embedding_model: str) -> str:
     """Hash of what shapes the stored chunks and vectors besides the content."""
-    parts = [PARSER_VERSION, content_type, chunk_size, chunk_overlap, embedding_model, TITLE_CONVENTION]
+    parts = [
+        PARSER_VERSION,
+        CHUNKING_VERSION,
+        content_type,
+        chunk_size,
+        chunk_overlap,
+        embedding_model,
+        TITLE_CONVENTION,
+    ]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 

@@ -95,8 +95,8 @@ class DocumentService:
         naming the field; `display_name` may change, but never to another store's name or display
         name (409). `resolve` and names outside the store-name rule are refused (422).
         """
-        check_store_name(name)
         grant.require("admin", name)
+        check_store_name(name)
         embedder = self.retrieval.embedder
         version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
@@ -439,6 +439,7 @@ class DocumentService:
             return missing
         writes: list[DocumentWrite] = []
         rewrite: list[NewDocument] = []
+        rehashed: list[str] = []
         for doc in prepared.documents:
             state = states.get(doc.id)
             metadata = prepared.document_metadata(doc, sidecar)
@@ -469,6 +470,9 @@ class DocumentService:
                 writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
             else:
                 writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
+                if state.source_sha256 != prepared.source_sha256:
+                    rehashed.append(doc.id)  # another record of its file changed
+        sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
         sql.write_documents(conn, store, rewrite)
         deleted = sql.remove_documents(conn, store, removed)
         if sequence is not None:

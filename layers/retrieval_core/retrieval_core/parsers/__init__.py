@@ -37,6 +37,7 @@ __all__ = [
     "HTML",
     "JSONL",
     "MARKDOWN",
+    "PARSER_VERSION",
     "PDF",
     "SUPPORTED_CONTENT_TYPES",
     "TEXT",
@@ -46,6 +47,10 @@ __all__ = [
     "detect_content_type",
     "parse",
 ]
+
+# Bumped whenever parse() gives other text or metadata for the same bytes, so that stored sources
+# read by an older version can be told apart and read again ("made under other settings").
+PARSER_VERSION = "1"
 
 _READERS: dict[str, Callable[[bytes, str | None], ParsedFile]] = {
     PDF: read_pdf,

@@ -102,6 +102,8 @@ def detect_content_type(data: bytes, declared: str | None, name: str | None) -> 
     """
     bare = media_type(declared)
     claimed = _claimed(bare, name)
+    if not data.strip():
+        return claimed or TEXT  # nothing to sniff: an empty PDF is still reported as a PDF
     head = data[:_SNIFF_BYTES]
     if b"%PDF-" in data[:1024]:
         return PDF
@@ -111,7 +113,9 @@ def detect_content_type(data: bytes, declared: str | None, name: str | None) -> 
         if claimed == DOCX:
             raise DocumentParseError(DOCX, "a zip archive without word/document.xml, not a Word document")
         raise UnsupportedContentTypeError("application/zip", SUPPORTED_CONTENT_TYPES)
-    if _is_binary(head):
+    # UTF-16 and UTF-32 text is full of NUL bytes: binary only when no charset says it is such text.
+    wide = (charset(declared) or "").lower().replace("_", "-").startswith(("utf-16", "utf-32"))
+    if not wide and _is_binary(head):
         if claimed == DOCX and head.startswith(b"\xd0\xcf\x11\xe0"):
             raise DocumentParseError(DOCX, "encrypted with a password, or a legacy .doc file (not .docx)")
         if claimed in (PDF, DOCX):

@@ -86,7 +86,10 @@ def read_html(data: bytes, charset: str | None) -> ParsedFile:
     text = decode_text(data, HTML, charset or _meta_charset(data))
     try:
         # lxml refuses a str that still carries an XML encoding declaration (XHTML); it is decoded.
-        root = lxml.html.document_fromstring(re.sub(r"\A\s*<\?xml[^>]*\?>", "", text) or "<html/>")
+        # huge_tree: without it libxml2 silently drops everything nested deeper than 256 elements.
+        parser = lxml.html.HTMLParser(huge_tree=True)
+        source = re.sub(r"\A\s*<\?xml[^>]*\?>", "", text) or "<html/>"
+        root = lxml.html.document_fromstring(source, parser=parser)
     except (ValueError, lxml.etree.ParserError) as error:
         raise DocumentParseError(HTML, error_summary(error)) from None
     title = " ".join(root.findtext(".//title", default="").split())
@@ -96,8 +99,11 @@ def read_html(data: bytes, charset: str | None) -> ParsedFile:
                 element.drop_tree()
     sections = SectionBlocks()
     writer = _Writer(sections)
-    for part in _main_parts(root):
-        writer.walk(part)
+    try:
+        for part in _main_parts(root):
+            writer.walk(part)
+    except RecursionError:
+        raise DocumentParseError(HTML, "elements nested too deeply (over about 900 levels)") from None
     writer.paragraph()
     blocks = sections.finish()
     if not title:
