@@ -53,6 +53,12 @@ def test_a_txt_that_is_really_a_pdf_is_read_as_pdf() -> None:
     assert parsed.documents[0].blocks[0].metadata == {"pageNumber": 1}
 
 
+def test_pdf_header_after_junk_is_a_pdf_but_text_about_pdf_headers_is_not() -> None:
+    assert detect_content_type(b"X-Mailer: gateway\r\n" + pdf_bytes(["x"]), None, "mail.bin") == PDF
+    page = markdown_bytes("# PDF internals\n\nEvery file starts with `%PDF-1.7`.\n")
+    assert detect_content_type(page, None, "pdf-internals.md") == MARKDOWN
+
+
 def test_octet_stream_and_no_type_are_sniffed() -> None:
     assert detect_content_type(pdf_bytes(["x"]), "application/octet-stream", None) == PDF
     assert detect_content_type(b"<!DOCTYPE html><html><p>x</p></html>", None, None) == HTML

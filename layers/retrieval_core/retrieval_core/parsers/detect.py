@@ -105,7 +105,7 @@ def detect_content_type(data: bytes, declared: str | None, name: str | None) -> 
     if not data.strip():
         return claimed or TEXT  # nothing to sniff: an empty PDF is still reported as a PDF
     head = data[:_SNIFF_BYTES]
-    if b"%PDF-" in data[:1024]:
+    if _is_pdf(data) or (claimed == PDF and b"%PDF-" in data[:1024]):
         return PDF
     if head.startswith(b"PK\x03\x04"):
         if _is_docx(data):
@@ -146,6 +146,20 @@ def _claimed(bare: str, name: str | None) -> str | None:
     if bare.startswith("text/"):
         return TEXT
     return None
+
+
+def _is_pdf(data: bytes) -> bool:
+    """`%PDF-` first; or, as viewers allow, after some junk in the first KiB of a file that is not text
+    (so a Markdown page about the PDF format is not taken for one)."""
+    if data.lstrip()[:5] == b"%PDF-":
+        return True
+    if b"%PDF-" not in data[:1024]:
+        return False
+    try:
+        data[:_SNIFF_BYTES].decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start < _SNIFF_BYTES - 4  # not merely a character cut at the sniff's end
+    return False
 
 
 def _is_docx(data: bytes) -> bool:
