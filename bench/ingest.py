@@ -3,7 +3,8 @@
 Makes a corpus of Markdown and PDF files from the msmarco-5k passages (PASSAGES_PER_FILE passages a
 file, one section or page each), then loads each format into a fresh store and reports documents and
 chunks per second through:
-(a) `retrieval sync` (the CLI, in this process, model already loaded);
+(a) `retrieval sync` (the CLI, in this process, model already loaded), then the same sync again with
+    nothing changed (every file read and hashed, nothing embedded; documents/s counts files checked);
 (b) the documents HTTP API: a real uvicorn server on 127.0.0.1, `--clients` concurrent PUTs;
 (c) the S3 path, when this checkout has the ingest handler (retrieval_core.s3sync): moto S3 notifying
     moto SQS, and the handler invoked as Lambda's SQS event source would (batches of 10);
@@ -85,23 +86,32 @@ def _latin(text: str) -> str:
     return text.encode("cp1252", "replace").decode("cp1252")
 
 
-def bench_cli(root: Path, fmt: str) -> Result:
-    """(a) `retrieval sync ROOT --store S` in this process."""
+def bench_cli(root: Path, fmt: str) -> list[Result]:
+    """(a) `retrieval sync ROOT --store S` in this process; then again, with nothing changed."""
+    store = f"bench-cli-{fmt}-{uuid.uuid4().hex[:6]}"
+    first, seconds = _sync(root, store)
+    totals = first["totals"]
+    results = [
+        Result("CLI sync", fmt, totals["added"], totals["documentsWritten"], totals["chunksWritten"], seconds)
+    ]
+    again, seconds = _sync(root, store)
+    assert again["totals"]["unchanged"] == totals["added"], again["totals"]
+    results.append(Result("CLI sync again, all unchanged", fmt, totals["added"], totals["added"], 0, seconds))
+    return results
+
+
+def _sync(root: Path, store: str) -> tuple[dict[str, Any], float]:
     from retrieval_core.cli import main
 
-    store = f"bench-cli-{fmt}-{uuid.uuid4().hex[:6]}"
     out = io.StringIO()
     started = time.perf_counter()
     with contextlib.redirect_stdout(out):
         code = main(["sync", str(root), "--store", store, "--json", "--no-progress"])
     seconds = time.perf_counter() - started
-    report = json.loads(out.getvalue())
+    report: dict[str, Any] = json.loads(out.getvalue())
     if code != 0:
         raise SystemExit(f"sync failed: {report['failed'][:3]}")
-    totals = report["totals"]
-    return Result(
-        "CLI sync", fmt, totals["added"], totals["documentsWritten"], totals["chunksWritten"], seconds
-    )
+    return report, seconds
 
 
 def bench_http(root: Path, fmt: str, dsn: str, clients: int) -> Result:
@@ -339,7 +349,7 @@ def run(scratch: Path, args: argparse.Namespace) -> tuple[list[Result], list[flo
     service = get_service()
     service.embedder.embed(["warm up"], "document")
     dsn = os.environ["DATABASE_URL"]
-    results = [bench_cli(roots[fmt], fmt) for fmt in FORMATS]
+    results = [result for fmt in FORMATS for result in bench_cli(roots[fmt], fmt)]
     results += [bench_http(roots[fmt], fmt, dsn, args.clients) for fmt in FORMATS]
     try:
         import retrieval_core.s3sync.handler  # noqa: F401
