@@ -139,7 +139,7 @@ def _load(args: argparse.Namespace) -> int:
             f"sync mirrors a folder or an s3:// prefix; {args.path} is a file (use ingest)"
         )
     documents = get_document_service()
-    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix)
+    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix, progress=not args.no_progress)
     if args.dry_run:
         report = sync.planned_report(plan, args.store, tree.root, prune)
     else:

@@ -188,19 +188,33 @@ def make_plan(
 
 
 def plan_sync(
-    documents: DocumentService, store: str, tree: Tree, prune: bool = False, prefix: str = ""
+    documents: DocumentService,
+    store: str,
+    tree: Tree,
+    prune: bool = False,
+    prefix: str = "",
+    progress: bool = False,
 ) -> Plan:
     """List the tree, read the store's source hashes and make the plan.
 
     A file to write whose name has no supported suffix is sniffed first (its first bytes only): one the
     parsers cannot read (an image, an archive) is skipped without being read whole.
     """
+    from tqdm import tqdm
+
     listing = tree.listing()
     try:
         stored: dict[str, str] | None = documents.source_hashes(store)
     except StoreNotFoundError:
         stored = None
-    plan = make_plan(listing, stored, lambda entry: sha256(tree.read(entry.location)), prune, prefix)
+    known = sum(1 for e in listing.entries if (stored or {}).get(e.source_id))
+    with tqdm(total=known, desc="compare", unit=" files", disable=not progress or not known) as bar:
+
+        def digest(entry: Entry) -> str:
+            bar.update(1)
+            return sha256(tree.read(entry.location))
+
+        plan = make_plan(listing, stored, digest, prune, prefix)
     refused = {e.source_id: reason for e in (*plan.added, *plan.updated) if (reason := _unreadable(tree, e))}
     if not refused:
         return plan
