@@ -46,6 +46,8 @@ def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -
         "AWS_DEFAULT_REGION": "us-east-1",
         "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
         "POWERTOOLS_METRICS_NAMESPACE": "Test",
+        # This checkout's layer, as Lambda puts the layer on sys.path (not whatever the venv installed).
+        "PYTHONPATH": str(ROOT / "layers" / "retrieval_core"),
     }
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(ROOT / "functions" / function / "app.py")],

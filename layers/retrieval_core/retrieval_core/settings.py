@@ -139,6 +139,10 @@ class Settings(BaseSettings):
 
     # S3 (the documents bucket, `retrieval sync s3://...`); the endpoint: tests, S3-compatible stores.
     s3_endpoint_url: str | None = None
+    # S3 sync (functions/ingest, docs/s3-sync.md): the bucket whose events are ingested (events of any
+    # other bucket are acknowledged and ignored; unset: any), and the largest object read, in bytes.
+    documents_bucket: str | None = None
+    s3_ingest_max_bytes: int = Field(default=100_000_000, ge=1024)
 
     # Ingest.
     chunk_size: int = Field(default=1000, ge=50, le=100_000)

@@ -1,0 +1,371 @@
+"""The ingest function: SQS batches of S3 events in, document writes and deletes out.
+
+- `ObjectCreated` reads the object (only the version the event names, by its ETag) and writes it as
+  the source `<id>` of store `<store>`, creating the store on its first object. A sidecar
+  `<id>.metadata.json` sets the metadata of source `<id>` instead, without re-embedding it.
+- `ObjectRemoved` deletes the source (or clears the sidecar's metadata), unless the key holds an object
+  again: a later upload's event then decides, and a versioned bucket's old versions do not count.
+- Order: every write carries S3's sequencer; the service applies it only if it is newer than the
+  last one applied to that key, in the write's own transaction. Replays and reorderings converge.
+- Idempotency (Powertools, DynamoDB; key: bucket, key, sequencer, event name): a redelivered event
+  does no work at all, not even the S3 read.
+- Failures: a message that is not an S3 event, and any transient fault (database, embedder, S3,
+  the idempotency table), fails its batch item: retried, then dead-lettered after the queue's
+  maxReceiveCount. An object we cannot read as a document (415, 422, 413: a property of that object)
+  is logged at ERROR with its key and reason, counted (UnreadableObjects) and acknowledged: fixing the
+  object means uploading it again, which is a new event. An object gone by the time it is read is
+  acknowledged: its removal's event came or will come.
+
+Nothing here creates a boto3 client or imports boto3 before the first invocation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from .. import metrics, runtime
+from ..documents import Sequence, SourceInput, StoreDefinition
+from ..documents.service import DocumentService
+from ..exceptions import (
+    ConfigurationError,
+    DatabaseUnavailableError,
+    JobInProgressError,
+    ObjectReadError,
+    ObjectTooLargeError,
+    RetrievalError,
+    S3EventError,
+    StoreNotFoundError,
+)
+from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
+from ..settings import Settings, get_settings
+from .events import ObjectChange, Target, read_message
+from .sidecar import read_sidecar
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_KEY_PREFIX = "s3-ingest"
+# Refusals that are a property of the object itself: retrying cannot change them.
+PERMANENT_STATUSES = frozenset({413, 415, 422})
+# What S3 gives an object uploaded without a type: no information, so the parser decides.
+UNTYPED = frozenset({"binary/octet-stream", "application/octet-stream"})
+
+
+@dataclass(frozen=True, slots=True)
+class S3Object:
+    data: bytes
+    content_type: str | None
+
+
+@dataclass
+class Batch:
+    database_failed: bool = False
+
+
+class IngestProcessor:
+    """Ingests SQS batches of S3 events. Built on the first invocation: it creates the boto3 clients."""
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.idempotency_table_name:
+            raise ConfigurationError(
+                "IDEMPOTENCY_TABLE_NAME is not set: without it a redelivered event would be ingested twice"
+            )
+        self.settings = settings
+        self._s3 = _s3_client(settings)
+
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+
+        self.idempotency = IdempotencyConfig(
+            expires_after_seconds=settings.idempotency_ttl_s, response_hook=self._already_done
+        )
+        persistence = DynamoDBPersistenceLayer(
+            table_name=settings.idempotency_table_name, boto3_client=_dynamodb_client(settings)
+        )
+        self._apply_once: Callable[..., dict[str, Any]] = idempotent_function(
+            self._apply,
+            data_keyword_argument="change_key",
+            persistence_store=persistence,
+            config=self.idempotency,
+            key_prefix=IDEMPOTENCY_KEY_PREFIX,
+        )
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """`{"batchItemFailures": [...]}` naming exactly the messages to retry."""
+        # The in-progress lock of an event expires with this invocation, so a crash cannot block its retry.
+        self.idempotency.register_lambda_context(context)
+        batch = Batch()
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        try:
+            response = process_partial_response(
+                event=event,
+                record_handler=partial(self._process, batch),
+                processor=processor,
+                context=context,
+            )
+        finally:
+            if batch.database_failed:
+                after_database_failure()
+        return dict(response)
+
+    def _process(self, batch: Batch, record: SQSRecord) -> None:
+        try:
+            message = read_message(record.body)
+        except S3EventError as exc:
+            metrics.count("MalformedMessages")
+            logger.error(
+                "not an S3 event; retried, then dead-lettered: %s",
+                exc.message,
+                extra={"messageId": record.message_id},
+            )
+            raise
+        for reason in message.ignored:
+            metrics.count("IgnoredEvents")
+            logger.info("acknowledged without work: %s", reason, extra={"messageId": record.message_id})
+        for change in message.changes:
+            self._process_change(batch, change)
+
+    def _process_change(self, batch: Batch, change: ObjectChange) -> None:
+        where = {"bucket": change.bucket, "key": change.key, "event": change.event_name}
+        expected = self.settings.documents_bucket
+        if expected and change.bucket != expected:
+            metrics.count("IgnoredEvents")
+            logger.warning("event of another bucket than %s acknowledged without work", expected, extra=where)
+            return
+        target = change.target
+        if target is None:
+            metrics.count("UnroutableKeys")
+            logger.warning("key names no `<store>/<document id>`; acknowledged without work", extra=where)
+            return
+
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyAlreadyInProgressError,
+            IdempotencyInconsistentStateError,
+            IdempotencyPersistenceLayerError,
+        )
+
+        try:
+            self._apply_once(change_key=change.idempotency_key, change=change, target=target)
+        except IdempotencyAlreadyInProgressError as exc:
+            in_progress = JobInProgressError("this S3 event is being ingested elsewhere")
+            self._transient(where, in_progress.code)
+            raise in_progress from exc
+        except (IdempotencyPersistenceLayerError, IdempotencyInconsistentStateError):
+            # Without the idempotency table an event could be applied twice: retry later instead.
+            self._transient(where, "idempotency_store_unavailable")
+            raise
+        except RetrievalError as exc:
+            if isinstance(exc, DatabaseUnavailableError):
+                batch.database_failed = True
+            self._transient(where, exc.code)
+            raise
+
+    def _transient(self, where: dict[str, str], code: str) -> None:
+        metrics.count("TransientFailures")
+        logger.warning("event failed transiently; the message will be retried", extra={**where, "code": code})
+
+    def _apply(self, change_key: dict[str, str], change: ObjectChange, target: Target) -> dict[str, Any]:
+        """Run under idempotency: apply one change. The stored result is a summary only."""
+        documents = runtime.get_document_service()
+        sequence = Sequence(target.object_key, change.sequencer) if change.sequencer else None
+        where = {
+            "bucket": change.bucket,
+            "key": change.key,
+            "store": target.store,
+            "source": target.source_id,
+        }
+        try:
+            if change.action == "removed":
+                outcome = self._remove(documents, change, target, sequence)
+            else:
+                outcome = self._create(documents, change, target, sequence)
+        except RetrievalError as exc:
+            if exc.status_code not in PERMANENT_STATUSES:
+                raise
+            metrics.count("UnreadableObjects")
+            logger.error(
+                "object not ingested: %s",
+                exc.message,
+                extra={**where, "code": exc.code, "reason": exc.message},
+            )
+            outcome = {"outcome": "refused", "code": exc.code}
+        logger.info("S3 event applied", extra={**where, **outcome})
+        return outcome
+
+    def _create(
+        self, documents: DocumentService, change: ObjectChange, target: Target, sequence: Sequence | None
+    ) -> dict[str, Any]:
+        obj = self._read(change)
+        if obj is None:
+            metrics.count("MissingObjects")
+            return {"outcome": "gone"}
+        if target.sidecar:
+            changed = documents.put_source_metadata(
+                target.store,
+                target.source_id,
+                read_sidecar(obj.data),
+                sequence=sequence,
+                create=StoreDefinition(),
+            )
+            metrics.count("SidecarsApplied")
+            return {"outcome": "sidecar", "documentsChanged": changed}
+        source = SourceInput(target.source_id, obj.data, obj.content_type, name=target.file_name)
+        written = documents.write_source(target.store, source, create=StoreDefinition(), sequence=sequence)
+        if written.stale:
+            metrics.count("StaleEvents")
+            return {"outcome": "stale"}
+        metrics.count("ObjectsIngested")
+        return {"outcome": written.status, "chunks": written.chunk_count}
+
+    def _remove(
+        self, documents: DocumentService, change: ObjectChange, target: Target, sequence: Sequence | None
+    ) -> dict[str, Any]:
+        if self._exists(change):
+            # A later upload's event decides (or decided); in a versioned bucket, removing an old
+            # version leaves the current one.
+            metrics.count("StaleEvents")
+            return {"outcome": "superseded"}
+        try:
+            if target.sidecar:
+                changed = documents.put_source_metadata(
+                    target.store, target.source_id, None, sequence=sequence
+                )
+                return {"outcome": "sidecar-removed", "documentsChanged": changed}
+            deleted = documents.delete_source(target.store, target.source_id, sequence=sequence)
+        except StoreNotFoundError:
+            return {"outcome": "no-store"}
+        metrics.count("ObjectsDeleted")
+        return {"outcome": "deleted", "documents": len(deleted)}
+
+    def _read(self, change: ObjectChange) -> S3Object | None:
+        """The object version the event names; None when it is gone or already replaced."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        s3 = self._s3()
+        try:
+            if change.etag:
+                # Only the bytes this event announced: a newer upload has (or will have) its own event.
+                response = s3.get_object(Bucket=change.bucket, Key=change.key, IfMatch=f'"{change.etag}"')
+            else:
+                response = s3.get_object(Bucket=change.bucket, Key=change.key)
+            size = int(response.get("ContentLength") or 0)
+            if size > self.settings.s3_ingest_max_bytes:
+                response["Body"].close()
+                raise ObjectTooLargeError(size, self.settings.s3_ingest_max_bytes)
+            data: bytes = response["Body"].read()
+        except ClientError as exc:
+            if _error_code(exc) in ("NoSuchKey", "404", "PreconditionFailed", "412"):
+                return None
+            raise ObjectReadError(
+                "could not read the object from S3", {"awsErrorCode": _error_code(exc)}
+            ) from exc
+        except BotoCoreError as exc:
+            raise ObjectReadError(
+                "could not read the object from S3", {"awsErrorCode": type(exc).__name__}
+            ) from exc
+        content_type = (response.get("ContentType") or "").strip()
+        return S3Object(data, None if content_type.lower() in UNTYPED or not content_type else content_type)
+
+    def _exists(self, change: ObjectChange) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._s3().head_object(Bucket=change.bucket, Key=change.key)
+        except ClientError as exc:
+            if _error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise ObjectReadError(
+                "could not look the object up in S3", {"awsErrorCode": _error_code(exc)}
+            ) from exc
+        except BotoCoreError as exc:
+            raise ObjectReadError(
+                "could not look the object up in S3", {"awsErrorCode": type(exc).__name__}
+            ) from exc
+        return True
+
+    def _already_done(self, response: Any, idempotent_data: Any) -> Any:
+        metrics.count("DuplicatesSuppressed")
+        logger.info("S3 event already applied; nothing done", extra={"result": response})
+        return response
+
+
+def _error_code(exc: Any) -> str:
+    return str(
+        exc.response.get("Error", {}).get("Code")
+        or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
+    )
+
+
+def _s3_client(settings: Settings) -> Callable[[], S3Client]:
+    lock = threading.Lock()
+    client: list[S3Client] = []
+
+    def get() -> S3Client:
+        with lock:
+            if not client:
+                import boto3
+                from botocore.config import Config
+
+                config = Config(
+                    connect_timeout=2, read_timeout=30, retries={"mode": "standard", "max_attempts": 3}
+                )
+                client.append(boto3.client("s3", endpoint_url=settings.s3_endpoint_url, config=config))
+            return client[0]
+
+    return get
+
+
+def _dynamodb_client(settings: Settings) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
+    return boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint_url, config=config)
+
+
+def build_ingest_handler() -> LambdaHandler:
+    """The SQS-triggered ingest handler, with Powertools logging, metrics and (in Lambda) tracing."""
+    tools = powertools()
+    powertools_logger, emf = tools.logger, tools.metrics
+    lock = threading.Lock()
+    built: list[IngestProcessor] = []
+
+    def processor() -> IngestProcessor:
+        with lock:
+            if not built:
+                built.append(IngestProcessor(get_settings()))
+            return built[0]
+
+    def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        powertools_logger.set_correlation_id(None)
+        started = time.perf_counter()
+        records = len(event.get("Records") or [])
+        response = processor().handle(event, context)
+        failures = len(response.get("batchItemFailures", []))
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        emf.add_metric(name="BatchLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
+        emf.add_metric(name="Messages", unit=MetricUnit.Count, value=records)
+        emf.add_metric(name="BatchItemFailures", unit=MetricUnit.Count, value=failures)
+        powertools_logger.info(
+            "batch processed",
+            extra={"records": records, "failures": failures, "latencyMs": round(latency_ms, 2)},
+        )
+        return response
+
+    # Objects come from S3 (botocore) whatever the configuration: trace that too.
+    return instrumented(invoke, tools, also_trace=("botocore",))
