@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from retrieval_core.exceptions import InvalidRequestError, SourceReadError
-from retrieval_core.sync import Deleted, Failed, Report, Written, make_plan, read_sidecar, sha256
+from retrieval_core.sync import Deleted, Failed, Report, Written, make_plan, sha256
 from retrieval_core.trees import Entry, FileTree, FolderTree, Listing, Skipped, open_tree, single_file_id
 
 
@@ -170,19 +170,6 @@ def test_a_file_unreadable_while_planning_fails_and_is_not_pruned() -> None:
     plan = make_plan(Listing([entry("a.md")], []), {"a.md": "h"}, digest, prune=True)
     assert plan.failed == [Failed("a.md", "source_unreadable", "cannot read a.md: Permission denied")]
     assert (plan.updated, plan.unchanged, plan.deleted) == ([], [], [])
-
-
-def test_sidecars_plain_and_typed() -> None:
-    plain = read_sidecar(b'{"metadataAttributes": {"year": 2024, "team": "platform", "tags": ["a", "b"]}}')
-    assert plain == {"year": 2024, "team": "platform", "tags": ["a", "b"]}
-    typed = read_sidecar(
-        b'{"metadataAttributes": {"team": {"value": {"type": "STRING", "stringValue": "ops"}, '
-        b'"includeForEmbedding": true}, "n": {"value": {"type": "NUMBER", "numberValue": 3}}}}'
-    )
-    assert typed == {"team": "ops", "n": 3}
-    for bad in (b"not json", b"[]", b'{"metadata": {}}', b"\xff\xfe"):
-        with pytest.raises(InvalidRequestError, match="metadata sidecar"):
-            read_sidecar(bad)
 
 
 def test_report_json_shape() -> None:

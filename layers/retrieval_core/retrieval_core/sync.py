@@ -9,7 +9,6 @@ metadata is applied with `put_source_metadata`, which changes metadata without r
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,13 +18,14 @@ from .documents import SourceInput, SourceWrite, StoreDefinition
 from .documents.service import DocumentService
 from .exceptions import (
     EmptyDocumentError,
-    InvalidRequestError,
     RetrievalError,
     SourceReadError,
     StoreNotFoundError,
     UnsupportedContentTypeError,
 )
-from .trees import HEAD_BYTES, SIDECAR_SUFFIX, Entry, Listing, Skipped, Tree
+from .s3sync.events import SIDECAR_SUFFIX
+from .s3sync.sidecar import read_sidecar
+from .trees import HEAD_BYTES, Entry, Listing, Skipped, Tree
 
 # Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
 SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)
@@ -311,30 +311,6 @@ def apply_plan(
 def sha256(data: bytes) -> str:
     """Hex SHA-256, as `source_hashes` gives it."""
     return hashlib.sha256(data).hexdigest()
-
-
-def read_sidecar(data: bytes) -> dict[str, Any]:
-    """The metadata of Amazon Bedrock's `{"metadataAttributes": {...}}`; typed values are unwrapped."""
-    try:
-        document = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequestError(f"metadata sidecar is not UTF-8 JSON: {exc}") from exc
-    attributes = document.get("metadataAttributes") if isinstance(document, dict) else None
-    if not isinstance(attributes, dict):
-        raise InvalidRequestError('metadata sidecar must be a JSON object {"metadataAttributes": {...}}')
-    return {str(name): _plain(value) for name, value in attributes.items()}
-
-
-_TYPED_FIELDS = {"STRING": "stringValue", "NUMBER": "numberValue", "BOOLEAN": "booleanValue"}
-
-
-def _plain(value: Any) -> Any:
-    # Bedrock also accepts {"value": {"type": "STRING", "stringValue": "..."}, "includeForEmbedding": ...}.
-    if isinstance(value, dict) and isinstance(value.get("value"), dict):
-        typed = value["value"]
-        kind = str(typed.get("type", "")).upper()
-        return typed.get(_TYPED_FIELDS.get(kind, "stringListValue"))
-    return value
 
 
 def _read_sidecars(tree: Tree, entries: list[Entry], report: Report) -> dict[str, dict[str, Any] | None]:

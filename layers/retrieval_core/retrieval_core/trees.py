@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .exceptions import InvalidRequestError, SourceReadError
+from .s3sync.events import SIDECAR_SUFFIX
 
-SIDECAR_SUFFIX = ".metadata.json"
 # Enough to tell a file's format from its first bytes (the parsers sniff as much).
 HEAD_BYTES = 8192
 
