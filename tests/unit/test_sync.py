@@ -158,6 +158,19 @@ def test_prune_deletes_every_stored_source_missing_from_the_tree_within_the_pref
     assert make_plan(listing, stored, lambda e: "h", prune=True, prefix="docs/").deleted == ["docs/gone.md"]
 
 
+def test_prune_spares_files_that_are_there_but_skipped_and_folders_it_could_not_list() -> None:
+    stored = {"a.md": "h", ".env": "h", "locked/x.md": "h", "locked/deep/y.md": "h", "gone.md": "h"}
+    skipped = [
+        Skipped(".env", "hidden file"),
+        Skipped("locked", "cannot list this folder: Permission denied"),
+    ]
+    plan = make_plan(Listing([entry("a.md")], skipped), stored, lambda e: "h", prune=True)
+    assert plan.deleted == ["gone.md"]
+    with_prefix = {"t/a.md": "h", "t/locked/x.md": "h", "t/gone.md": "h"}
+    listing = Listing([Entry("a.md", "t/a.md", "a.md", "a.md", 1)], skipped)
+    assert make_plan(listing, with_prefix, lambda e: "h", prune=True, prefix="t/").deleted == ["t/gone.md"]
+
+
 def test_plan_of_a_missing_store_adds_everything_and_deletes_nothing() -> None:
     plan = make_plan(Listing([entry("a.md")], []), None, lambda e: pytest.fail("no hash needed"), prune=True)
     assert ([e.source_id for e in plan.added], plan.deleted, plan.stored) == (["a.md"], [], None)
@@ -227,6 +240,7 @@ def test_dry_run_report_lists_the_plan_per_file() -> None:
         "docs", "/d", dry_run=True, added=[Written("a.md", "a.md")], deleted=[Deleted("z.md", [])]
     )
     assert report.to_json()["added"] == [{"path": "a.md", "sourceId": "a.md"}]
+    assert report.to_json()["deleted"] == [{"sourceId": "z.md"}]
     assert report.lines() == [
         "would add     a.md",
         "would delete  z.md",

@@ -108,7 +108,10 @@ class Report:
             "added": [w.to_json() for w in self.added],
             "updated": [w.to_json() for w in self.updated],
             "unchanged": [w.to_json() for w in self.unchanged],
-            "deleted": [{"sourceId": d.source_id, "documents": d.documents} for d in self.deleted],
+            "deleted": [
+                {"sourceId": d.source_id} | ({} if self.dry_run else {"documents": d.documents})
+                for d in self.deleted
+            ],
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "failed": [{"path": f.path, "code": f.code, "message": f.message} for f in self.failed],
             "totals": {
@@ -162,7 +165,8 @@ def make_plan(
     """Sort the tree's files into added, updated and unchanged; with `prune`, the stored sources to delete.
 
     `digest` (SHA-256 of a file's bytes) is only asked for files already stored. Pruning only
-    considers stored ids starting with `prefix`. A file that cannot be read is failed, not pruned.
+    considers stored ids starting with `prefix`, and spares what the tree holds but passes over: a
+    file that cannot be read, a skipped file, anything under a skipped folder.
     """
     added: list[Entry] = []
     updated: list[Entry] = []
@@ -182,9 +186,16 @@ def make_plan(
                 failed.append(Failed(entry.path, exc.code, exc.message))
                 continue
             (unchanged if same else updated).append(entry)
-    present = {e.source_id for e in listing.entries}
-    deleted = sorted(s for s in known if s.startswith(prefix) and s not in present) if prune else []
+    # A file that is there but skipped (hidden, in a folder that could not be listed) is not gone.
+    present = {e.source_id for e in listing.entries} | {prefix + s.path for s in listing.skipped}
+    deleted = sorted(s for s in known if s.startswith(prefix) and not _within(s, present)) if prune else []
     return Plan(added, updated, unchanged, deleted, list(listing.skipped), failed, stored)
+
+
+def _within(source_id: str, present: set[str]) -> bool:
+    """Whether `source_id` or a folder above it is in `present`."""
+    parts = source_id.split("/")
+    return any("/".join(parts[:n]) in present for n in range(len(parts), 0, -1))
 
 
 def plan_sync(
