@@ -176,7 +176,9 @@ class FolderTree:
         try:
             children = sorted(os.scandir(folder), key=lambda child: child.name)
         except OSError as exc:
-            skipped.append(Skipped(relative or ".", f"cannot list this folder: {exc.strerror or exc}"))
+            if not relative:  # nothing listed would read as "everything was deleted" to --prune
+                raise SourceReadError(f"cannot list {folder}: {exc.strerror or exc}") from exc
+            skipped.append(Skipped(relative.rstrip("/"), f"cannot list this folder: {exc.strerror or exc}"))
             return
         for child in children:
             path = f"{relative}{child.name}"
