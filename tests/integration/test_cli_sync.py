@@ -385,3 +385,24 @@ def test_s3_listing_is_paginated_and_errors_are_reported(
 
     assert main(["sync", "s3://no-such-bucket-here/x", "--store", new_store(), "--no-progress"]) == 2
     assert "cannot list s3://no-such-bucket-here/x/: NoSuchBucket" in capsys.readouterr().err
+
+
+def test_a_new_store_takes_its_definition_from_the_first_sync(
+    service: Any, documents: DocumentService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(tmp_path, "a.md", "# A\n\nHalf-precision vectors halve the index.")
+    store = new_store()
+    argv = [
+        "sync",
+        str(tmp_path),
+        "--store",
+        store,
+        "--storage",
+        "halfvec",
+        "--display-name",
+        "Team Händbook",
+    ]
+    assert run_json(capsys, *argv)[0] == 0
+    info = documents.get_store(store)
+    assert (info.storage, info.display_name, info.document_count) == ("halfvec", "Team Händbook", 1)
+    assert top_document(service, store, "what halves the index") == "a.md"
