@@ -302,3 +302,17 @@ def test_a_jsonl_file_answers_with_each_record_and_the_removed_ones(client: Test
     assert client.get(doc_url(store, "d1")).json()["source"] == "corpus.jsonl"
     assert client.delete(doc_url(store, "corpus.jsonl")).status_code == 204
     assert client.get(doc_url(store, "d1")).status_code == 404
+
+
+def test_doc_ids_filters_take_the_same_1024_byte_ids(client: TestClient, store: str) -> None:
+    long_id = "é" * 512  # 1,024 bytes
+    assert client.put(doc_url(store, long_id), json={"text": "A document with a long id."}).status_code == 201
+    for path, body in (
+        (RETRIEVE, {"query": "long id", "grade": 0.0, "store": store}),
+        ("/api/v1/chunks/similarity-search", {"queryEmbedding": [0.1] * 384, "store": store}),
+    ):
+        found = client.post(path, json={**body, "docIds": [long_id]})
+        assert found.status_code == 200 and [r["id"] for r in found.json()["results"]] == [f"{long_id}#0"]
+        refused = client.post(path, json={**body, "docIds": [long_id + "x"]})
+        assert refused.status_code == 422 and "1024 bytes" in refused.json()["error"]["message"]
+    assert client.put(doc_url(store, long_id + "x"), json={"text": "x"}).status_code == 422

@@ -476,3 +476,78 @@ def test_a_row_source_is_one_document_per_record_and_loses_records_it_no_longer_
     assert docs.source_hashes(store) == {"faq.csv": hashlib.sha256(data).hexdigest()}
     assert sorted(docs.delete_source(store, "faq.csv")) == ["q1", "q3"]
     assert docs.list_documents(store)[0] == []
+
+
+class InterruptingEmbedder(CountingEmbedder):
+    """Runs `meanwhile` once, during its first provider call: another writer acting mid-write."""
+
+    def __init__(self, meanwhile: Any) -> None:
+        super().__init__()
+        self.meanwhile = meanwhile
+
+    def embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        meanwhile, self.meanwhile = self.meanwhile, None
+        if meanwhile is not None:
+            meanwhile()
+        return super().embed(texts, kind)
+
+
+def test_a_document_changed_by_another_writer_during_embedding_is_not_lost(service: Any) -> None:
+    other = documents_for(service)
+    store = new_store(other)
+    other.write_source(store, text("kept", "The kept text, version one."))
+
+    def rewrite_kept() -> None:  # runs while the first writer embeds, holding no connection
+        other.write_source(store, text("kept", "Another writer's text."))
+
+    embedder = InterruptingEmbedder(rewrite_kept)
+    docs = documents_for(service, embedder)
+    results = list(
+        docs.write_sources(
+            store, [text("fresh", "A new document."), text("kept", "The kept text, version one.")]
+        )
+    )
+    # At the pre-read "kept" was unchanged; under the lock it no longer was, so it was embedded and written.
+    assert [r.status for r in results if not isinstance(r, Exception)] == ["created", "updated"]
+    assert embedder.calls == 2
+    assert [c for _, c, _ in chunks(docs, store, "kept")] == ["The kept text, version one."]
+    info = docs.get_document(store, "kept")
+    assert info.content_sha256 == hashlib.sha256(b"The kept text, version one.").hexdigest()
+
+
+def test_writes_deletes_and_sidecars_of_one_row_source_racing_never_fail_or_tear(service: Any) -> None:
+    from tests.files import jsonl_bytes
+
+    docs = documents_for(service)
+    store = new_store(docs, "row-race")
+    errors: list[BaseException] = []
+
+    def records(round_: int) -> bytes:
+        # Each round holds a different subset of records, so writes also remove records.
+        return jsonl_bytes(
+            [{"_id": f"r{i}", "text": f"Record {i}, round {round_}."} for i in range(round_ % 4, 8)]
+        )
+
+    def run(action: Any) -> None:
+        try:
+            for round_ in range(12):
+                action(round_)
+        except BaseException as exc:
+            errors.append(exc)
+
+    actions = [
+        lambda r: docs.write_source(store, SourceInput("rows.jsonl", records(r), None, "rows.jsonl")),
+        lambda r: docs.write_source(store, SourceInput("rows.jsonl", records(r + 1), None, "rows.jsonl")),
+        lambda r: docs.delete_source(store, "rows.jsonl") if r % 3 == 0 else None,
+        lambda r: docs.put_source_metadata(store, "rows.jsonl", {"round": r}),
+    ]
+    threads = [threading.Thread(target=run, args=(action,)) for action in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors[:3]
+    for info in docs.list_documents(store, limit=1000)[0]:
+        stored = chunks(docs, store, info.id)
+        assert [i for i, _, _ in stored] == list(range(info.chunk_count))
+        assert len({c for _, c, _ in stored}) == 1 and info.source == "rows.jsonl"

@@ -256,6 +256,15 @@ def set_source_sha256(
         )
 
 
+def chunk_metadata(conn: Connection, store: Store, document_id: str) -> list[dict[str, Any]]:
+    """The metadata of each of the document's chunks, in chunk order."""
+    rows = conn.execute(
+        "SELECT metadata FROM chunks WHERE store_id = %s AND document_id = %s ORDER BY chunk_index",
+        (store.id, document_id),
+    ).fetchall()
+    return [dict(r[0]) for r in rows]
+
+
 def remove_documents(conn: Connection, store: Store, document_ids: Sequence[str]) -> list[str]:
     """Delete documents and their chunks (call in a transaction holding their locks); the ids that existed."""
     if not document_ids:

@@ -3,9 +3,8 @@
 Every method that names a store checks `grant` the one way (`grants.Grant.require`): a missing
 scope is a 403, a store outside the grant a 404. Stores are named by their canonical name here.
 
-A write embeds first, with no connection held, then applies everything in one transaction that
-holds advisory locks on its sources and documents and re-reads their state under them; a document
-whose state moved meanwhile so that it needs vectors it lacks sends the write round again.
+How a write happens (embedding first, then one locked transaction) is `writer.py`; the bytes become
+documents in `prepare.py`.
 """
 
 from __future__ import annotations
@@ -14,20 +13,16 @@ import base64
 import binascii
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..db import documents as sql
 from ..db import stores as store_sql
 from ..db.connection import Connection
-from ..db.documents import ChunkRow, NewDocument
 from ..db.errors import database_errors
 from ..db.stores import Store
 from ..exceptions import (
     ConflictError,
-    DimensionMismatchError,
     DocumentNotFoundError,
-    EmbeddingModelMismatchError,
     InvalidRequestError,
     RetrievalError,
     StoreNotFoundError,
@@ -36,44 +31,21 @@ from ..grants import OPEN_GRANT, Grant
 from ..service import BACKEND, RetrievalService
 from .models import (
     DocumentInfo,
-    DocumentWrite,
     Sequence,
     SourceInput,
     SourceWrite,
     StoreDefinition,
     StoreInfo,
 )
-from .prepare import PreparedDocument, PreparedSource, check_metadata, newer_sequencer, prepare_source
+from .prepare import PreparedSource, check_metadata, newer_sequencer, prepare_source
+from .writer import SourceWriter, WriteItem, again_after_deadlock
 
 # The same rule as the CHECK constraint on stores.name: names go into URLs, logs and cache keys.
 STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 RESERVED_STORE_NAMES = frozenset({"resolve"})
-EMBED_BATCH = 256  # texts per provider call
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
 _ABSENT = object()
-_ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
-
-Vectors = dict[tuple[int, str], list[list[float]]]
-
-
-@dataclass(slots=True)
-class _Item:
-    """One source of a write: prepared, with its sequence, and what the transaction made of it."""
-
-    prepared: PreparedSource
-    sequence: Sequence | None
-    result: SourceWrite | None = None
-    changed: bool = False
-    stale_ids: list[str] = field(default_factory=list)
-
-
-class _NeedVectors(Exception):
-    """A document changed under the write and now needs vectors the write did not compute."""
-
-    def __init__(self, keys: list[tuple[int, str]]) -> None:
-        super().__init__("documents changed during the write")
-        self.keys = keys
 
 
 class DocumentService:
@@ -83,6 +55,7 @@ class DocumentService:
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.writer = SourceWriter(retrieval)
 
     # Stores (scope admin to change, read to see).
 
@@ -139,7 +112,7 @@ class DocumentService:
             store = store_sql.find_store_named(conn, name) or store_sql.create_store(
                 conn, name, name, embedder.model, embedder.dimension
             )
-        self._check_model(store)
+        self.writer.check_model(store)
         return store
 
     def get_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
@@ -193,7 +166,7 @@ class DocumentService:
         if create is not None:
             check_store_name(store)
         prepared = self._prepare(source)
-        [result] = self._write(store, [_Item(prepared, sequence)], create)
+        [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create)
         return result
 
     def write_sources(
@@ -212,7 +185,7 @@ class DocumentService:
         grant.require("write", store)
         if create is not None:
             check_store_name(store)
-        group: list[_Item | RetrievalError] = []
+        group: list[WriteItem | RetrievalError] = []
         texts = 0
         for source in sources:
             try:
@@ -220,7 +193,7 @@ class DocumentService:
             except RetrievalError as exc:
                 group.append(exc)
                 continue
-            group.append(_Item(prepared, None))
+            group.append(WriteItem(prepared, None))
             texts += sum(len(d.chunks) for d in prepared.documents)
             if texts >= GROUP_TEXTS or len(group) >= GROUP_SOURCES:
                 yield from self._write_group(store, group, create)
@@ -245,13 +218,28 @@ class DocumentService:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
+        found, changed, version = again_after_deadlock(
+            lambda: self._apply_sidecar(store, source_id, metadata, sequence, create)
+        )
+        if version is not None:
+            self.retrieval.publish_store_version(found, version)
+        return changed
+
+    def _apply_sidecar(
+        self,
+        store: str,
+        source_id: str,
+        metadata: dict[str, Any] | None,
+        sequence: Sequence | None,
+        create: StoreDefinition | None,
+    ) -> tuple[Store, int, int | None]:
         changed = 0
         with database_errors("writing source metadata"), self._connection() as conn, conn.transaction():
-            found = self._store_for_write(conn, store, create)
+            found = self.writer.store_for_write(conn, store, create)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return 0
+                    return found, 0, None
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, metadata is None)
             previous = sql.sidecar_metadata(conn, found, source_id)
             sql.set_sidecar_metadata(conn, found, source_id, metadata)
@@ -266,14 +254,11 @@ class DocumentService:
                 # A chunk's own keys (its block's, the title) are those the document does not hold.
                 updated = [
                     {**new, **{k: v for k, v in m.items() if state.metadata.get(k, _ABSENT) != v}}
-                    for m in self._chunk_metadata(conn, found, state.id)
+                    for m in sql.chunk_metadata(conn, found, state.id)
                 ]
                 sql.update_metadata(conn, found, state.id, state.source, None, new, updated)
                 changed += 1
-            version = store_sql.bump_version(conn, found) if changed else None
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return changed
+            return found, changed, (store_sql.bump_version(conn, found) if changed else None)
 
     def delete_source(
         self, store: str, source_id: str, grant: Grant = OPEN_GRANT, sequence: Sequence | None = None
@@ -283,20 +268,25 @@ class DocumentService:
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
         """
         grant.require("write", store)
+        found, deleted, version = again_after_deadlock(lambda: self._delete(store, source_id, sequence))
+        if version is not None:
+            self.retrieval.publish_store_version(found, version)
+        return deleted
+
+    def _delete(
+        self, store: str, source_id: str, sequence: Sequence | None
+    ) -> tuple[Store, list[str], int | None]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return []
+                    return found, [], None
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
             ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
-            version = store_sql.bump_version(conn, found) if deleted else None
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return deleted
+            return found, deleted, (store_sql.bump_version(conn, found) if deleted else None)
 
     def get_document(self, store: str, document_id: str, grant: Grant = OPEN_GRANT) -> DocumentInfo:
         """One document; DocumentNotFoundError (404) when absent."""
@@ -352,150 +342,12 @@ class DocumentService:
         return prepare_source(source, self.chunk_size, self.chunk_overlap, model)
 
     def _write_group(
-        self, store: str, group: list[_Item | RetrievalError], create: StoreDefinition | None
+        self, store: str, group: list[WriteItem | RetrievalError], create: StoreDefinition | None
     ) -> Iterator[SourceWrite | RetrievalError]:
-        items = [g for g in group if isinstance(g, _Item)]
-        results = iter(self._write(store, items, create) if items else [])
+        items = [g for g in group if isinstance(g, WriteItem)]
+        results = iter(self.writer.write(store, items, create) if items else [])
         for entry in group:
             yield entry if isinstance(entry, RetrievalError) else next(results)
-
-    def _write(self, store: str, items: list[_Item], create: StoreDefinition | None) -> list[SourceWrite]:
-        """Embed what the stored state lacks, then apply every item in one transaction."""
-        vectors: Vectors = {}
-        with database_errors("reading documents"), self._connection() as conn:
-            found = store_sql.find_store_named(conn, store)
-            if found is None and create is None:
-                raise StoreNotFoundError(store)
-            if found is not None:
-                self._check_model(found)
-                ids = [d.id for item in items for d in item.prepared.documents]
-                states = sql.document_states(conn, found, ids)
-            else:
-                states = {}
-        needed = [
-            (n, doc)
-            for n, item in enumerate(items)
-            for doc in item.prepared.documents
-            if not _same_content(item.prepared, doc, states.get(doc.id))
-        ]
-        for _ in range(_ROUNDS):
-            self._embed(store, needed, vectors)
-            try:
-                version, found = self._apply(store, items, create, vectors)
-            except _NeedVectors as exc:
-                wanted = set(exc.keys)
-                needed = [
-                    (n, doc)
-                    for n, item in enumerate(items)
-                    for doc in item.prepared.documents
-                    if (n, doc.id) in wanted
-                ]
-                continue
-            if version is not None:
-                self.retrieval.publish_store_version(found, version)
-            return [item.result for item in items if item.result is not None]
-        raise RetrievalError("the documents kept changing during the write; try again")
-
-    def _apply(
-        self, store: str, items: list[_Item], create: StoreDefinition | None, vectors: Vectors
-    ) -> tuple[int | None, Store]:
-        with database_errors("writing documents"), self._connection() as conn, conn.transaction():
-            found = self._store_for_write(conn, store, create)
-            keys = [sql.source_lock_key(item.prepared.source_id) for item in items]
-            keys += [d.id for item in items for d in item.prepared.documents]
-            sql.lock(conn, found, keys)
-            missing: list[tuple[int, str]] = []
-            for n, item in enumerate(items):
-                missing += self._apply_item(conn, found, n, item, vectors)
-            if missing:
-                raise _NeedVectors(missing)
-            changed = any(item.changed for item in items)
-            return (store_sql.bump_version(conn, found) if changed else None), found
-
-    def _apply_item(
-        self, conn: Connection, store: Store, n: int, item: _Item, vectors: Vectors
-    ) -> list[tuple[int, str]]:
-        """Apply one source under its locks; the (item, document) keys that need vectors first."""
-        prepared, sequence = item.prepared, item.sequence
-        if sequence is not None and not newer_sequencer(
-            sequence.sequencer, sql.applied_sequencer(conn, store, sequence.key)
-        ):
-            item.result = SourceWrite(
-                prepared.source_id, prepared.content_type, prepared.source_sha256, [], stale=True
-            )
-            return []
-        sidecar = sql.sidecar_metadata(conn, store, prepared.source_id)
-        new_ids = {d.id for d in prepared.documents}
-        previous_ids = set(sql.source_document_ids(conn, store, prepared.source_id))
-        removed = sorted(previous_ids - new_ids)
-        sql.lock(conn, store, removed)
-        states = sql.document_states(conn, store, list(new_ids))
-        missing = [
-            (n, d.id)
-            for d in prepared.documents
-            if not _same_content(prepared, d, states.get(d.id)) and (n, d.id) not in vectors
-        ]
-        if missing:
-            return missing
-        writes: list[DocumentWrite] = []
-        rewrite: list[NewDocument] = []
-        rehashed: list[str] = []
-        for doc in prepared.documents:
-            state = states.get(doc.id)
-            metadata = prepared.document_metadata(doc, sidecar)
-            chunk_metadata = doc.chunk_metadata(metadata)
-            if state is None or not _same_content(prepared, doc, state):
-                chunks = [
-                    ChunkRow(doc.id, i, chunk.text, chunk_metadata[i], vector)
-                    for i, (chunk, vector) in enumerate(zip(doc.chunks, vectors[(n, doc.id)], strict=True))
-                ]
-                rewrite.append(
-                    NewDocument(
-                        doc.id,
-                        prepared.source_id,
-                        prepared.source_sha256,
-                        doc.title,
-                        metadata,
-                        prepared.content_type,
-                        doc.content_sha256,
-                        prepared.fingerprint,
-                        chunks,
-                    )
-                )
-                writes.append(DocumentWrite(doc.id, "created" if state is None else "updated", len(chunks)))
-            elif state.metadata != metadata or state.source != prepared.source_id:
-                sql.update_metadata(
-                    conn, store, doc.id, prepared.source_id, prepared.source_sha256, metadata, chunk_metadata
-                )
-                writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
-            else:
-                writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
-                if state.source_sha256 != prepared.source_sha256:
-                    rehashed.append(doc.id)  # another record of its file changed
-        sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
-        sql.write_documents(conn, store, rewrite)
-        deleted = sql.remove_documents(conn, store, removed)
-        if sequence is not None:
-            sql.record_sequencer(conn, store, sequence.key, sequence.sequencer, False)
-        item.result = SourceWrite(
-            prepared.source_id, prepared.content_type, prepared.source_sha256, writes, sorted(deleted)
-        )
-        item.changed = item.result.status != "unchanged"
-        return []
-
-    def _embed(self, store: str, needed: list[tuple[int, PreparedDocument]], vectors: Vectors) -> None:
-        """Vectors for every chunk of `needed`, EMBED_BATCH texts per provider call, across documents."""
-        embedder = self.retrieval.embedder
-        texts = [(key, text) for n, doc in needed for key in [(n, doc.id)] for text in doc.embedding_texts()]
-        for key, _ in texts:
-            vectors[key] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batch = texts[start : start + EMBED_BATCH]
-            embedded = embedder.embed([t for _, t in batch], "document")
-            for (key, _), vector in zip(batch, embedded, strict=True):
-                if len(vector) != embedder.dimension:
-                    raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
-                vectors[key].append(list(vector))
 
     # Helpers.
 
@@ -508,32 +360,6 @@ class DocumentService:
             raise StoreNotFoundError(name)
         return store
 
-    def _store_for_write(self, conn: Connection, name: str, create: StoreDefinition | None) -> Store:
-        """The store, created in the caller's transaction from `create` when it is missing."""
-        store = store_sql.find_store_named(conn, name)
-        if store is None:
-            if create is None:
-                raise StoreNotFoundError(name)
-            embedder = self.retrieval.embedder
-            store = store_sql.create_store(
-                conn,
-                name,
-                create.display_name or name,
-                embedder.model,
-                embedder.dimension,
-                create.storage,
-                create.allowed_metadata_keys,
-            )
-        self._check_model(store)
-        return store
-
-    def _check_model(self, store: Store) -> None:
-        embedder = self.retrieval.embedder
-        if store.embedding_model != embedder.model:
-            raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)
-        if store.dimension != embedder.dimension:
-            raise DimensionMismatchError(store.name, store.dimension, embedder.dimension, "ingest")
-
     def _chunk_metadata(self, conn: Connection, store: Store, document_id: str) -> list[dict[str, Any]]:
         rows = conn.execute(
             "SELECT metadata FROM chunks WHERE store_id = %s AND document_id = %s ORDER BY chunk_index",
@@ -544,16 +370,6 @@ class DocumentService:
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])
         return _store_info(store, counts.get(store.id, (0, 0)))
-
-
-def _same_content(prepared: PreparedSource, doc: PreparedDocument, state: sql.DocumentState | None) -> bool:
-    """Stored with the same bytes and the same fingerprint: its chunks and vectors would not change."""
-    return (
-        state is not None
-        and state.content_sha256 == doc.content_sha256
-        and state.fingerprint == prepared.fingerprint
-        and state.chunk_count == len(doc.chunks)
-    )
 
 
 def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:

@@ -46,7 +46,11 @@ async def list_stores(documents: DocumentsDep, grant: GrantDep) -> StoreListResp
     return StoreListResponse(stores=[StoreResponse.of(s) for s in stores])
 
 
-@router.put("/{store}", response_model=StoreResponse, responses=_errors(409, 422))
+@router.put(
+    "/{store}",
+    response_model=StoreResponse,
+    responses={201: {"model": StoreResponse, "description": "Created"}, **_errors(409, 422)},
+)
 async def put_store(
     store: str, body: StorePutRequest, documents: DocumentsDep, grant: GrantDep, response: Response
 ) -> StoreResponse:
@@ -100,7 +104,10 @@ async def list_documents(
 @router.put(
     "/{store}/documents/{document_id:path}",
     response_model=DocumentWriteResponse,
-    responses=_errors(413, 415, 422),
+    responses={
+        201: {"model": DocumentWriteResponse, "description": "Created"},
+        **_errors(413, 415, 422, 502),
+    },
 )
 async def put_document(
     store: str,

@@ -1,0 +1,269 @@
+"""How a write happens: embed outside any transaction, then apply under advisory locks.
+
+A write embeds first, with no connection held, then applies its sources in one transaction that holds
+advisory locks on each source and on every document id, re-reading their state under them. A document
+whose state moved meanwhile, so that it now needs vectors the write did not compute, sends the write
+round again with those embedded too; a deadlock victim goes round again as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import psycopg
+
+from ..db import documents as sql
+from ..db import stores as store_sql
+from ..db.connection import Connection
+from ..db.documents import ChunkRow, NewDocument
+from ..db.errors import database_errors
+from ..db.stores import Store
+from ..exceptions import (
+    ConflictError,
+    DatabaseUnavailableError,
+    DimensionMismatchError,
+    EmbeddingModelMismatchError,
+    StoreNotFoundError,
+)
+from ..service import RetrievalService
+from .models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
+from .prepare import PreparedDocument, PreparedSource, newer_sequencer
+
+EMBED_BATCH = 256  # texts per provider call
+_ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
+
+Vectors = dict[tuple[int, str], list[list[float]]]
+T = TypeVar("T")
+
+
+def deadlock_victim(exc: DatabaseUnavailableError) -> bool:
+    """Whether PostgreSQL rolled the transaction back to break a deadlock (it may simply go again)."""
+    return isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
+
+
+def again_after_deadlock(transaction: Callable[[], T]) -> T:
+    """Run `transaction` again (up to 3 times in all) when PostgreSQL chose it as a deadlock victim.
+
+    Writers lock a source, then the documents it turns out to hold, in two statements; two of them
+    can meet in a cycle, and PostgreSQL aborts one.
+    """
+    for _ in range(_ROUNDS - 1):
+        try:
+            return transaction()
+        except DatabaseUnavailableError as exc:
+            if not deadlock_victim(exc):
+                raise
+    return transaction()
+
+
+@dataclass(slots=True)
+class WriteItem:
+    """One source of a write: prepared, with its sequence, and what the transaction made of it."""
+
+    prepared: PreparedSource
+    sequence: Sequence | None
+    result: SourceWrite | None = None
+    changed: bool = False
+
+
+class _NeedVectors(Exception):
+    """A document changed under the write and now needs vectors the write did not compute."""
+
+    def __init__(self, keys: list[tuple[int, str]]) -> None:
+        super().__init__("documents changed during the write")
+        self.keys = keys
+
+
+class SourceWriter:
+    """Writes prepared sources through the retrieval service's database, embedder and cache."""
+
+    def __init__(self, retrieval: RetrievalService) -> None:
+        self.retrieval = retrieval
+
+    def write(self, store: str, items: list[WriteItem], create: StoreDefinition | None) -> list[SourceWrite]:
+        """Embed what the stored state lacks, then apply every item in one transaction; each item's result."""
+        vectors: Vectors = {}
+        with database_errors("reading documents"), self.retrieval.database.connection() as conn:
+            found = store_sql.find_store_named(conn, store)
+            if found is None and create is None:
+                raise StoreNotFoundError(store)
+            if found is not None:
+                self.check_model(found)
+                ids = [d.id for item in items for d in item.prepared.documents]
+                states = sql.document_states(conn, found, ids)
+            else:
+                states = {}
+        needed = [
+            (n, doc)
+            for n, item in enumerate(items)
+            for doc in item.prepared.documents
+            if not same_content(item.prepared, doc, states.get(doc.id))
+        ]
+        for _ in range(_ROUNDS):
+            self._embed(store, needed, vectors)
+            try:
+                version, found = self._apply(store, items, create, vectors)
+            except _NeedVectors as exc:
+                wanted = set(exc.keys)
+                needed = [
+                    (n, doc)
+                    for n, item in enumerate(items)
+                    for doc in item.prepared.documents
+                    if (n, doc.id) in wanted
+                ]
+                continue
+            except DatabaseUnavailableError as exc:
+                # Locks beyond the first statement's (records a file dropped) can meet another
+                # writer's in a cycle; PostgreSQL aborts one of them, which simply goes again.
+                if not deadlock_victim(exc):
+                    raise
+                needed = []
+                continue
+            if version is not None:
+                self.retrieval.publish_store_version(found, version)
+            return [item.result for item in items if item.result is not None]
+        raise ConflictError("the documents kept changing during the write; try again")
+
+    def _apply(
+        self, store: str, items: list[WriteItem], create: StoreDefinition | None, vectors: Vectors
+    ) -> tuple[int | None, Store]:
+        with (
+            database_errors("writing documents"),
+            self.retrieval.database.connection() as conn,
+            conn.transaction(),
+        ):
+            found = self.store_for_write(conn, store, create)
+            keys = [sql.source_lock_key(item.prepared.source_id) for item in items]
+            keys += [d.id for item in items for d in item.prepared.documents]
+            sql.lock(conn, found, keys)
+            missing: list[tuple[int, str]] = []
+            for n, item in enumerate(items):
+                missing += self._apply_item(conn, found, n, item, vectors)
+            if missing:
+                raise _NeedVectors(missing)
+            changed = any(item.changed for item in items)
+            return (store_sql.bump_version(conn, found) if changed else None), found
+
+    def _apply_item(
+        self, conn: Connection, store: Store, n: int, item: WriteItem, vectors: Vectors
+    ) -> list[tuple[int, str]]:
+        """Apply one source under its locks; the (item, document) keys that need vectors first."""
+        prepared, sequence = item.prepared, item.sequence
+        if sequence is not None and not newer_sequencer(
+            sequence.sequencer, sql.applied_sequencer(conn, store, sequence.key)
+        ):
+            item.result = SourceWrite(
+                prepared.source_id, prepared.content_type, prepared.source_sha256, [], stale=True
+            )
+            return []
+        sidecar = sql.sidecar_metadata(conn, store, prepared.source_id)
+        new_ids = {d.id for d in prepared.documents}
+        previous_ids = set(sql.source_document_ids(conn, store, prepared.source_id))
+        removed = sorted(previous_ids - new_ids)
+        sql.lock(conn, store, removed)
+        states = sql.document_states(conn, store, list(new_ids))
+        missing = [
+            (n, d.id)
+            for d in prepared.documents
+            if not same_content(prepared, d, states.get(d.id)) and (n, d.id) not in vectors
+        ]
+        if missing:
+            return missing
+        writes: list[DocumentWrite] = []
+        rewrite: list[NewDocument] = []
+        rehashed: list[str] = []
+        for doc in prepared.documents:
+            state = states.get(doc.id)
+            metadata = prepared.document_metadata(doc, sidecar)
+            chunk_metadata = doc.chunk_metadata(metadata)
+            if state is None or not same_content(prepared, doc, state):
+                chunks = [
+                    ChunkRow(doc.id, i, chunk.text, chunk_metadata[i], vector)
+                    for i, (chunk, vector) in enumerate(zip(doc.chunks, vectors[(n, doc.id)], strict=True))
+                ]
+                rewrite.append(
+                    NewDocument(
+                        doc.id,
+                        prepared.source_id,
+                        prepared.source_sha256,
+                        doc.title,
+                        metadata,
+                        prepared.content_type,
+                        doc.content_sha256,
+                        prepared.fingerprint,
+                        chunks,
+                    )
+                )
+                writes.append(DocumentWrite(doc.id, "created" if state is None else "updated", len(chunks)))
+            elif state.metadata != metadata or state.source != prepared.source_id:
+                sql.update_metadata(
+                    conn, store, doc.id, prepared.source_id, prepared.source_sha256, metadata, chunk_metadata
+                )
+                writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
+            else:
+                writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
+                if state.source_sha256 != prepared.source_sha256:
+                    rehashed.append(doc.id)  # another record of its file changed
+        sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
+        sql.write_documents(conn, store, rewrite)
+        deleted = sql.remove_documents(conn, store, removed)
+        if sequence is not None:
+            sql.record_sequencer(conn, store, sequence.key, sequence.sequencer, False)
+        item.result = SourceWrite(
+            prepared.source_id, prepared.content_type, prepared.source_sha256, writes, sorted(deleted)
+        )
+        item.changed = item.result.status != "unchanged"
+        return []
+
+    def _embed(self, store: str, needed: list[tuple[int, PreparedDocument]], vectors: Vectors) -> None:
+        """Vectors for every chunk of `needed`, EMBED_BATCH texts per provider call, across documents."""
+        embedder = self.retrieval.embedder
+        texts = [(key, text) for n, doc in needed for key in [(n, doc.id)] for text in doc.embedding_texts()]
+        for key, _ in texts:
+            vectors[key] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = texts[start : start + EMBED_BATCH]
+            embedded = embedder.embed([t for _, t in batch], "document")
+            for (key, _), vector in zip(batch, embedded, strict=True):
+                if len(vector) != embedder.dimension:
+                    raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
+                vectors[key].append(list(vector))
+
+    def store_for_write(self, conn: Connection, name: str, create: StoreDefinition | None) -> Store:
+        """The store, created in the caller's transaction from `create` when it is missing."""
+        store = store_sql.find_store_named(conn, name)
+        if store is None:
+            if create is None:
+                raise StoreNotFoundError(name)
+            embedder = self.retrieval.embedder
+            store = store_sql.create_store(
+                conn,
+                name,
+                create.display_name or name,
+                embedder.model,
+                embedder.dimension,
+                create.storage,
+                create.allowed_metadata_keys,
+            )
+        self.check_model(store)
+        return store
+
+    def check_model(self, store: Store) -> None:
+        """Refuse a store made with another embedding model or dimension than this service's."""
+        embedder = self.retrieval.embedder
+        if store.embedding_model != embedder.model:
+            raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)
+        if store.dimension != embedder.dimension:
+            raise DimensionMismatchError(store.name, store.dimension, embedder.dimension, "ingest")
+
+
+def same_content(prepared: PreparedSource, doc: PreparedDocument, state: sql.DocumentState | None) -> bool:
+    """Stored with the same bytes and the same fingerprint: its chunks and vectors would not change."""
+    return (
+        state is not None
+        and state.content_sha256 == doc.content_sha256
+        and state.fingerprint == prepared.fingerprint
+        and state.chunk_count == len(doc.chunks)
+    )
