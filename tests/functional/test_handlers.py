@@ -603,13 +603,15 @@ def run_handler(
         "POWERTOOLS_METRICS_NAMESPACE": "RetrievalService",
         "AUTO_MIGRATE": "false",
         "EMBEDDING_PROVIDER": "local",
+        # This checkout's layer, as Lambda puts the layer on sys.path (not whatever the venv installed).
+        "PYTHONPATH": str(REPO_ROOT / "layers" / "retrieval_core"),
         **env,
     }
     if snapstart:
         stub_dir = tmp_path / "runtime"
         stub_dir.mkdir(exist_ok=True)
         (stub_dir / "snapshot_restore_py.py").write_text(FAKE_SNAPSHOT_RESTORE_PY)
-        full_env["PYTHONPATH"] = str(stub_dir)
+        full_env["PYTHONPATH"] = f"{stub_dir}{os.pathsep}{full_env['PYTHONPATH']}"
     proc = subprocess.run(
         [
             sys.executable,

@@ -65,8 +65,20 @@ def template() -> dict[str, Any]:
 def ingest_handler(
     service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    """functions/ingest/app.py's handler, configured as template.yaml configures it, on moto."""
+    """functions/ingest/app.py's handler, configured as template.yaml configures it, on moto.
+
+    The events name store `handbook`, which the documents events also use: it starts absent.
+    """
+    from retrieval_core import runtime
     from retrieval_core.settings import get_settings
+
+    documents = runtime.get_document_service()
+
+    def drop_handbook() -> None:
+        if "handbook" in {s.name for s in documents.list_stores()}:
+            documents.delete_store("handbook")
+
+    drop_handbook()
 
     s3 = moto.client("s3")
     s3.create_bucket(Bucket=BUCKET)
@@ -88,6 +100,7 @@ def ingest_handler(
     yield module.handler
     monkeypatch.undo()
     get_settings.cache_clear()
+    drop_handbook()
 
 
 def test_the_events_are_what_s3_sends_for_the_objects_the_test_uploads() -> None:

@@ -511,8 +511,12 @@ def test_keys_outside_the_store_layout_are_acknowledged_without_work(
 ) -> None:
     sync.s3.put_object(Bucket=sync.bucket, Key="README.txt", Body=b"top-level file")
     sync.s3.put_object(Bucket=sync.bucket, Key=f"{sync.store}/.metadata.json", Body=b"{}")
+    sync.s3.put_object(
+        Bucket=sync.bucket, Key=f"{sync.store}/reports/", Body=b""
+    )  # console's "Create folder"
     sync.sync()
     assert sync.document_ids() == set()
+    assert not [r for r in ingest_log if r.levelno >= logging.ERROR]
     unroutable = [r for r in ingest_log if r.levelno == logging.WARNING and "names no" in r.getMessage()]
     assert {getattr(r, "key", None) for r in unroutable} == {"README.txt", f"{sync.store}/.metadata.json"}
 

@@ -147,6 +147,11 @@ class IngestProcessor:
             metrics.count("IgnoredEvents")
             logger.warning("event of another bucket than %s acknowledged without work", expected, extra=where)
             return
+        if change.key.endswith("/"):
+            # What the S3 console's "Create folder" makes: an empty object, not a document.
+            metrics.count("IgnoredEvents")
+            logger.info("folder marker acknowledged without work", extra=where)
+            return
         target = change.target
         if target is None:
             metrics.count("UnroutableKeys")
