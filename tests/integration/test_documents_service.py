@@ -290,6 +290,10 @@ def test_sidecar_metadata_applies_before_and_after_the_object_without_embedding(
     assert {(m["team"], m["year"], m["contentType"]) for _, _, m in stored} == {
         ("platform", 2026, "text/plain")
     }
+    # The writer's own keys win over the sidecar's, before and after a sidecar change.
+    assert docs.put_source_metadata(store, "report.txt", {"team": "platform", "year": 1999}) == 0
+    assert {m["year"] for _, _, m in chunks(docs, store, "report.txt")} == {2026}
+    assert docs.put_source_metadata(store, "report.txt", {"team": "platform"}) == 0
     # An older sidecar event changes nothing; removing the sidecar removes its keys only.
     assert (
         docs.put_source_metadata(

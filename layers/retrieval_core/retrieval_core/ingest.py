@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,10 +51,6 @@ def _fingerprint(doc: SourceDocument, model: str, chunk_size: int, overlap: int)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-# The same rule as the CHECK constraint on stores.name: names go into URLs, logs and cache keys.
-STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
 def ensure_store(
     database: Database,
     embedder: Embedder,
@@ -64,11 +59,9 @@ def ensure_store(
     storage: repository.Storage = "vector",
 ) -> Store:
     """The store called `name`, created for this embedder (with `storage`) if it does not exist."""
-    if not STORE_NAME.fullmatch(name):
-        raise InvalidRequestError(
-            "store name must be 1-128 ASCII letters, digits, '.', '_' or '-', starting with a letter or "
-            "digit; any Unicode text may go in the display name"
-        )
+    from .documents.prepare import check_store_name
+
+    check_store_name(name)
     with database_errors("creating the store"), database.connection() as conn:
         store = repository.find_store(conn, name)
         if store is None:

@@ -132,10 +132,14 @@ class DocumentState:
     fingerprint: str
     chunk_count: int
     source_sha256: str | None
+    # The layers `metadata` was made of (None: written before migration 5).
+    file_metadata: dict[str, Any] | None
+    caller_metadata: dict[str, Any] | None
 
 
 _STATE_COLUMNS = (
-    "id, source, title, metadata, content_type, content_sha256, fingerprint, chunk_count, source_sha256"
+    "id, source, title, metadata, content_type, content_sha256, fingerprint, chunk_count, source_sha256,"
+    " file_metadata, caller_metadata"
 )
 
 
@@ -170,6 +174,8 @@ class NewDocument:
     content_sha256: str
     fingerprint: str
     chunks: list[ChunkRow]
+    file_metadata: dict[str, Any]
+    caller_metadata: dict[str, Any]
 
 
 def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocument]) -> None:
@@ -181,13 +187,14 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
     with conn.cursor() as cur:
         cur.executemany(
             """INSERT INTO documents (store_id, id, source, source_sha256, title, metadata, content_type,
-                   content_sha256, fingerprint, chunk_count)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                   content_sha256, fingerprint, chunk_count, file_metadata, caller_metadata)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                ON CONFLICT (store_id, id) DO UPDATE SET source = EXCLUDED.source,
                    source_sha256 = EXCLUDED.source_sha256, title = EXCLUDED.title,
                    metadata = EXCLUDED.metadata, content_type = EXCLUDED.content_type,
                    content_sha256 = EXCLUDED.content_sha256, fingerprint = EXCLUDED.fingerprint,
-                   chunk_count = EXCLUDED.chunk_count, updated_at = now()""",
+                   chunk_count = EXCLUDED.chunk_count, file_metadata = EXCLUDED.file_metadata,
+                   caller_metadata = EXCLUDED.caller_metadata, updated_at = now()""",
             [
                 (
                     store.id,
@@ -200,6 +207,8 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
                     d.content_sha256,
                     d.fingerprint,
                     len(d.chunks),
+                    Jsonb(d.file_metadata),
+                    Jsonb(d.caller_metadata),
                 )
                 for d in documents
             ],
@@ -229,13 +238,27 @@ def update_metadata(
     source_sha256: str | None,
     metadata: dict[str, Any],
     chunk_metadata: Sequence[dict[str, Any]],
+    caller_metadata: dict[str, Any] | None = None,
+    file_metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Set a document's metadata and its chunks' (`chunk_metadata[i]` for chunk i); no re-embedding."""
+    """Set a document's metadata and its chunks' (`chunk_metadata[i]` for chunk i); no re-embedding.
+
+    None for `source_sha256`, `caller_metadata` or `file_metadata` keeps the stored value.
+    """
     conn.execute(
         """UPDATE documents SET metadata = %s, source = %s, source_sha256 = coalesce(%s, source_sha256),
+               caller_metadata = coalesce(%s, caller_metadata), file_metadata = coalesce(%s, file_metadata),
                updated_at = now()
            WHERE store_id = %s AND id = %s""",
-        (Jsonb(metadata), source, source_sha256, store.id, document_id),
+        (
+            Jsonb(metadata),
+            source,
+            source_sha256,
+            Jsonb(caller_metadata) if caller_metadata is not None else None,
+            Jsonb(file_metadata) if file_metadata is not None else None,
+            store.id,
+            document_id,
+        ),
     )
     conn.execute(
         """UPDATE chunks AS c SET metadata = v.metadata

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,9 @@ TITLE_CONVENTION = "title\n\nchunk"
 
 # The API adds these to every chunk it returns; a document may not set them.
 RESERVED_METADATA_KEYS = ("documentId", "chunkIndex")
+# The same rule as the CHECK constraint on stores.name: names go into URLs, logs and cache keys.
+STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RESERVED_STORE_NAMES = frozenset({"resolve"})
 MAX_METADATA_KEYS = 64
 MAX_METADATA_BYTES = 16_384
 
@@ -122,6 +126,18 @@ def prepare_source(
         dict(source.metadata),
         list(by_id.values()),
     )
+
+
+def check_store_name(name: str) -> None:
+    """A 422 for names outside the store-name rule, and for reserved names (routes, not stores)."""
+    if name in RESERVED_STORE_NAMES:
+        raise InvalidRequestError.for_field("store", f"'{name}' is reserved (a route)", "reserved")
+    if not STORE_NAME.fullmatch(name):
+        rule = (
+            "must be 1-128 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit; "
+            "any Unicode text may go in the display name"
+        )
+        raise InvalidRequestError.for_field("store", rule, "pattern", f"store name {rule}")
 
 
 def check_document_id(document_id: str) -> None:

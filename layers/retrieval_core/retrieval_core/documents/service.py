@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -37,12 +36,9 @@ from .models import (
     StoreDefinition,
     StoreInfo,
 )
-from .prepare import PreparedSource, check_metadata, newer_sequencer, prepare_source
+from .prepare import PreparedSource, check_metadata, check_store_name, newer_sequencer, prepare_source
 from .writer import SourceWriter, WriteItem, again_after_deadlock
 
-# The same rule as the CHECK constraint on stores.name: names go into URLs, logs and cache keys.
-STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-RESERVED_STORE_NAMES = frozenset({"resolve"})
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
 _ABSENT = object()
@@ -246,9 +242,7 @@ class DocumentService:
             ids = sql.source_document_ids(conn, found, source_id)
             sql.lock(conn, found, ids)
             for state in sql.document_states(conn, found, ids).values():
-                # The file's own metadata is what remains when the old sidecar is taken away.
-                base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
-                new = {**base, **(metadata or {})}
+                new = _with_sidecar(state, previous, metadata)
                 if new == state.metadata:
                     continue
                 # A chunk's own keys (its block's, the title) are those the document does not hold.
@@ -386,17 +380,15 @@ def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:
     )
 
 
-def check_store_name(name: str) -> None:
-    """A 422 for names outside the store-name rule, and for reserved names (routes, not stores)."""
-    if name in RESERVED_STORE_NAMES:
-        raise InvalidRequestError.for_field("store", f"'{name}' is reserved (a route)", "reserved")
-    if not STORE_NAME.fullmatch(name):
-        raise InvalidRequestError.for_field(
-            "store",
-            "must be 1-128 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit; "
-            "any Unicode text may go in the display name",
-            "pattern",
-        )
+def _with_sidecar(
+    state: sql.DocumentState, previous: dict[str, Any] | None, sidecar: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The document's metadata under a new sidecar: file, then sidecar, then the writer's own keys."""
+    if state.file_metadata is not None and state.caller_metadata is not None:
+        return {**state.file_metadata, **(sidecar or {}), **state.caller_metadata}
+    # Written before the layers were kept: what remains when the old sidecar's keys are taken away.
+    base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
+    return {**base, **(sidecar or {})}
 
 
 def encode_cursor(last_id: str) -> str:

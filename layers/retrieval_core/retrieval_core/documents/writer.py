@@ -194,12 +194,26 @@ class SourceWriter:
                         doc.content_sha256,
                         prepared.fingerprint,
                         chunks,
+                        doc.metadata,
+                        prepared.caller_metadata,
                     )
                 )
                 writes.append(DocumentWrite(doc.id, "created" if state is None else "updated", len(chunks)))
-            elif state.metadata != metadata or state.source != prepared.source_id:
+            elif (
+                state.metadata != metadata
+                or state.source != prepared.source_id
+                or _layers_moved(prepared, doc, state)
+            ):
                 sql.update_metadata(
-                    conn, store, doc.id, prepared.source_id, prepared.source_sha256, metadata, chunk_metadata
+                    conn,
+                    store,
+                    doc.id,
+                    prepared.source_id,
+                    prepared.source_sha256,
+                    metadata,
+                    chunk_metadata,
+                    prepared.caller_metadata,
+                    doc.metadata,
                 )
                 writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
             else:
@@ -267,3 +281,8 @@ def same_content(prepared: PreparedSource, doc: PreparedDocument, state: sql.Doc
         and state.fingerprint == prepared.fingerprint
         and state.chunk_count == len(doc.chunks)
     )
+
+
+def _layers_moved(prepared: PreparedSource, doc: PreparedDocument, state: sql.DocumentState) -> bool:
+    """The same metadata made of other layers (a key moved between file and writer): record them."""
+    return state.file_metadata != doc.metadata or state.caller_metadata != prepared.caller_metadata
