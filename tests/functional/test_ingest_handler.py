@@ -62,10 +62,10 @@ def template() -> dict[str, Any]:
 
 
 @pytest.fixture()
-def ingest_handler(
+def handler_for(
     service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    """functions/ingest/app.py's handler, configured as template.yaml configures it, on moto.
+    """functions/ingest/app.py's handler for a bucket, configured as template.yaml configures it, on moto.
 
     The events name store `handbook`, which the documents events also use: it starts absent.
     """
@@ -78,29 +78,36 @@ def ingest_handler(
         if "handbook" in {s.name for s in documents.list_stores()}:
             documents.delete_store("handbook")
 
-    drop_handbook()
+    def build(bucket: str) -> Any:
+        moto.client("s3").create_bucket(Bucket=bucket)
+        table = f"idempotency-{uuid.uuid4().hex[:8]}"
+        create_idempotency_table(moto.client("dynamodb"), table)
+        for key, value in {
+            "IDEMPOTENCY_TABLE_NAME": table,
+            "DOCUMENTS_BUCKET": bucket,
+            "S3_ENDPOINT_URL": moto.endpoint_url,
+            "DYNAMODB_ENDPOINT_URL": moto.endpoint_url,
+        }.items():
+            monkeypatch.setenv(key, value)
+        get_settings.cache_clear()
+        path = REPO_ROOT / "functions" / "ingest" / "app.py"
+        spec = importlib.util.spec_from_file_location("lambda_function_ingest", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.handler
 
-    s3 = moto.client("s3")
-    s3.create_bucket(Bucket=BUCKET)
-    table = f"idempotency-{uuid.uuid4().hex[:8]}"
-    create_idempotency_table(moto.client("dynamodb"), table)
-    for key, value in {
-        "IDEMPOTENCY_TABLE_NAME": table,
-        "DOCUMENTS_BUCKET": BUCKET,
-        "S3_ENDPOINT_URL": moto.endpoint_url,
-        "DYNAMODB_ENDPOINT_URL": moto.endpoint_url,
-    }.items():
-        monkeypatch.setenv(key, value)
-    get_settings.cache_clear()
-    path = REPO_ROOT / "functions" / "ingest" / "app.py"
-    spec = importlib.util.spec_from_file_location("lambda_function_ingest", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module.handler
+    drop_handbook()
+    yield build
     monkeypatch.undo()
     get_settings.cache_clear()
     drop_handbook()
+
+
+@pytest.fixture()
+def ingest_handler(handler_for: Any) -> Any:
+    """The handler for the stack's own bucket, which the sqs-ingest-* notifications name."""
+    return handler_for(BUCKET)
 
 
 def test_the_events_are_what_s3_sends_for_the_objects_the_test_uploads() -> None:
@@ -228,6 +235,27 @@ def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
     )
 
 
+def test_an_existing_buckets_eventbridge_event_as_a_user_sees_it(
+    service: Any, moto: MotoServer, handler_for: Any
+) -> None:
+    from retrieval_core.models import RetrieveRequest
+
+    event = load_event("sqs-ingest-eventbridge.json")
+    detail = json.loads(event["Records"][0]["body"])["detail"]
+    text = b"Badges are renewed every two years at the reception desk of building A.\n"
+    assert detail["object"]["etag"] == hashlib.md5(text).hexdigest()
+    handler = handler_for("acme-knowledge-base")
+    moto.client("s3").put_object(
+        Bucket="acme-knowledge-base", Key=detail["object"]["key"], Body=text, ContentType="text/plain"
+    )
+    assert handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+    request = RetrieveRequest.model_validate(
+        {"query": "How often are badges renewed?", "store": "handbook", "grade": 0.0}
+    )
+    (result,) = service.retrieve(request)[0].results
+    assert result.metadata["documentId"] == "access/badges & keys.txt"
+
+
 def test_every_ingest_event_file_is_used() -> None:
     names = {p.name for p in Path(EVENTS_DIR).glob("sqs-ingest-*.json")}
     assert names == {
@@ -235,4 +263,5 @@ def test_every_ingest_event_file_is_used() -> None:
         "sqs-ingest-sidecar.json",
         "sqs-ingest-delete.json",
         "sqs-ingest-poison.json",
+        "sqs-ingest-eventbridge.json",
     }

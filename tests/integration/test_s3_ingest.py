@@ -506,6 +506,25 @@ def test_an_object_over_the_size_limit_is_acknowledged_and_logged(
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
 
 
+def test_a_first_segment_that_is_no_store_name_is_refused_and_logged(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    for store in ("resolve", "no spaces allowed"):
+        sync.s3.put_object(Bucket=sync.bucket, Key=f"{store}/guide.txt", Body=HANDBOOK.encode())
+    sync.sync()
+    errors = [r for r in ingest_log if r.levelno == logging.ERROR]
+    assert {getattr(r, "key", None) for r in errors} == {"resolve/guide.txt", "no spaces allowed/guide.txt"}
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
+    names = {s.name for s in runtime_documents().list_stores()}
+    assert not {"resolve", "no spaces allowed"} & names
+
+
+def runtime_documents() -> Any:
+    from retrieval_core import runtime
+
+    return runtime.get_document_service()
+
+
 def test_keys_outside_the_store_layout_are_acknowledged_without_work(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:
@@ -556,8 +575,14 @@ def test_an_existing_bucket_through_eventbridge(sync: Sync) -> None:
 
 def test_time_from_put_to_searchable(sync: Sync) -> None:
     """What docs/s3-sync.md reports: from an S3 put until a search finds the document, through moto's
-    event, the queue and the handler (`pytest -s` prints it)."""
+    event, the queue and the handler (`pytest -s` prints it). Warm: the handler's clients and the local
+    model are loaded by a first file, timed apart."""
     sync.sync()
+    started = time.perf_counter()
+    sync.put("timing/warm-up.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync(sequenced=True)
+    assert sync.search("expense reports", docIds=["timing/warm-up.txt"])
+    print(f"\nfirst file (cold handler and model): {(time.perf_counter() - started) * 1000:.0f} ms")
     pages = [f"Page {p} of the travel handbook. " + HANDBOOK_V2 * 6 for p in range(1, 21)]
     files = {
         "text": lambda n: (f"Revision {n}: {HANDBOOK_V2}".encode(), "text/plain"),
