@@ -18,7 +18,7 @@ from .db.connection import Database
 from .db.errors import database_errors
 from .db.repository import ChunkRow, DocumentRow, Store
 from .embeddings import Embedder
-from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError, InvalidRequestError
+from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 
 logger = logging.getLogger(__name__)
 
