@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale eval clean install-local install-dev validate build coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev validate build coldstart
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,11 @@ eval: $(VENV)/.dev-installed
 
 bench-load: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.load $(ARGS)
+
+# Documents and chunks per second through the CLI, the HTTP API and S3 (Markdown and PDF files made
+# from msmarco-5k), and S3 put -> searchable; on an embedded PostgreSQL of its own, deleted afterwards.
+bench-ingest: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.ingest $(ARGS)
 
 # 200,000 synthetic chunks on an embedded PostgreSQL under .data/bench-scale, kept so that a re-run
 # skips generation and index builds; results replace the bench-scale block of docs/benchmarks.md.

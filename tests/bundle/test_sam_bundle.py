@@ -138,6 +138,8 @@ def read_built_template(python: str, runtime_dir: Path) -> Bundle:
         if resource["Type"] != "AWS::Serverless::Function":
             continue
         props = {**globals_fn, **resource["Properties"]}
+        # SAM concatenates list properties: the global layers, then the function's own.
+        props["Layers"] = globals_fn.get("Layers", []) + resource["Properties"].get("Layers", [])
         variables = {
             **globals_fn.get("Environment", {}).get("Variables", {}),
             **resource["Properties"].get("Environment", {}).get("Variables", {}),
@@ -1308,10 +1310,11 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias(
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 6
+    assert len(uris) == 14
     assert all(
         re.search(
-            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction)Aliaslive\}", str(uri)
+            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction)Aliaslive\}",
+            str(uri),
         )
         for uri in uris
     )

@@ -46,17 +46,23 @@ def test_cli_ingests_lists_and_deletes(
     (tmp_path / "faq.txt").write_text("Questions and answers about expenses.", "utf-8")
 
     assert main(["ingest", str(tmp_path), "--store", "cli-docs", "--no-progress"]) == 0
-    assert "2 documents written (2 chunks), 0 unchanged" in capsys.readouterr().out
+    assert (
+        "added 2, updated 0, unchanged 0, deleted 0, skipped 0, failed 0: 2 documents written (2 chunks)"
+        in (capsys.readouterr().out)
+    )
 
     assert main(["ingest", str(tmp_path), "--store", "cli-docs", "--no-progress"]) == 0
-    assert "0 documents written (0 chunks), 2 unchanged" in capsys.readouterr().out
+    assert "added 0, updated 0, unchanged 2, deleted 0, skipped 0, failed 0: 0 documents written" in (
+        capsys.readouterr().out
+    )
 
     assert main(["stores"]) == 0
     listing = capsys.readouterr().out
     assert "cli-docs\tcli-docs\tall-MiniLM-L6-v2\t384\t2 chunks" in listing
 
     assert main(["delete", "--store", "cli-docs", "guide.md", "nope.md"]) == 0
-    assert "deleted 1 documents; not found: nope.md" in capsys.readouterr().out
+    assert "deleted 1 document from store 'cli-docs': guide.md; not found: nope.md" in capsys.readouterr().out
+    assert main(["delete", "--store", "cli-docs", "guide.md"]) == 1  # nothing left to delete
 
     assert main(["delete", "--store", "no-such-store", "x"]) == 2
     assert "store 'no-such-store' not found" in capsys.readouterr().err

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import psycopg
 import pytest
 
@@ -12,7 +9,7 @@ from retrieval_core import ingest
 from retrieval_core.db import repository
 from retrieval_core.db.migrations import MIGRATIONS, migrate
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents, read_documents
+from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 
 
 class FixedEmbedder:
@@ -57,37 +54,6 @@ def test_new_store_gets_a_partial_hnsw_cosine_index(service) -> None:  # type: i
         ).fetchone()
     assert "hnsw" in definition and "vector_cosine_ops" in definition
     assert "vector(8)" in definition and f"store_id = {store.id}" in definition
-
-
-def test_ingest_jsonl_md_and_txt(service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "a.jsonl").write_text(
-        json.dumps({"_id": "j1", "title": "T", "text": "jsonl text", "metadata": {"k": "v"}}) + "\n\n",
-        "utf-8",
-    )
-    (tmp_path / "notes.md").write_text("# Heading\n\nMarkdown body.", "utf-8")
-    (tmp_path / "plain.txt").write_text("Plain text body.", "utf-8")
-    (tmp_path / "ignored.csv").write_text("a,b", "utf-8")
-    docs = {d.id: d for d in read_documents(tmp_path)}
-    assert set(docs) == {"j1", "notes.md", "plain.txt"}
-    assert docs["notes.md"].title == "Heading"
-    assert docs["j1"].metadata == {"k": "v"}
-
-    embedder = FixedEmbedder()
-    store = ensure_store(service.database, embedder, "ingest-formats")
-    report = ingest_documents(service.database, embedder, store, docs.values(), 1000, 100, progress=False)
-    assert (report.documents_written, report.chunks_written) == (3, 3)
-    with service.database.connection() as conn:
-        (metadata,) = conn.execute(
-            "SELECT metadata FROM chunks WHERE store_id = %s AND document_id = 'j1'", (store.id,)
-        ).fetchone()
-    assert metadata == {"k": "v", "title": "T"}  # a JSON object, so filters can match it
-
-
-def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"_id": "ok", "text": "x"}\n{"text": "no id"}\n', "utf-8")
-    with pytest.raises(ingest.InvalidRequestError, match="line 2"):
-        list(read_documents(path))
 
 
 def test_reingest_replaces_all_chunks_and_bumps_version(service) -> None:  # type: ignore[no-untyped-def]

@@ -1,13 +1,17 @@
-"""`retrieval`: ingest, delete, migrate, list stores, make or hash an API key, and serve locally."""
+"""`retrieval`: ingest, sync and delete documents, migrate, list stores, make or hash an API key, serve."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .exceptions import RetrievalError
+from .exceptions import InvalidRequestError, RetrievalError
+
+if TYPE_CHECKING:
+    from .sync import Report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,21 +19,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="retrieval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p_ingest = sub.add_parser("ingest", help="chunk, embed and store .jsonl (BEIR), .md and .txt files")
-    p_ingest.add_argument("path", type=Path, help="a file or a folder")
-    p_ingest.add_argument("--store", required=True, help="store name (created if missing)")
-    p_ingest.add_argument("--display-name", help="display name of a new store")
-    p_ingest.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p_ingest = sub.add_parser(
+        "ingest",
+        help="add or update the files of a folder, an s3:// prefix or one file (PDF, HTML, DOCX, Markdown, "
+        "text, CSV, JSONL); never deletes",
+    )
+    _add_load_arguments(p_ingest)
     p_ingest.add_argument(
-        "--storage",
-        choices=("vector", "halfvec"),
-        default="vector",
-        help="index of a new store: 4-byte floats (vector) or 2-byte floats (halfvec, half the size)",
+        "--id",
+        dest="source_id",
+        help="id of a single file (default: its path relative to the current directory)",
     )
 
-    p_delete = sub.add_parser("delete", help="delete documents and their chunks")
+    p_sync = sub.add_parser(
+        "sync",
+        help="make a store hold the files of a folder or an s3:// prefix: add, update, with --prune delete",
+    )
+    _add_load_arguments(p_sync)
+    p_sync.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete stored documents whose source is not in the tree, whatever wrote them "
+        "(with --prefix: only ids starting with it)",
+    )
+
+    p_delete = sub.add_parser("delete", help="delete documents, or every document of a source, by id")
     p_delete.add_argument("--store", required=True)
-    p_delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    p_delete.add_argument("doc_ids", nargs="+", metavar="ID", help="a document id or a source id")
 
     p_drop = sub.add_parser("drop-store", help="delete a store with all its documents and chunks")
     p_drop.add_argument("--store", required=True)
@@ -63,11 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import ingest
     from .runtime import get_service
-    from .settings import get_settings
 
-    settings = get_settings()
     if args.command == "hash-api-key":
         return _hash_api_key()
     if args.command == "make-api-key":
@@ -85,24 +98,8 @@ def _run(args: argparse.Namespace) -> int:
                 chunks = repository.count_chunks(conn, store)
                 columns = (store.name, store.display_name, store.embedding_model, store.dimension)
                 print("\t".join(map(str, columns)) + f"\t{chunks} chunks")
-    elif args.command == "ingest":
-        store = ingest.ensure_store(
-            service.database, service.embedder, args.store, args.display_name, args.storage
-        )
-        report = ingest.ingest_documents(
-            service.database,
-            service.embedder,
-            store,
-            ingest.read_documents(args.path),
-            settings.chunk_size,
-            settings.chunk_overlap,
-            progress=not args.no_progress,
-            on_version=service.publish_store_version,
-        )
-        print(
-            f"{report.documents_written} documents written ({report.chunks_written} chunks), "
-            f"{report.documents_unchanged} unchanged, {report.documents_empty} empty"
-        )
+    elif args.command in ("ingest", "sync"):
+        return _load(args)
     elif args.command == "drop-store":
         from .db import repository
         from .service import BACKEND
@@ -116,13 +113,79 @@ def _run(args: argparse.Namespace) -> int:
             service.cache.forget_version(BACKEND, store.name)
         print(f"dropped store {store.name}")
     elif args.command == "delete":
-        store = service.get_store(args.store)
-        deleted = ingest.delete_documents(
-            service.database, store, args.doc_ids, on_version=service.publish_store_version
-        )
-        missing = sorted(set(args.doc_ids) - set(deleted))
-        print(f"deleted {len(deleted)} documents" + (f"; not found: {', '.join(missing)}" if missing else ""))
+        return _delete(args.store, args.doc_ids)
     return 0
+
+
+def _add_load_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("path", help="a folder, s3://bucket/prefix, or (ingest only) a file")
+    command.add_argument("--store", required=True, help="store name (created by the first file written)")
+    command.add_argument("--prefix", default="", help="put this before every id, e.g. 'handbook/'")
+    command.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
+    command.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
+    command.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    command.add_argument("--display-name", help="display name of a new store")
+    command.add_argument(
+        "--storage",
+        choices=("vector", "halfvec"),
+        default="vector",
+        help="index of a new store: 4-byte floats (vector) or 2-byte floats (halfvec, half the size)",
+    )
+
+
+def _load(args: argparse.Namespace) -> int:
+    """`ingest` and `sync`: 0 when every file was written or skipped, 1 when any failed."""
+    from . import sync
+    from .documents import StoreDefinition
+    from .runtime import get_document_service
+    from .trees import FolderTree, open_tree
+
+    prune = args.command == "sync" and args.prune
+    tree = open_tree(args.path, args.prefix, getattr(args, "source_id", None))
+    if args.command == "sync" and not args.path.startswith("s3://") and not isinstance(tree, FolderTree):
+        raise InvalidRequestError(
+            f"sync mirrors a folder or an s3:// prefix; {args.path} is a file (use ingest)"
+        )
+    documents = get_document_service()
+    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix, progress=not args.no_progress)
+    if args.dry_run:
+        report = sync.planned_report(plan, args.store, tree.root, prune)
+    else:
+        report = sync.Report(args.store, tree.root, prune=prune)
+        create = StoreDefinition(display_name=args.display_name, storage=args.storage)
+        try:
+            sync.apply_plan(plan, tree, documents, report, create, progress=not args.no_progress)
+        except RetrievalError:
+            _print_report(report, args.json)  # what was written before the abort stays written
+            raise
+    _print_report(report, args.json)
+    return 1 if report.failed else 0
+
+
+def _delete(store: str, ids: list[str]) -> int:
+    """0 when something was deleted, 1 when none of the ids was found."""
+    from .runtime import get_document_service
+
+    documents = get_document_service()
+    deleted: list[str] = []
+    missing: list[str] = []
+    for source_id in dict.fromkeys(ids):
+        removed = documents.delete_source(store, source_id)
+        deleted += removed
+        if not removed:
+            missing.append(source_id)
+    line = f"deleted {len(deleted)} document{'' if len(deleted) == 1 else 's'} from store '{store}'"
+    if deleted:
+        line += f": {', '.join(deleted)}"
+    print(line + (f"; not found: {', '.join(missing)}" if missing else ""))
+    return 0 if deleted else 1
+
+
+def _print_report(report: Report, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(report.lines()))
 
 
 def _hash_api_key() -> int:

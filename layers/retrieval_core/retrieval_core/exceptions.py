@@ -332,3 +332,10 @@ class EmptyDocumentError(InvalidRequestError):
 
     def __init__(self, content_type: str) -> None:
         super().__init__(f"the {content_type} document holds no text to index", {"contentType": content_type})
+
+
+class SourceReadError(RetrievalError):
+    """A file or S3 object that `retrieval sync` or `ingest` could not list or read."""
+
+    status_code = 502
+    code = "source_unreadable"

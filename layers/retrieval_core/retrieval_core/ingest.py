@@ -1,4 +1,7 @@
-"""The write path: read documents, chunk them, embed in batches, replace them atomically."""
+"""The write path of documents given as text: chunk them, embed in batches, replace them atomically.
+
+Files are read by `trees` and written through `documents.DocumentService` (`retrieval ingest`/`sync`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .chunking import chunk_text
@@ -16,11 +18,9 @@ from .db.connection import Database
 from .db.errors import database_errors
 from .db.repository import ChunkRow, DocumentRow, Store
 from .embeddings import Embedder
-from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError, InvalidRequestError
+from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 
 logger = logging.getLogger(__name__)
-
-SUPPORTED_SUFFIXES = (".jsonl", ".md", ".txt")
 
 VersionListener = Callable[[Store, int], None]
 
@@ -43,67 +43,6 @@ class IngestReport:
     documents_unchanged: int = 0
     documents_empty: int = 0
     chunks_written: int = 0
-
-
-def read_documents(path: Path) -> Iterator[SourceDocument]:
-    """Documents from a `.jsonl` (BEIR: _id, title, text, metadata), `.md` or `.txt` file, or a folder."""
-    if path.is_dir():
-        for child in sorted(p for p in path.rglob("*") if p.suffix in SUPPORTED_SUFFIXES and p.is_file()):
-            yield from _read_file(child, doc_id=child.relative_to(path).as_posix())
-    elif path.is_file():
-        yield from _read_file(path, doc_id=path.name)
-    else:
-        raise InvalidRequestError(f"no such file or folder: {path}")
-
-
-def _read_file(path: Path, doc_id: str) -> Iterator[SourceDocument]:
-    if path.suffix == ".jsonl":
-        yield from _read_jsonl(path)
-    elif path.suffix in (".md", ".txt"):
-        text = path.read_text(encoding="utf-8")
-        yield SourceDocument(
-            id=doc_id,
-            text=text,
-            title=_markdown_title(text) if path.suffix == ".md" else "",
-            metadata={
-                "fileName": path.name,
-                "contentType": "text/markdown" if path.suffix == ".md" else "text/plain",
-            },
-        )
-    else:
-        raise InvalidRequestError(
-            f"unsupported file type {path.suffix!r}; use one of {', '.join(SUPPORTED_SUFFIXES)}"
-        )
-
-
-def _read_jsonl(path: Path) -> Iterator[SourceDocument]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                doc_id = str(record["_id"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InvalidRequestError(
-                    f"{path.name} line {number}: expected a JSON object with '_id'"
-                ) from exc
-            metadata = record.get("metadata") or {}
-            if not isinstance(metadata, dict):
-                raise InvalidRequestError(f"{path.name} line {number}: 'metadata' must be an object")
-            yield SourceDocument(
-                id=doc_id,
-                text=str(record.get("text") or ""),
-                title=str(record.get("title") or ""),
-                metadata=metadata,
-            )
-
-
-def _markdown_title(text: str) -> str:
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip()
-    return ""
 
 
 def _fingerprint(doc: SourceDocument, model: str, chunk_size: int, overlap: int) -> str:

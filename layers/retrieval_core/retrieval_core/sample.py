@@ -6,8 +6,7 @@ import logging
 from importlib import resources
 from pathlib import Path
 
-from .db import repository
-from .ingest import ensure_store, ingest_documents, read_documents
+from .exceptions import StoreNotFoundError
 from .service import RetrievalService
 from .settings import get_settings
 
@@ -23,19 +22,21 @@ def sample_corpus_path() -> Path:
 
 def load_sample_corpus(service: RetrievalService) -> int:
     """Load the sample corpus into store `sample` if that store holds no chunks; return chunks written."""
+    from .documents import SourceInput, StoreDefinition
+    from .documents.service import DocumentService
+
     settings = get_settings()
-    store = ensure_store(service.database, service.embedder, SAMPLE_STORE, "Sample corpus")
-    with service.database.connection() as conn:
-        if repository.count_chunks(conn, store):
+    documents = DocumentService(service, settings.chunk_size, settings.chunk_overlap)
+    try:
+        if documents.get_store(SAMPLE_STORE).chunk_count:
             return 0
+    except StoreNotFoundError:
+        pass
     logger.info("loading the sample corpus into store %r", SAMPLE_STORE)
-    report = ingest_documents(
-        service.database,
-        service.embedder,
-        store,
-        read_documents(sample_corpus_path()),
-        settings.chunk_size,
-        settings.chunk_overlap,
-        on_version=service.publish_store_version,
+    path = sample_corpus_path()
+    # A BEIR-style JSONL: each record's `_id` is its document id, as with `retrieval ingest`.
+    source = SourceInput(path.name, path.read_bytes(), name=path.name)
+    written = documents.write_source(
+        SAMPLE_STORE, source, create=StoreDefinition(display_name="Sample corpus")
     )
-    return report.chunks_written
+    return written.chunk_count
