@@ -259,9 +259,9 @@ DRIVER = textwrap.dedent(
     """
     import importlib, json, os, sys, time
 
-    function_dir, layer_dir, runtime_dir, handler_spec, events_file, results_file = sys.argv[1:7]
+    *search_path, handler_spec, events_file, results_file = sys.argv[1:]
     ours = [p for p in sys.path if not p.startswith(sys.base_prefix)]
-    if ours != [function_dir, layer_dir, runtime_dir]:
+    if ours != search_path:
         raise SystemExit(f"sys.path is not isolated: {sys.path}")
 
     class Context:
@@ -1390,3 +1390,70 @@ def test_the_built_queue_function_answers_its_sqs_event_like_lambda(
     assert [len(c.json()["input"]) for c in calls] == [2]
     logs = [json.loads(line) for line in run.output.splitlines() if line.startswith('{"level"')]
     assert [r["records"] for r in logs if r["message"] == "batch processed"] == [3, 3]
+
+
+def test_the_built_ingest_function_applies_its_s3_events_like_lambda(
+    bundle: Bundle,
+    service: Any,
+    postgres_dsn: str,
+    embeddings_server: RealModelEmbeddings,
+    cache_table: CacheTable,
+    moto: MotoServer,
+    tmp_path: Path,
+) -> None:
+    """events/sqs-ingest-*.json through the built IngestFunction (core + parsers layers) in one instance:
+    the put becomes a searchable document, the sidecar adds its metadata, the delete removes both, and
+    the poison batch reports exactly its broken messages for retry (the queue's redrive sends them on to
+    the DLQ after three receives)."""
+    from retrieval_core.runtime import get_document_service
+    from tests.functional.test_ingest_handler import BUCKET, KEY, SIDECAR, TEXT
+
+    (function,) = [fn for fn in bundle.functions if fn.name == "IngestFunction"]
+    assert [layer.name for layer in function.layer_dirs] == ["RetrievalCoreLayer", "ParsersLayer"]
+    documents = get_document_service()
+    if "handbook" in {s.name for s in documents.list_stores()}:
+        documents.delete_store("handbook")
+    s3 = moto.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key=KEY, Body=TEXT, ContentType="text/plain")
+    s3.put_object(Bucket=BUCKET, Key=f"{KEY}.metadata.json", Body=SIDECAR, ContentType="application/json")
+    table = f"IdempotencyTable-{uuid.uuid4().hex[:8]}"
+    create_idempotency_table(moto.client("dynamodb"), table)
+    parameters = PARAMETERS | {"OpenAIBaseUrl": embeddings_server.base_url}
+    physical_ids = {"IdempotencyTable": table, "DocumentsBucket": BUCKET}
+    environment = function.environment(parameters, {"CacheTable": cache_table.name, **physical_ids})
+    assert environment["DOCUMENTS_BUCKET"] == BUCKET and environment["IDEMPOTENCY_TABLE_NAME"] == table
+
+    def run(*names: str) -> Invocation:
+        return invoke_built(
+            bundle,
+            function,
+            [EVENTS_DIR / name for name in names],
+            parameters,
+            cache_table,
+            {"DATABASE_URL": postgres_dsn, "S3_ENDPOINT_URL": moto.endpoint_url},
+            tmp_path,
+            physical_ids,
+        )
+
+    try:
+        applied = run("sqs-ingest-put.json", "sqs-ingest-sidecar.json")
+        assert applied.responses == [{"batchItemFailures": []}] * 2, applied.output[-3000:]
+        assert not {"torch", "numpy", "boto3", "pypdf", "lxml"} & set(applied.modules_at_import)
+        assert "Traceback" not in applied.output
+        (document,) = documents.list_documents("handbook")[0]
+        assert document.id == "policies/travel expenses+été.txt"
+        assert document.metadata["department"] == "Finance" and document.metadata["owner"] == "Ana Ruiz"
+
+        s3.delete_object(Bucket=BUCKET, Key=f"{KEY}.metadata.json")
+        s3.delete_object(Bucket=BUCKET, Key=KEY)
+        poison = json.loads((EVENTS_DIR / "sqs-ingest-poison.json").read_text())
+        removed = run("sqs-ingest-delete.json", "sqs-ingest-poison.json")
+        assert removed.responses == [
+            {"batchItemFailures": []},
+            {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in poison["Records"][:2]]},
+        ]
+        assert documents.list_documents("handbook")[0] == []
+    finally:
+        if "handbook" in {s.name for s in documents.list_stores()}:
+            documents.delete_store("handbook")
