@@ -57,10 +57,12 @@ def stored(documents: DocumentService, store: str) -> dict[str, dict[str, Any]]:
 
 
 def top_document(service: Any, store: str, query: str) -> str:
+    from retrieval_core.grants import OPEN_GRANT
     from retrieval_core.models import RetrieveRequest
 
     # Through the search cache: a stale cached answer after a write would fail the test.
-    response, _ = service.retrieve(RetrieveRequest(query=query, store=store, similarity_top_k=1, grade=0.0))
+    request = RetrieveRequest(query=query, store=store, similarity_top_k=1, grade=0.0)
+    response, _ = service.retrieve(request, grant=OPEN_GRANT)
     return str(response.results[0].metadata["documentId"])
 
 

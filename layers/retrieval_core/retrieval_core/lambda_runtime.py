@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools.logging import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import Metrics
+from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from . import runtime
 from .aws_secrets import forget_cached_secrets
@@ -122,3 +124,71 @@ def _register_snapstart_hooks() -> None:
 
 
 _register_snapstart_hooks()
+
+
+def lazy_boto3_client(service: str, endpoint_url: str | None, read_timeout_s: int) -> Callable[[], Any]:
+    """A getter of one boto3 client, created (and boto3 imported) on first call, shared by threads."""
+    lock = threading.Lock()
+    client: list[Any] = []
+
+    def get() -> Any:
+        with lock:
+            if not client:
+                client.append(boto3_client(service, endpoint_url, read_timeout_s))
+            return client[0]
+
+    return get
+
+
+def boto3_client(service: str, endpoint_url: str | None, read_timeout_s: int) -> Any:
+    """A boto3 client with short connect timeouts and AWS's standard retries (3 attempts)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=2, read_timeout=read_timeout_s, retries={"mode": "standard", "max_attempts": 3}
+    )
+    return boto3.client(service, endpoint_url=endpoint_url, config=config)  # type: ignore[call-overload]
+
+
+class BatchHandling(Protocol):
+    """What an SQS-triggered processor does with one invocation's batch."""
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Process the batch; the partial-failure response."""
+        ...
+
+
+def build_sqs_handler(make_processor: Callable[[Powertools], BatchHandling]) -> LambdaHandler:
+    """An SQS-triggered handler: the processor built on the first invocation (it creates the boto3
+    clients), one log line and batch metrics per invocation, and botocore traced (SQS, S3 and
+    DynamoDB calls are made whatever the configuration)."""
+    tools = powertools()
+    powertools_logger, emf = tools.logger, tools.metrics
+    lock = threading.Lock()
+    built: list[BatchHandling] = []
+
+    def processor() -> BatchHandling:
+        with lock:
+            if not built:
+                built.append(make_processor(tools))
+            return built[0]
+
+    def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        # Powertools loggers share their keys: another handler's correlation id must not leak in here.
+        powertools_logger.set_correlation_id(None)
+        started = time.perf_counter()
+        records = len(event.get("Records") or [])
+        response = processor().handle(event, context)
+        failures = len(response.get("batchItemFailures", []))
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        emf.add_metric(name="BatchLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
+        emf.add_metric(name="Messages", unit=MetricUnit.Count, value=records)
+        emf.add_metric(name="BatchItemFailures", unit=MetricUnit.Count, value=failures)
+        powertools_logger.info(
+            "batch processed",
+            extra={"records": records, "failures": failures, "latencyMs": round(latency_ms, 2)},
+        )
+        return response
+
+    return instrumented(invoke, tools, also_trace=("botocore",))

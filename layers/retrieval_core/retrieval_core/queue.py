@@ -25,14 +25,11 @@ import hashlib
 import json
 import logging
 import re
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
@@ -49,7 +46,13 @@ from .exceptions import (
     RetrievalError,
 )
 from .grants import Grant, parse_store_setting
-from .lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
+from .lambda_runtime import (
+    LambdaHandler,
+    after_database_failure,
+    boto3_client,
+    build_sqs_handler,
+    lazy_boto3_client,
+)
 from .models import RetrieveRequest, validation_error
 from .settings import Settings, get_settings
 
@@ -170,7 +173,7 @@ class QueueProcessor:
         self.allowed_reply_queues = frozenset(
             {self.results_queue_url, *(u.strip() for u in settings.reply_queue_urls.split(",") if u.strip())}
         )
-        self._sqs = _sqs_client(settings)
+        self._sqs = lazy_boto3_client("sqs", settings.sqs_endpoint_url, read_timeout_s=5)
 
         from aws_lambda_powertools.utilities.idempotency import (
             DynamoDBPersistenceLayer,
@@ -186,7 +189,7 @@ class QueueProcessor:
         )
         persistence = DynamoDBPersistenceLayer(
             table_name=settings.idempotency_table_name,
-            boto3_client=_dynamodb_client(settings),
+            boto3_client=boto3_client("dynamodb", settings.dynamodb_endpoint_url, read_timeout_s=5),
         )
         self._answer_once: Callable[..., dict[str, Any]] = idempotent_function(
             self._answer,
@@ -328,62 +331,6 @@ class QueueProcessor:
         return response
 
 
-def _sqs_client(settings: Settings) -> Callable[[], Any]:
-    lock = threading.Lock()
-    client: list[Any] = []
-
-    def get() -> Any:
-        with lock:
-            if not client:
-                import boto3
-                from botocore.config import Config
-
-                config = Config(
-                    connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3}
-                )
-                client.append(boto3.client("sqs", endpoint_url=settings.sqs_endpoint_url, config=config))
-            return client[0]
-
-    return get
-
-
-def _dynamodb_client(settings: Settings) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
-    return boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint_url, config=config)
-
-
 def build_queue_handler() -> LambdaHandler:
     """The SQS-triggered handler, with Powertools logging, metrics and (in Lambda) tracing."""
-    tools = powertools()
-    powertools_logger, emf = tools.logger, tools.metrics
-    lock = threading.Lock()
-    built: list[QueueProcessor] = []
-
-    def processor() -> QueueProcessor:
-        with lock:
-            if not built:
-                built.append(QueueProcessor(get_settings(), powertools_logger.set_correlation_id))
-            return built[0]
-
-    def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        # Powertools loggers share their keys: another handler's correlation id must not leak in here.
-        powertools_logger.set_correlation_id(None)
-        started = time.perf_counter()
-        records = len(event.get("Records") or [])
-        response = processor().handle(event, context)
-        failures = len(response.get("batchItemFailures", []))
-        latency_ms = (time.perf_counter() - started) * 1000.0
-        emf.add_metric(name="BatchLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
-        emf.add_metric(name="Messages", unit=MetricUnit.Count, value=records)
-        emf.add_metric(name="BatchItemFailures", unit=MetricUnit.Count, value=failures)
-        powertools_logger.info(
-            "batch processed",
-            extra={"records": records, "failures": failures, "latencyMs": round(latency_ms, 2)},
-        )
-        return response
-
-    # Replies go out through SQS (botocore) whatever the configuration: trace that too.
-    return instrumented(invoke, tools, also_trace=("botocore",))
+    return build_sqs_handler(lambda tools: QueueProcessor(get_settings(), tools.logger.set_correlation_id))

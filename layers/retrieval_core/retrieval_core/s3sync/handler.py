@@ -22,14 +22,11 @@ Nothing here creates a boto3 client or imports boto3 before the first invocation
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -46,7 +43,13 @@ from ..exceptions import (
     S3EventError,
     StoreNotFoundError,
 )
-from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
+from ..lambda_runtime import (
+    LambdaHandler,
+    after_database_failure,
+    boto3_client,
+    build_sqs_handler,
+    lazy_boto3_client,
+)
 from ..settings import Settings, get_settings
 from .events import ObjectChange, Target, read_message
 from .sidecar import read_sidecar
@@ -83,7 +86,9 @@ class IngestProcessor:
                 "IDEMPOTENCY_TABLE_NAME is not set: without it a redelivered event would be ingested twice"
             )
         self.settings = settings
-        self._s3 = _s3_client(settings)
+        self._s3: Callable[[], S3Client] = lazy_boto3_client(
+            "s3", settings.s3_endpoint_url, read_timeout_s=30
+        )
 
         from aws_lambda_powertools.utilities.idempotency import (
             DynamoDBPersistenceLayer,
@@ -95,7 +100,8 @@ class IngestProcessor:
             expires_after_seconds=settings.idempotency_ttl_s, response_hook=self._already_done
         )
         persistence = DynamoDBPersistenceLayer(
-            table_name=settings.idempotency_table_name, boto3_client=_dynamodb_client(settings)
+            table_name=settings.idempotency_table_name,
+            boto3_client=boto3_client("dynamodb", settings.dynamodb_endpoint_url, read_timeout_s=5),
         )
         self._apply_once: Callable[..., dict[str, Any]] = idempotent_function(
             self._apply,
@@ -316,61 +322,6 @@ def _error_code(exc: Any) -> str:
     )
 
 
-def _s3_client(settings: Settings) -> Callable[[], S3Client]:
-    lock = threading.Lock()
-    client: list[S3Client] = []
-
-    def get() -> S3Client:
-        with lock:
-            if not client:
-                import boto3
-                from botocore.config import Config
-
-                config = Config(
-                    connect_timeout=2, read_timeout=30, retries={"mode": "standard", "max_attempts": 3}
-                )
-                client.append(boto3.client("s3", endpoint_url=settings.s3_endpoint_url, config=config))
-            return client[0]
-
-    return get
-
-
-def _dynamodb_client(settings: Settings) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
-    return boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint_url, config=config)
-
-
 def build_ingest_handler() -> LambdaHandler:
     """The SQS-triggered ingest handler, with Powertools logging, metrics and (in Lambda) tracing."""
-    tools = powertools()
-    powertools_logger, emf = tools.logger, tools.metrics
-    lock = threading.Lock()
-    built: list[IngestProcessor] = []
-
-    def processor() -> IngestProcessor:
-        with lock:
-            if not built:
-                built.append(IngestProcessor(get_settings()))
-            return built[0]
-
-    def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        powertools_logger.set_correlation_id(None)
-        started = time.perf_counter()
-        records = len(event.get("Records") or [])
-        response = processor().handle(event, context)
-        failures = len(response.get("batchItemFailures", []))
-        latency_ms = (time.perf_counter() - started) * 1000.0
-        emf.add_metric(name="BatchLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
-        emf.add_metric(name="Messages", unit=MetricUnit.Count, value=records)
-        emf.add_metric(name="BatchItemFailures", unit=MetricUnit.Count, value=failures)
-        powertools_logger.info(
-            "batch processed",
-            extra={"records": records, "failures": failures, "latencyMs": round(latency_ms, 2)},
-        )
-        return response
-
-    # Objects come from S3 (botocore) whatever the configuration: trace that too.
-    return instrumented(invoke, tools, also_trace=("botocore",))
+    return build_sqs_handler(lambda _tools: IngestProcessor(get_settings()))
