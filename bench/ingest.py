@@ -240,6 +240,7 @@ class S3Path:
     def put_to_searchable(self, service: Any, repeats: int) -> list[float]:
         """Seconds from a put of one Markdown file until a search finds it."""
         from retrieval_core.exceptions import StoreNotFoundError
+        from retrieval_core.grants import OPEN_GRANT
         from retrieval_core.models import RetrieveRequest
 
         store = f"bench-s3-latency-{uuid.uuid4().hex[:6]}"
@@ -260,7 +261,7 @@ class S3Path:
                     }
                 )
                 with contextlib.suppress(StoreNotFoundError):
-                    if service.retrieve(request)[0].results:
+                    if service.retrieve(request, grant=OPEN_GRANT)[0].results:
                         break
             timings.append(time.perf_counter() - started)
         return timings
