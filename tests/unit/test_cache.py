@@ -100,6 +100,9 @@ class BrokenBackend:
     def add(self, key: str, value: bytes, ttl_s: float) -> bool:
         raise CacheUnavailableError("DynamoDB PutItem failed: ThrottlingException")
 
+    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
+        raise CacheUnavailableError("DynamoDB PutItem failed: ThrottlingException")
+
     def delete(self, key: str) -> None:
         raise CacheUnavailableError("DynamoDB DeleteItem failed: ThrottlingException")
 
@@ -162,6 +165,20 @@ def test_a_reader_never_overwrites_a_newer_published_version() -> None:
     cache.publish_version("pgvector", "docs", 7)  # a writer committed version 7
     cache.remember_store("pgvector", "docs", StoreRef("docs", 6))  # a slow reader read 6 before that commit
     assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[0] == StoreRef("docs", 7)
+
+
+def test_versions_published_out_of_order_leave_the_newest_current() -> None:
+    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+
+    shared = MemoryBackend(max_items=100)
+    cache = SearchCache(
+        JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
+    )
+    cache.remember_store("pgvector", "docs", StoreRef("docs", 5))
+    # Two writers commit versions 8 and 9; the second to commit publishes first.
+    cache.publish_version("pgvector", "docs", 9)
+    cache.publish_version("pgvector", "docs", 8)
+    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[0] == StoreRef("docs", 9)
 
 
 def test_ttl_rules() -> None:

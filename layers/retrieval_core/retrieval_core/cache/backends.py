@@ -35,6 +35,10 @@ class CacheBackend(Protocol):
         """Store `value` only if `key` holds no live value; True when stored."""
         ...
 
+    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
+        """Store `value` unless `key` holds a live value put with an order >= `order`; True if stored."""
+        ...
+
     def delete(self, key: str) -> None:
         """Remove the key if present."""
         ...
@@ -46,7 +50,8 @@ class MemoryBackend:
     def __init__(self, max_items: int, clock: Clock = time.monotonic) -> None:
         self._max_items = max_items
         self._clock = clock
-        self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        # expiry, value, and the order `put_newer` stored it with (-1: none)
+        self._items: OrderedDict[str, tuple[float, bytes, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: str) -> bytes | None:
@@ -54,7 +59,7 @@ class MemoryBackend:
             entry = self._items.get(key)
             if entry is None:
                 return None
-            expires_at, value = entry
+            expires_at, value, _ = entry
             if expires_at <= self._clock():
                 del self._items[key]
                 return None
@@ -63,10 +68,21 @@ class MemoryBackend:
 
     def put(self, key: str, value: bytes, ttl_s: float) -> None:
         with self._lock:
-            self._items[key] = (self._clock() + ttl_s, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self._max_items:
-                self._items.popitem(last=False)
+            self._store(key, value, ttl_s, -1)
+
+    def _store(self, key: str, value: bytes, ttl_s: float, order: int) -> None:
+        self._items[key] = (self._clock() + ttl_s, value, order)
+        self._items.move_to_end(key)
+        while len(self._items) > self._max_items:
+            self._items.popitem(last=False)
+
+    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is not None and entry[0] > self._clock() and entry[2] >= order:
+                return False
+            self._store(key, value, ttl_s, order)
+            return True
 
     def add(self, key: str, value: bytes, ttl_s: float) -> bool:
         with self._lock:
@@ -124,7 +140,12 @@ class DynamoDBBackend:
     def add(self, key: str, value: bytes, ttl_s: float) -> bool:
         return self._put(key, value, ttl_s, only_if_absent=True)
 
-    def _put(self, key: str, value: bytes, ttl_s: float, only_if_absent: bool) -> bool:
+    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
+        return self._put(key, value, ttl_s, only_if_absent=False, order=order)
+
+    def _put(
+        self, key: str, value: bytes, ttl_s: float, only_if_absent: bool, order: int | None = None
+    ) -> bool:
         if len(value) > DYNAMODB_MAX_VALUE_BYTES:
             raise ValueTooLargeError(f"{len(value)} bytes exceed DynamoDB's item limit")
         now = self._clock()
@@ -137,6 +158,13 @@ class DynamoDBBackend:
             # An expired item may still be stored (TTL deletion is lazy): it counts as absent.
             request["ConditionExpression"] = "attribute_not_exists(pk) OR expiresAt <= :now"
             request["ExpressionAttributeValues"] = {":now": {"N": str(int(now))}}
+        elif order is not None:
+            # Writers publish out of order: an item put with a higher order wins whoever comes last.
+            request["Item"]["ord"] = {"N": str(order)}
+            request["ConditionExpression"] = (
+                "attribute_not_exists(pk) OR expiresAt <= :now OR attribute_not_exists(ord) OR ord < :ord"
+            )
+            request["ExpressionAttributeValues"] = {":now": {"N": str(int(now))}, ":ord": {"N": str(order)}}
         try:
             self._call("PutItem", lambda: self.client.put_item(**request))
         except CacheUnavailableError as exc:

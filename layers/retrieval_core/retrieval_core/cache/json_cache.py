@@ -61,6 +61,13 @@ class JsonCache:
         except CacheUnavailableError as exc:
             self._unavailable(exc)
 
+    def put_newer(self, key: str, value: Any, order: int, ttl_s: float) -> None:
+        """Cache `value` unless a live value was put with an `order` at least as high; failures logged."""
+        try:
+            self.backend.put_newer(key, _encode(value), order, ttl_s)
+        except CacheUnavailableError as exc:
+            self._unavailable(exc)
+
     def delete(self, key: str) -> None:
         """Remove `key`; failures are logged and counted."""
         try:

@@ -97,7 +97,9 @@ class SearchCache:
     def publish_version(self, backend: str, store: str, version: int) -> None:
         """A writer committed `version`: from now on, answers cached for older versions are not read."""
         if self.shared:
-            self.searches.put(store_version_key(backend, store), version, STORE_NAME_TTL_S)
+            # Versions come from one sequence, so the higher one is the newer: two writers publishing
+            # in the opposite order of their commits must not leave the older version current.
+            self.searches.put_newer(store_version_key(backend, store), version, version, STORE_NAME_TTL_S)
 
     def forget_version(self, backend: str, store: str) -> None:
         """The store was dropped: readers must go back to PostgreSQL for whatever now bears its name."""
