@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgvector import Vector
+from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from .connection import Connection
@@ -70,22 +71,26 @@ def replace_documents(conn: Connection, store: Store, documents: Sequence[Docume
                     for d in documents
                 ],
             )
-            with cur.copy(
-                "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
-            ) as copy:
-                for document in documents:
-                    for chunk in document.chunks:
-                        copy.write_row(
-                            (
-                                store.id,
-                                chunk.document_id,
-                                chunk.chunk_index,
-                                chunk.content,
-                                Jsonb(chunk.metadata),
-                                Vector(list(chunk.embedding)),
-                            )
-                        )
+            copy_chunks(cur, store, [chunk for d in documents for chunk in d.chunks])
         return bump_version(conn, store)
+
+
+def copy_chunks(cur: Cursor[Any], store: Store, chunks: Sequence[ChunkRow]) -> None:
+    """COPY `chunks` into the store (binary-safe metadata: Jsonb, never a JSON string)."""
+    with cur.copy(
+        "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
+    ) as copy:
+        for chunk in chunks:
+            copy.write_row(
+                (
+                    store.id,
+                    chunk.document_id,
+                    chunk.chunk_index,
+                    chunk.content,
+                    Jsonb(chunk.metadata),
+                    Vector(list(chunk.embedding)),
+                )
+            )
 
 
 def delete_documents(
@@ -213,21 +218,7 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
                 for d in documents
             ],
         )
-        with cur.copy(
-            "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding) FROM STDIN"
-        ) as copy:
-            for document in documents:
-                for chunk in document.chunks:
-                    copy.write_row(
-                        (
-                            store.id,
-                            chunk.document_id,
-                            chunk.chunk_index,
-                            chunk.content,
-                            Jsonb(chunk.metadata),
-                            Vector(list(chunk.embedding)),
-                        )
-                    )
+        copy_chunks(cur, store, [chunk for d in documents for chunk in d.chunks])
 
 
 def update_metadata(
