@@ -223,24 +223,20 @@ def test_a_queue_bound_elsewhere_refuses_jobs_on_the_default_store(
 # retrieval make-api-key
 
 
-def test_make_api_key_prints_a_key_once_and_an_entry_the_service_accepts(client: Any, configure: Any) -> None:
+def make_api_key(*args: str) -> subprocess.CompletedProcess[str]:
+    """`retrieval make-api-key ARGS` in a subprocess on this checkout's core."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "layers" / "retrieval_core")}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retrieval_core.cli",
-            "make-api-key",
-            "--name",
-            "reader",
-            "--stores",
-            "sample",
-        ],
+    return subprocess.run(
+        [sys.executable, "-m", "retrieval_core.cli", "make-api-key", *args],
         capture_output=True,
         text=True,
-        check=True,
         env=env,
     )
+
+
+def test_make_api_key_prints_a_key_once_and_an_entry_the_service_accepts(client: Any, configure: Any) -> None:
+    run = make_api_key("--name", "reader", "--stores", "sample")
+    assert run.returncode == 0, run.stderr
     key, entry_line = run.stdout.strip().splitlines()
     entry = json.loads(entry_line)
     assert entry["name"] == "reader" and entry["stores"] == ["sample"] and entry["scopes"] == ["read"]
@@ -252,38 +248,8 @@ def test_make_api_key_prints_a_key_once_and_an_entry_the_service_accepts(client:
         "/api/v1/rag/retrieve", json={"query": "q", "grade": 0.0, "store": OTHER}, headers={"x-api-key": key}
     )
     assert outside.status_code == 404
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retrieval_core.cli",
-            "make-api-key",
-            "--name",
-            "reader",
-            "--stores",
-            "sample",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
+    again = make_api_key("--name", "reader", "--stores", "sample")
+    assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0] != key  # random every time
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retrieval_core.cli",
-            "make-api-key",
-            "--name",
-            "x",
-            "--stores",
-            "a",
-            "--scopes",
-            "rw",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    refused = make_api_key("--name", "x", "--stores", "a", "--scopes", "rw")
     assert refused.returncode == 2 and refused.stdout == "" and "scopes must be" in refused.stderr

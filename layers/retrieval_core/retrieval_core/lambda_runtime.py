@@ -151,6 +151,30 @@ def boto3_client(service: str, endpoint_url: str | None, read_timeout_s: int) ->
     return boto3.client(service, endpoint_url=endpoint_url, config=config)  # type: ignore[call-overload]
 
 
+def idempotent_on_dynamodb(
+    function: Callable[..., dict[str, Any]],
+    data_keyword_argument: str,
+    config: Any,
+    settings: Settings,
+    key_prefix: str,
+) -> Callable[..., dict[str, Any]]:
+    """`function` run at most once per key (Powertools idempotency, records in IDEMPOTENCY_TABLE_NAME)."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
+
+    persistence = DynamoDBPersistenceLayer(
+        table_name=settings.idempotency_table_name or "",
+        boto3_client=boto3_client("dynamodb", settings.dynamodb_endpoint_url, read_timeout_s=5),
+    )
+    once: Callable[..., dict[str, Any]] = idempotent_function(
+        function,
+        data_keyword_argument=data_keyword_argument,
+        persistence_store=persistence,
+        config=config,
+        key_prefix=key_prefix,
+    )
+    return once
+
+
 class BatchHandling(Protocol):
     """What an SQS-triggered processor does with one invocation's batch."""
 

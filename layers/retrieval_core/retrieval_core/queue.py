@@ -49,8 +49,8 @@ from .grants import Grant, parse_store_setting
 from .lambda_runtime import (
     LambdaHandler,
     after_database_failure,
-    boto3_client,
     build_sqs_handler,
+    idempotent_on_dynamodb,
     lazy_boto3_client,
 )
 from .models import RetrieveRequest, validation_error
@@ -175,11 +175,7 @@ class QueueProcessor:
         )
         self._sqs = lazy_boto3_client("sqs", settings.sqs_endpoint_url, read_timeout_s=5)
 
-        from aws_lambda_powertools.utilities.idempotency import (
-            DynamoDBPersistenceLayer,
-            IdempotencyConfig,
-            idempotent_function,
-        )
+        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
         self.idempotency = IdempotencyConfig(
             event_key_jmespath=REQUEST_ID,
@@ -187,16 +183,8 @@ class QueueProcessor:
             expires_after_seconds=settings.idempotency_ttl_s,
             response_hook=self._already_answered,
         )
-        persistence = DynamoDBPersistenceLayer(
-            table_name=settings.idempotency_table_name,
-            boto3_client=boto3_client("dynamodb", settings.dynamodb_endpoint_url, read_timeout_s=5),
-        )
-        self._answer_once: Callable[..., dict[str, Any]] = idempotent_function(
-            self._answer,
-            data_keyword_argument="job_key",
-            persistence_store=persistence,
-            config=self.idempotency,
-            key_prefix=IDEMPOTENCY_KEY_PREFIX,
+        self._answer_once = idempotent_on_dynamodb(
+            self._answer, "job_key", self.idempotency, settings, IDEMPOTENCY_KEY_PREFIX
         )
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:

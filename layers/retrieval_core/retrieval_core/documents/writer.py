@@ -31,7 +31,6 @@ from ..service import RetrievalService
 from .models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
 from .prepare import PreparedDocument, PreparedSource, newer_sequencer
 
-EMBED_BATCH = 256  # texts per provider call
 _ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
 
 Vectors = dict[tuple[int, str], list[list[float]]]
@@ -232,18 +231,17 @@ class SourceWriter:
         return []
 
     def _embed(self, store: str, needed: list[tuple[int, PreparedDocument]], vectors: Vectors) -> None:
-        """Vectors for every chunk of `needed`, EMBED_BATCH texts per provider call, across documents."""
+        """Vectors for every chunk of `needed`, across documents (the embedder splits provider calls
+        by EMBEDDING_BATCH_SIZE)."""
         embedder = self.retrieval.embedder
         texts = [(key, text) for n, doc in needed for key in [(n, doc.id)] for text in doc.embedding_texts()]
         for key, _ in texts:
             vectors[key] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batch = texts[start : start + EMBED_BATCH]
-            embedded = embedder.embed([t for _, t in batch], "document")
-            for (key, _), vector in zip(batch, embedded, strict=True):
-                if len(vector) != embedder.dimension:
-                    raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
-                vectors[key].append(list(vector))
+        embedded = embedder.embed([t for _, t in texts], "document") if texts else []
+        for (key, _), vector in zip(texts, embedded, strict=True):
+            if len(vector) != embedder.dimension:
+                raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
+            vectors[key].append(list(vector))
 
     def store_for_write(self, conn: Connection, name: str, create: StoreDefinition | None) -> Store:
         """The store, created in the caller's transaction from `create` when it is missing."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -46,8 +47,8 @@ from ..exceptions import (
 from ..lambda_runtime import (
     LambdaHandler,
     after_database_failure,
-    boto3_client,
     build_sqs_handler,
+    idempotent_on_dynamodb,
     lazy_boto3_client,
 )
 from ..settings import Settings, get_settings
@@ -90,25 +91,13 @@ class IngestProcessor:
             "s3", settings.s3_endpoint_url, read_timeout_s=30
         )
 
-        from aws_lambda_powertools.utilities.idempotency import (
-            DynamoDBPersistenceLayer,
-            IdempotencyConfig,
-            idempotent_function,
-        )
+        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
         self.idempotency = IdempotencyConfig(
             expires_after_seconds=settings.idempotency_ttl_s, response_hook=self._already_done
         )
-        persistence = DynamoDBPersistenceLayer(
-            table_name=settings.idempotency_table_name,
-            boto3_client=boto3_client("dynamodb", settings.dynamodb_endpoint_url, read_timeout_s=5),
-        )
-        self._apply_once: Callable[..., dict[str, Any]] = idempotent_function(
-            self._apply,
-            data_keyword_argument="change_key",
-            persistence_store=persistence,
-            config=self.idempotency,
-            key_prefix=IDEMPOTENCY_KEY_PREFIX,
+        self._apply_once = idempotent_on_dynamodb(
+            self._apply, "change_key", self.idempotency, settings, IDEMPOTENCY_KEY_PREFIX
         )
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -265,10 +254,8 @@ class IngestProcessor:
 
     def _read(self, change: ObjectChange) -> S3Object | None:
         """The object version the event names; None when it is gone or already replaced."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         s3 = self._s3()
-        try:
+        with _S3Errors("read the object from", absent=("NoSuchKey", "404", "PreconditionFailed", "412")):
             if change.etag:
                 # Only the bytes this event announced: a newer upload has (or will have) its own event.
                 response = s3.get_object(Bucket=change.bucket, Key=change.key, IfMatch=f'"{change.etag}"')
@@ -279,40 +266,44 @@ class IngestProcessor:
                 response["Body"].close()
                 raise ObjectTooLargeError(size, self.settings.s3_ingest_max_bytes)
             data: bytes = response["Body"].read()
-        except ClientError as exc:
-            if _error_code(exc) in ("NoSuchKey", "404", "PreconditionFailed", "412"):
-                return None
-            raise ObjectReadError(
-                "could not read the object from S3", {"awsErrorCode": _error_code(exc)}
-            ) from exc
-        except BotoCoreError as exc:
-            raise ObjectReadError(
-                "could not read the object from S3", {"awsErrorCode": type(exc).__name__}
-            ) from exc
-        content_type = (response.get("ContentType") or "").strip()
-        return S3Object(data, None if content_type.lower() in UNTYPED or not content_type else content_type)
+            content_type = (response.get("ContentType") or "").strip()
+            return S3Object(
+                data, None if content_type.lower() in UNTYPED or not content_type else content_type
+            )
+        return None  # absent: a newer event decides
 
     def _exists(self, change: ObjectChange) -> bool:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
+        with _S3Errors("look the object up in", absent=("NoSuchKey", "404", "NotFound")):
             self._s3().head_object(Bucket=change.bucket, Key=change.key)
-        except ClientError as exc:
-            if _error_code(exc) in ("NoSuchKey", "404", "NotFound"):
-                return False
-            raise ObjectReadError(
-                "could not look the object up in S3", {"awsErrorCode": _error_code(exc)}
-            ) from exc
-        except BotoCoreError as exc:
-            raise ObjectReadError(
-                "could not look the object up in S3", {"awsErrorCode": type(exc).__name__}
-            ) from exc
-        return True
+            return True
+        return False
 
     def _already_done(self, response: Any, idempotent_data: Any) -> Any:
         metrics.count("DuplicatesSuppressed")
         logger.info("S3 event already applied; nothing done", extra={"result": response})
         return response
+
+
+class _S3Errors(AbstractContextManager[None]):
+    """S3 failures as ObjectReadError (retried), except the `absent` codes, which are swallowed: the
+    `with` body is then cut short and the caller goes on after it."""
+
+    def __init__(self, action: str, absent: tuple[str, ...]) -> None:
+        self.action = action
+        self.absent = absent
+
+    def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if isinstance(exc, ClientError):
+            if _error_code(exc) in self.absent:
+                return True
+            code = _error_code(exc)
+        elif isinstance(exc, BotoCoreError):
+            code = type(exc).__name__
+        else:
+            return False
+        raise ObjectReadError(f"could not {self.action} S3", {"awsErrorCode": code}) from exc
 
 
 def _error_code(exc: Any) -> str:
