@@ -81,6 +81,31 @@ class DatabaseUnavailableError(RetrievalError):
     code = "database_unavailable"
 
 
+class SchemaNotReadyError(RetrievalError):
+    """The database has no retrieval schema, or an older one than this code needs."""
+
+    status_code = 503
+    code = "schema_not_ready"
+    # A deploy migrates the schema within a minute or two of the functions' update.
+    retry_after_s = 30
+
+    def __init__(self, found: int | None, needed: int) -> None:
+        where = "has no retrieval schema" if found is None else f"schema is at version {found}"
+        super().__init__(
+            f"the database {where}; this service needs version {needed}: run `retrieval migrate` "
+            "(a deployed stack's MigrateFunction runs it on every deploy)",
+            {"schemaVersion": found, "requiredSchemaVersion": needed},
+        )
+
+
+class DatabaseOverloadedError(RetrievalError):
+    """Every database connection is busy (pool exhausted, or too many clients): retry shortly."""
+
+    status_code = 503
+    code = "overloaded"
+    retry_after_s = 1
+
+
 class EmbeddingProviderError(RetrievalError):
     """The embedding provider failed or answered with something unusable."""
 

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     gemini_api_key: SecretStr | None = None
     gemini_base_url: str | None = None
+    # In a deployed stack the OpenAI or Gemini embedding key is never in the environment: this names where
+    # it is read from, a Secrets Manager secret ARN or an SSM SecureString parameter ARN (the value
+    # itself, or JSON {"apiKey": ...}); cached and refreshed like the other secrets.
+    embedding_api_key_secret_arn: str | None = None
     bedrock_region: str | None = None
     bedrock_endpoint_url: str | None = None
     http_timeout_s: float = Field(default=30.0, gt=0)
@@ -104,6 +108,8 @@ class Settings(BaseSettings):
     reranker_api: Literal["auto", "tei", "cohere"] = "auto"
     reranker_model: str | None = None
     reranker_api_key: SecretStr | None = None
+    # The reranker's key from a Secrets Manager secret ARN or SSM SecureString parameter ARN (as above).
+    reranker_api_key_secret_arn: str | None = None
     reranker_batch_size: int = Field(default=32, ge=1, le=1000)
     rerank_timeout_s: float = Field(default=30.0, gt=0)
     rerank_attempts: int = Field(default=2, ge=1, le=5)

@@ -156,6 +156,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
 ]
 
+# The schema version this code needs: the newest migration's.
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
 
 def migrate(conninfo: str, connect_timeout_s: int = 5) -> list[int]:
     """Apply every migration not yet recorded; return the versions applied now."""
