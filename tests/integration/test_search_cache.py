@@ -118,6 +118,26 @@ def test_second_identical_request_is_a_hit_with_no_sql_and_no_embedding(harness:
     assert metrics.counters["CacheHit"] == hits_before + 1
 
 
+def samples(name: str) -> int:
+    return len(metrics.durations.get(name, ()))
+
+
+def test_a_computed_answer_reports_its_embed_and_search_time_and_a_hit_reports_none(
+    harness: Harness,
+) -> None:
+    query = {**QUERY, "query": "Who reviews the expense reports?"}
+    before = {name: samples(name) for name in ("EmbedTime", "SearchTime")}
+    status, body = post(harness, query)
+    assert status == "miss"
+    for name, stage in (("EmbedTime", "embed"), ("SearchTime", "search")):
+        assert samples(name) == before[name] + 1
+        # The metric is the very time the answer reports (which rounds it to microseconds).
+        assert round(metrics.durations[name][-1], 3) == body["pipeline"]["timingsMs"][stage] > 0
+
+    assert post(harness, query)[0] == "hit"
+    assert {name: samples(name) for name in before} == {name: n + 1 for name, n in before.items()}
+
+
 def test_entries_expire_with_their_ttl(harness: Harness) -> None:
     assert post(harness, {**QUERY, "cacheTTLms": 60_000})[0] == "miss"
     harness.clock.now += 30

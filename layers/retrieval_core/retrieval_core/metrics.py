@@ -8,12 +8,14 @@ invocation.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 
 from .runtime_env import in_lambda
 
 _lock = threading.Lock()
 counters: Counter[str] = Counter()
+# The latest durations of each timing, newest last (bounded: the local server runs for days).
+durations: dict[str, deque[float]] = {}
 
 
 def count(name: str, value: int = 1) -> None:
@@ -25,3 +27,13 @@ def count(name: str, value: int = 1) -> None:
 
         # Powertools Metrics instances share one buffer, flushed by the handler's log_metrics.
         Metrics().add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def milliseconds(name: str, value: float) -> None:
+    """Record a duration of `value` ms under `name` (a CloudWatch metric in Lambda)."""
+    with _lock:
+        durations.setdefault(name, deque(maxlen=1000)).append(value)
+    if in_lambda():
+        from aws_lambda_powertools.metrics import Metrics, MetricUnit
+
+        Metrics().add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
