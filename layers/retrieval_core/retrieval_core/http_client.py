@@ -6,9 +6,13 @@ import httpx
 from pydantic import SecretStr
 
 
-def json_client(api_key: SecretStr | None, timeout_s: float, base_url: str = "") -> httpx.Client:
-    """A client that accepts JSON and, when `api_key` is set, sends it as a bearer token."""
-    headers = {"Accept": "application/json"}
-    if api_key is not None and api_key.get_secret_value():
-        headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
-    return httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+def json_client(timeout_s: float, base_url: str = "") -> httpx.Client:
+    """A client that accepts JSON. The key goes on each request (`bearer`): it may be rotated."""
+    return httpx.Client(base_url=base_url, headers={"Accept": "application/json"}, timeout=timeout_s)
+
+
+def bearer(api_key: SecretStr | None) -> dict[str, str]:
+    """The Authorization header sending `api_key` as a bearer token; no header without a key."""
+    if api_key is None or not api_key.get_secret_value():
+        return {}
+    return {"Authorization": f"Bearer {api_key.get_secret_value()}"}

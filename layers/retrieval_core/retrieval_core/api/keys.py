@@ -138,8 +138,9 @@ def configured_keys(settings: Settings) -> tuple[ApiKey, ...]:
         secret = read_secret(
             settings.api_key_secret_arn,
             lambda _code: AuthenticationUnavailableError(
-                "could not read the API key secret from Secrets Manager; try again later"
+                "could not read the API key secret; try again later"
             ),
+            variable="API_KEY_SECRET_ARN",
         )
     return _parsed_keys(settings.api_keys, settings.api_key_hashes, secret)
 

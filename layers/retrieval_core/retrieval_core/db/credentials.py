@@ -52,13 +52,14 @@ def aws_conninfo(settings: Settings) -> str:
 
 
 def secret_credentials(secret_arn: str) -> tuple[str, str]:
-    """(username, password) from a Secrets Manager secret in the RDS JSON shape (cached, see aws_secrets)."""
+    """(username, password) from a secret in the RDS JSON shape (cached, see aws_secrets)."""
     raw = read_secret(
         secret_arn,
         lambda code: DatabaseUnavailableError(
-            f"could not read the database secret from Secrets Manager ({code})",
+            f"could not read the database secret DATABASE_SECRET_ARN names ({code})",
             {"operation": "reading the database secret"},
         ),
+        variable="DATABASE_SECRET_ARN",
     )
     try:
         payload: Any = json.loads(raw)

@@ -6,12 +6,23 @@ from functools import lru_cache
 
 from ..settings import Settings, get_settings
 from .base import Embedder, EmbeddingKind, check_vectors
+from .keys import embedder_configuration_problem
 
-__all__ = ["Embedder", "EmbeddingKind", "build_embedder", "check_vectors", "get_embedder"]
+__all__ = [
+    "Embedder",
+    "EmbeddingKind",
+    "build_embedder",
+    "check_vectors",
+    "embedder_configuration_problem",
+    "get_embedder",
+]
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """Build the provider named by EMBEDDING_PROVIDER. No client is created until first use."""
+    """Build the provider named by EMBEDDING_PROVIDER. No client is created, and no key read, until first use.
+
+    Raises ConfigurationError when `embedder_configuration_problem(settings)` names a problem.
+    """
     provider = settings.embedding_provider
     if provider == "local":
         from .local import LocalEmbedder

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -12,9 +11,11 @@ from pydantic import SecretStr
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError
 from ..genai_client import build_genai_client, key_rejected
+from ..provider_keys import ClientForKey, ProviderKey, gemini_embedding_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
+from .keys import embedder_configuration_problem
 
 if TYPE_CHECKING:
     from google.genai import Client
@@ -34,13 +35,15 @@ def _normalize(vector: list[float]) -> list[float]:
 class GeminiEmbedder:
     """`models.embed_content` on the Gemini API, with the retrieval task type set per call.
 
-    Vectors are L2-normalised: Gemini returns unit vectors only at the full 3072 dimensions.
+    Vectors are L2-normalised: Gemini returns unit vectors only at the full 3072 dimensions. The key is
+    read on each call (a secret through its 5-minute cache), never when the embedder is built; the
+    client is built again when the key changed.
     """
 
     def __init__(
         self,
         *,
-        api_key: SecretStr,
+        api_key: ProviderKey,
         model: str,
         dimension: int,
         base_url: str | None = None,
@@ -49,9 +52,7 @@ class GeminiEmbedder:
         retry_attempts: int = RETRY_ATTEMPTS,
         retry_base_delay_s: float = RETRY_BASE_DELAY_S,
     ) -> None:
-        if not api_key.get_secret_value():
-            raise ConfigurationError("EMBEDDING_PROVIDER=gemini needs GEMINI_API_KEY")
-        self._api_key = api_key
+        self._key = api_key
         self.model = model
         self.dimension = dimension
         self._base_url = base_url
@@ -60,16 +61,17 @@ class GeminiEmbedder:
         # Read when the client is built, on the first embed call.
         self.retry_attempts = retry_attempts
         self.retry_base_delay_s = retry_base_delay_s
-        self._client: Client | None = None
-        self._lock = threading.Lock()
+        self._clients: ClientForKey[Client] = ClientForKey(self._build_client)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GeminiEmbedder:
-        """Configure from GEMINI_API_KEY, GEMINI_BASE_URL and the EMBEDDING_* settings."""
-        if settings.gemini_api_key is None:
-            raise ConfigurationError("EMBEDDING_PROVIDER=gemini needs GEMINI_API_KEY")
+        """Configure from GEMINI_API_KEY (or a key secret, see `gemini_embedding_key`), GEMINI_BASE_URL
+        and the EMBEDDING_* settings."""
+        problem = embedder_configuration_problem(settings)
+        if problem is not None:
+            raise ConfigurationError(problem)
         return cls(
-            api_key=settings.gemini_api_key,
+            api_key=gemini_embedding_key(settings),
             model=settings.resolved_embedding_model,
             dimension=settings.resolved_embedding_dimension,
             base_url=settings.gemini_base_url,
@@ -83,26 +85,25 @@ class GeminiEmbedder:
             vectors.extend(self._embed_batch(list(texts[start : start + self._batch_size]), kind))
         return vectors
 
-    def _genai(self) -> Client:
-        with self._lock:
-            if self._client is None:
-                try:
-                    self._client = build_genai_client(
-                        api_key=self._api_key,
-                        base_url=self._base_url,
-                        timeout_s=self._timeout_s,
-                        retry_attempts=self.retry_attempts,
-                        retry_base_delay_s=self.retry_base_delay_s,
-                        retryable_statuses=RETRYABLE_STATUSES,
-                    )
-                except ImportError as exc:
-                    raise ConfigurationError(
-                        "EMBEDDING_PROVIDER=gemini needs the google-genai package installed"
-                    ) from exc
-            return self._client
+    def _build_client(self, key: SecretStr) -> Client:
+        try:
+            return build_genai_client(
+                api_key=key,
+                base_url=self._base_url,
+                timeout_s=self._timeout_s,
+                retry_attempts=self.retry_attempts,
+                retry_base_delay_s=self.retry_base_delay_s,
+                retryable_statuses=RETRYABLE_STATUSES,
+            )
+        except ImportError as exc:
+            raise ConfigurationError(
+                "EMBEDDING_PROVIDER=gemini needs the google-genai package installed"
+            ) from exc
 
     def _embed_batch(self, batch: list[str], kind: EmbeddingKind) -> list[list[float]]:
-        client = self._genai()
+        key = self._key.read()
+        assert key is not None  # required: read() raised otherwise
+        client = self._clients.get(key)
         from google.genai import errors, types
 
         # One Content per text: a bare list of strings is merged into a single multi-part
@@ -112,7 +113,7 @@ class GeminiEmbedder:
         try:
             response = client.models.embed_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
-            raise self._error_for(exc) from exc
+            raise self._error_for(exc, key) from exc
         except httpx.TransportError as exc:
             raise EmbeddingProviderError(
                 f"{_PROVIDER}: the Gemini API could not be reached ({type(exc).__name__})"
@@ -121,14 +122,14 @@ class GeminiEmbedder:
         check_vectors(vectors, len(batch), self.dimension, _PROVIDER)
         return [_normalize(vector) for vector in vectors]
 
-    def _error_for(self, exc: APIError) -> EmbeddingProviderError:
+    def _error_for(self, exc: APIError, key: SecretStr) -> EmbeddingProviderError:
         if key_rejected(exc):
             return EmbeddingProviderError(
                 f"{_PROVIDER}: the Gemini API refused the credentials (HTTP {exc.code} {exc.status}); "
-                "check GEMINI_API_KEY",
+                f"check {self._key.source}",
                 {"status": exc.code},
             )
-        detail = str(exc.message or exc.status or "").replace(self._api_key.get_secret_value(), "***")
+        detail = str(exc.message or exc.status or "").replace(key.get_secret_value(), "***")
         attempts = f" after {self.retry_attempts} attempts" if exc.code in RETRYABLE_STATUSES else ""
         return EmbeddingProviderError(
             f"{_PROVIDER}: the Gemini API answered HTTP {exc.code} {exc.status}{attempts}: "

@@ -11,17 +11,23 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import EmbeddingProviderError
-from ..http_client import json_client
+from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..http_client import bearer, json_client
+from ..provider_keys import ProviderKey, openai_embedding_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
+from .keys import embedder_configuration_problem
 
 logger = logging.getLogger(__name__)
 
 
 class OpenAICompatibleEmbedder:
-    """Calls `{base_url}/embeddings` in batches, retrying 408/429/5xx and transport errors."""
+    """Calls `{base_url}/embeddings` in batches, retrying 408/429/5xx and transport errors.
+
+    The key is read on each call (`api_key.read()`, a secret through its 5-minute cache), never when
+    the embedder is built: built before a SnapStart snapshot, it holds no key.
+    """
 
     def __init__(
         self,
@@ -29,7 +35,7 @@ class OpenAICompatibleEmbedder:
         base_url: str,
         model: str,
         dimension: int,
-        api_key: SecretStr | None = None,
+        api_key: ProviderKey | None = None,
         batch_size: int = 64,
         timeout_s: float = 30.0,
         retry_attempts: int = RETRY_ATTEMPTS,
@@ -38,7 +44,7 @@ class OpenAICompatibleEmbedder:
         self._base_url = base_url.rstrip("/")
         self.model = model
         self.dimension = dimension
-        self._api_key = api_key
+        self._key = api_key or ProviderKey("OPENAI_API_KEY", required=False)
         self._batch_size = batch_size
         self._timeout_s = timeout_s
         self.retry_attempts = retry_attempts
@@ -50,12 +56,15 @@ class OpenAICompatibleEmbedder:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAICompatibleEmbedder:
-        """Configure from OPENAI_BASE_URL, OPENAI_API_KEY and the EMBEDDING_* settings."""
+        """From OPENAI_BASE_URL, OPENAI_API_KEY (or EMBEDDING_API_KEY_SECRET_ARN) and EMBEDDING_*."""
+        problem = embedder_configuration_problem(settings)
+        if problem is not None:
+            raise ConfigurationError(problem)
         return cls(
             base_url=settings.openai_base_url,
             model=settings.resolved_embedding_model,
             dimension=settings.resolved_embedding_dimension,
-            api_key=settings.openai_api_key,
+            api_key=openai_embedding_key(settings),
             batch_size=settings.embedding_batch_size,
             timeout_s=settings.http_timeout_s,
         )
@@ -70,7 +79,7 @@ class OpenAICompatibleEmbedder:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = json_client(self._api_key, self._timeout_s, self._base_url)
+                self._client = json_client(self._timeout_s, self._base_url)
             return self._client
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
@@ -87,10 +96,11 @@ class OpenAICompatibleEmbedder:
 
     def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
         client = self._http()
+        key = self._key.read()
         for attempt in range(1, self.retry_attempts + 1):
             last_try = attempt == self.retry_attempts
             try:
-                response = client.post("/embeddings", json=body)
+                response = client.post("/embeddings", json=body, headers=bearer(key))
             except httpx.TransportError as exc:
                 if last_try:
                     raise EmbeddingProviderError(
@@ -101,7 +111,7 @@ class OpenAICompatibleEmbedder:
                 if response.is_success:
                     return response
                 if not is_retryable_status(response.status_code):
-                    raise self._error_for(response)
+                    raise self._error_for(response, key)
                 if last_try:
                     raise EmbeddingProviderError(
                         f"{self._label} still answered HTTP {response.status_code} after {attempt} attempts",
@@ -111,25 +121,25 @@ class OpenAICompatibleEmbedder:
             time.sleep(backoff_delay(attempt, self.retry_base_delay_s))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _error_for(self, response: httpx.Response) -> EmbeddingProviderError:
+    def _error_for(self, response: httpx.Response, key: SecretStr | None) -> EmbeddingProviderError:
         status = response.status_code
         if status in (401, 403):
             # The body is left out on purpose: OpenAI echoes (part of) the rejected key in it.
             return EmbeddingProviderError(
-                f"{self._label} refused the credentials (HTTP {status}); check OPENAI_API_KEY",
+                f"{self._label} refused the credentials (HTTP {status}); check {self._key.source}",
                 {"status": status},
             )
         return EmbeddingProviderError(
-            f"{self._label} answered HTTP {status}: {self._detail(response)}", {"status": status}
+            f"{self._label} answered HTTP {status}: {self._detail(response, key)}", {"status": status}
         )
 
-    def _detail(self, response: httpx.Response) -> str:
+    def _detail(self, response: httpx.Response, key: SecretStr | None) -> str:
         try:
             payload: Any = response.json()
             error = payload.get("error", payload) if isinstance(payload, dict) else payload
             detail = str(error.get("message", error) if isinstance(error, dict) else error)
         except ValueError:
             detail = response.text
-        if self._api_key is not None and self._api_key.get_secret_value():
-            detail = detail.replace(self._api_key.get_secret_value(), "***")
+        if key is not None and key.get_secret_value():
+            detail = detail.replace(key.get_secret_value(), "***")
         return detail[:MAX_DETAIL_CHARS]

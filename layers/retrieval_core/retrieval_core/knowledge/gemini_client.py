@@ -6,16 +6,15 @@ a Gemini call is first needed. The API key never appears in a message raised or 
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import SecretStr
 
-from ..aws_secrets import forget_cached_secrets, read_secret
+from ..aws_secrets import forget_cached_secrets
 from ..exceptions import (
     ConfigurationError,
     InvalidRequestError,
@@ -25,6 +24,7 @@ from ..exceptions import (
     UpstreamUnavailableError,
 )
 from ..genai_client import build_genai_client, key_rejected
+from ..provider_keys import gemini_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES, backoff_delay
 from ..settings import Settings
 from .debug import debug
@@ -42,36 +42,13 @@ DEFAULT_RETRY_AFTER_S = 5
 
 
 def api_key_from_settings(settings: Settings) -> SecretStr:
-    """GEMINI_API_KEY when set (local runs); else the Secrets Manager secret GEMINI_API_KEY_SECRET_ARN."""
-    if settings.gemini_api_key is not None and settings.gemini_api_key.get_secret_value():
-        return settings.gemini_api_key
-    if settings.gemini_api_key_secret_arn:
-        return _secret_api_key(settings.gemini_api_key_secret_arn)
-    raise ConfigurationError("Gemini File Search needs GEMINI_API_KEY or GEMINI_API_KEY_SECRET_ARN")
-
-
-def _secret_api_key(secret_arn: str) -> SecretStr:
-    raw = read_secret(
-        secret_arn,
-        lambda code: ConfigurationError(
-            f"could not read the Gemini API key secret from Secrets Manager ({code})"
-        ),
-    )
-    value = raw.strip()
-    if value.startswith("{"):
-        # A key/value secret made in the console: {"apiKey": "..."}.
-        try:
-            parsed: Any = json.loads(value)
-        except ValueError:
-            parsed = None
-        value = parsed.get("apiKey", "") if isinstance(parsed, dict) else ""
-        if not isinstance(value, str):
-            value = ""
-    if not value:
-        raise ConfigurationError(
-            'the Gemini API key secret is empty; store the key itself or {"apiKey": ...}'
-        )
-    return SecretStr(value)
+    """GEMINI_API_KEY when set (local runs); else the key in the secret GEMINI_API_KEY_SECRET_ARN names."""
+    key = gemini_key(settings)
+    if not key.configured:
+        raise ConfigurationError("Gemini File Search needs GEMINI_API_KEY or GEMINI_API_KEY_SECRET_ARN")
+    value = key.read()
+    assert value is not None  # required: read() raised otherwise
+    return value
 
 
 class GeminiCaller:
@@ -109,14 +86,16 @@ class GeminiCaller:
         )
 
     def client(self) -> Client:
-        """The google-genai client, built (and google-genai imported) on the first call."""
+        """The google-genai client, built (and google-genai imported) on the first call, and again when
+        the key changed (a key in a secret is read through its 5-minute cache: a rotation applies)."""
+        key = self._key_source()
         with self._lock:
-            if self._client is None:
+            if self._client is None or self._key != key:
                 started = time.perf_counter()
-                self._key = self._key_source()
+                self._key = key
                 try:
                     self._client = build_genai_client(
-                        api_key=self._key,
+                        api_key=key,
                         base_url=self._base_url,
                         timeout_s=self._timeout_s,
                         api_version=FILE_SEARCH_API_VERSION,

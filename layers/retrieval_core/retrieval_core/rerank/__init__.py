@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Literal, get_args
 
+from ..provider_keys import gemini_key, reranker_key
 from ..settings import Settings
 from .base import Reranker, RerankScore
 
@@ -36,21 +37,25 @@ def _config_key(strategy: str, settings: Settings) -> tuple[object, ...] | None:
     if strategy == "bge":
         if not settings.reranker_service_url:
             return None
-        key = settings.reranker_api_key.get_secret_value() if settings.reranker_api_key else None
+        # Where the key comes from, not the key: a key in a secret is read on each rerank.
+        key = reranker_key(settings)
         return (
             *common,
             settings.reranker_service_url,
             settings.reranker_api,
             settings.reranker_model,
-            key,
+            key.from_environment,
+            key.secret,
             settings.reranker_batch_size,
         )
     if strategy == "llm":
-        if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
+        gemini = gemini_key(settings)
+        if not gemini.configured:
             return None
         return (
             *common,
-            settings.gemini_api_key.get_secret_value(),
+            gemini.from_environment,
+            gemini.secret,
             settings.gemini_base_url,
             settings.rerank_llm_model,
         )
@@ -67,8 +72,9 @@ def _config_key(strategy: str, settings: Settings) -> tuple[object, ...] | None:
 def build_reranker(strategy: RerankStrategy, settings: Settings) -> Reranker | None:
     """A new reranker for `strategy`, or None when it is not configured. No client is created yet.
 
-    Not configured: `bge` without RERANKER_SERVICE_URL, `llm` without GEMINI_API_KEY. `bedrock` is
-    always configured; missing AWS credentials or region surface as RerankerUnavailableError.
+    Not configured: `bge` without RERANKER_SERVICE_URL, `llm` without GEMINI_API_KEY or
+    GEMINI_API_KEY_SECRET_ARN. `bedrock` is always configured; missing AWS credentials or region
+    surface as RerankerUnavailableError.
     """
     if _config_key(strategy, settings) is None:
         return None

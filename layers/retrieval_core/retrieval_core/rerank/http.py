@@ -17,7 +17,8 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import RerankerUnavailableError
-from ..http_client import json_client
+from ..http_client import bearer, json_client
+from ..provider_keys import ProviderKey, reranker_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
 from ..settings import Settings
 from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
@@ -46,7 +47,10 @@ def resolve_endpoint(url: str, api: Literal["auto", "tei", "cohere"]) -> tuple[R
 
 
 class HTTPReranker:
-    """POSTs the documents in batches to one reranker endpoint; 2 attempts within one time budget."""
+    """POSTs the documents in batches to one reranker endpoint; 2 attempts within one time budget.
+
+    The key is read on each rerank (a secret through its 5-minute cache), never when it is built.
+    """
 
     strategy = "bge"
 
@@ -56,7 +60,7 @@ class HTTPReranker:
         url: str,
         api: Literal["auto", "tei", "cohere"] = "auto",
         model: str | None = None,
-        api_key: SecretStr | None = None,
+        api_key: ProviderKey | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         timeout_s: float = 30.0,
         attempts: int = 2,
@@ -64,7 +68,7 @@ class HTTPReranker:
     ) -> None:
         self.api, self.endpoint = resolve_endpoint(url, api)
         self.model = model
-        self._api_key = api_key
+        self._key = api_key or ProviderKey("RERANKER_API_KEY", required=False)
         self._batch_size = batch_size
         self.timeout_s = timeout_s
         self.attempts = attempts
@@ -76,14 +80,15 @@ class HTTPReranker:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HTTPReranker:
-        """Configure from RERANKER_SERVICE_URL, RERANKER_API, RERANKER_MODEL, RERANKER_API_KEY, RERANK_*."""
+        """Configure from RERANKER_SERVICE_URL, RERANKER_API, RERANKER_MODEL, RERANKER_API_KEY (or
+        RERANKER_API_KEY_SECRET_ARN) and RERANK_*."""
         if not settings.reranker_service_url:
             raise ValueError("the bge reranker needs RERANKER_SERVICE_URL")
         return cls(
             url=settings.reranker_service_url,
             api=settings.reranker_api,
             model=settings.reranker_model,
-            api_key=settings.reranker_api_key,
+            api_key=reranker_key(settings),
             batch_size=settings.reranker_batch_size,
             timeout_s=settings.rerank_timeout_s,
             attempts=settings.rerank_attempts,
@@ -94,19 +99,21 @@ class HTTPReranker:
         if not documents:
             return []
         self._http()
-        # The clock starts after the one-time client construction (a cold start's cost).
+        key = self._key.read(RerankerUnavailableError)
+        # The clock starts after the one-time client construction and the key's read (a cold start's cost).
         deadline = time.monotonic() + self.timeout_s
         pairs: list[tuple[object, object]] = []
         for start in range(0, len(documents), self._batch_size):
             batch = list(documents[start : start + self._batch_size])
-            checked = ranked_scores(self._score_batch(query, batch, deadline), len(batch), self._label)
+            scored = self._score_batch(query, batch, deadline, key)
+            checked = ranked_scores(scored, len(batch), self._label)
             pairs.extend((item.index + start, item.score) for item in checked)
         return ranked_scores(pairs, len(documents), self._label)
 
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = json_client(self._api_key, self.timeout_s)
+                self._client = json_client(self.timeout_s)
             return self._client
 
     def _body(self, query: str, batch: list[str]) -> dict[str, Any]:
@@ -118,20 +125,25 @@ class HTTPReranker:
             body["model"] = self.model
         return body
 
-    def _score_batch(self, query: str, batch: list[str], deadline: float) -> list[tuple[object, object]]:
+    def _score_batch(
+        self, query: str, batch: list[str], deadline: float, key: SecretStr | None
+    ) -> list[tuple[object, object]]:
         client = self._http()
         body = self._body(query, batch)
+        headers = bearer(key)
 
         def attempt(remaining_s: float) -> httpx.Response:
             with transport_failures("could not be reached"):
-                response = client.post(self.endpoint, json=body, timeout=httpx.Timeout(remaining_s))
+                response = client.post(
+                    self.endpoint, json=body, headers=headers, timeout=httpx.Timeout(remaining_s)
+                )
             if response.is_success:
                 return response
             if is_retryable_status(response.status_code):
                 raise RetryableFailure(
                     f"answered HTTP {response.status_code}", {"status": response.status_code}
                 )
-            raise self._error_for(response)
+            raise self._error_for(response, key)
 
         response = with_attempts(
             attempt,
@@ -152,16 +164,16 @@ class HTTPReranker:
             shape = "TEI's [{index, score}]" if self.api == "tei" else "{results: [{index, relevance_score}]}"
             raise RerankerUnavailableError(f"{self._label} answered with a body that is not {shape}") from exc
 
-    def _error_for(self, response: httpx.Response) -> RerankerUnavailableError:
+    def _error_for(self, response: httpx.Response, key: SecretStr | None) -> RerankerUnavailableError:
         status = response.status_code
         if status in (401, 403):
             return RerankerUnavailableError(
-                f"{self._label} refused the credentials (HTTP {status}); check RERANKER_API_KEY",
+                f"{self._label} refused the credentials (HTTP {status}); check {self._key.source}",
                 {"status": status},
             )
         detail = response.text
-        if self._api_key is not None and self._api_key.get_secret_value():
-            detail = detail.replace(self._api_key.get_secret_value(), "***")
+        if key is not None and key.get_secret_value():
+            detail = detail.replace(key.get_secret_value(), "***")
         # A wrong path or request shape is the usual cause: say which ones were used.
         sent = f" (sent the {self.api} request shape to {httpx.URL(self.endpoint).path}; see RERANKER_API)"
         hint = sent if status in (400, 404, 405, 422) else ""

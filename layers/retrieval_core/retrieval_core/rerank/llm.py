@@ -8,7 +8,6 @@ index exactly once. google-genai is imported on first use.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from pydantic import SecretStr
 
 from ..exceptions import RerankerUnavailableError
 from ..genai_client import build_genai_client, key_rejected
+from ..provider_keys import ClientForKey, ProviderKey, gemini_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from ..settings import Settings
 from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
@@ -82,37 +82,42 @@ def parse_scores(text: str | None, count: int, label: str) -> list[RerankScore]:
 
 
 class GeminiReranker:
-    """One `models.generate_content` call per rerank; retries are ours, within the time budget."""
+    """One `models.generate_content` call per rerank; retries are ours, within the time budget.
+
+    The key is read on each rerank (a secret through its 5-minute cache), never when it is built; the
+    client is built again when the key changed.
+    """
 
     strategy = "llm"
 
     def __init__(
         self,
         *,
-        api_key: SecretStr,
+        api_key: ProviderKey,
         model: str,
         base_url: str | None = None,
         timeout_s: float = 30.0,
         attempts: int = 2,
         retry_base_delay_s: float = RETRY_BASE_DELAY_S,
     ) -> None:
-        self._api_key = api_key
+        self._key = api_key
         self.model = model
         self._base_url = base_url
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.retry_base_delay_s = retry_base_delay_s
         self._label = f"LLM reranker ({model})"
-        self._client: Client | None = None
-        self._lock = threading.Lock()
+        self._clients: ClientForKey[Client] = ClientForKey(self._build_client)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GeminiReranker:
-        """Configure from GEMINI_API_KEY, GEMINI_BASE_URL, RERANK_LLM_MODEL and RERANK_*."""
-        if settings.gemini_api_key is None:
-            raise ValueError("the llm reranker needs GEMINI_API_KEY")
+        """Configure from GEMINI_API_KEY (or GEMINI_API_KEY_SECRET_ARN), GEMINI_BASE_URL, RERANK_LLM_MODEL
+        and RERANK_*."""
+        key = gemini_key(settings)
+        if not key.configured:
+            raise ValueError("the llm reranker needs GEMINI_API_KEY or GEMINI_API_KEY_SECRET_ARN")
         return cls(
-            api_key=settings.gemini_api_key,
+            api_key=key,
             model=settings.rerank_llm_model,
             base_url=settings.gemini_base_url,
             timeout_s=settings.rerank_timeout_s,
@@ -123,7 +128,9 @@ class GeminiReranker:
         """One score per document, best first, from a single model call."""
         if not documents:
             return []
-        client = self._genai()
+        key = self._key.read(RerankerUnavailableError)
+        assert key is not None  # required: read() raised otherwise
+        client = self._clients.get(key)
         from google.genai import errors, types
 
         # The clock starts after the one-time import and client construction (a cold start's cost).
@@ -151,7 +158,7 @@ class GeminiReranker:
                     raise RetryableFailure(
                         f"the Gemini API answered HTTP {exc.code}", {"status": exc.code}
                     ) from exc
-                raise self._error_for(exc) from exc
+                raise self._error_for(exc, key) from exc
             return response.text
 
         text = with_attempts(
@@ -163,28 +170,23 @@ class GeminiReranker:
         )
         return parse_scores(text, len(documents), self._label)
 
-    def _genai(self) -> Client:
-        with self._lock:
-            if self._client is None:
-                try:
-                    # No retries in the client: `with_attempts` retries within the rerank time budget.
-                    self._client = build_genai_client(
-                        api_key=self._api_key, base_url=self._base_url, timeout_s=self.timeout_s
-                    )
-                except ImportError as exc:
-                    raise RerankerUnavailableError(
-                        "the llm reranker needs the google-genai package installed"
-                    ) from exc
-            return self._client
+    def _build_client(self, key: SecretStr) -> Client:
+        try:
+            # No retries in the client: `with_attempts` retries within the rerank time budget.
+            return build_genai_client(api_key=key, base_url=self._base_url, timeout_s=self.timeout_s)
+        except ImportError as exc:
+            raise RerankerUnavailableError(
+                "the llm reranker needs the google-genai package installed"
+            ) from exc
 
-    def _error_for(self, exc: APIError) -> RerankerUnavailableError:
+    def _error_for(self, exc: APIError, key: SecretStr) -> RerankerUnavailableError:
         if key_rejected(exc):
             return RerankerUnavailableError(
                 f"{self._label}: the Gemini API refused the credentials (HTTP {exc.code}); "
-                "check GEMINI_API_KEY",
+                f"check {self._key.source}",
                 {"status": exc.code},
             )
-        detail = str(exc.message or exc.status or "").replace(self._api_key.get_secret_value(), "***")
+        detail = str(exc.message or exc.status or "").replace(key.get_secret_value(), "***")
         return RerankerUnavailableError(
             f"{self._label}: the Gemini API answered HTTP {exc.code} {exc.status}: "
             f"{detail[:MAX_DETAIL_CHARS]}",
