@@ -211,8 +211,22 @@ def check_similarity_search_wrong_dimension(status: int, body: dict[str, Any]) -
 
 
 def check_health(status: int, body: dict[str, Any]) -> None:
+    from retrieval_core.db.migrations import SCHEMA_VERSION
+
     assert status == 200, body
-    assert body == {"status": "ok", "database": "ok"}
+    assert body["status"] == "ok"
+    checks = body["checks"]
+    assert {name: check["status"] for name, check in checks.items()} == dict.fromkeys(
+        ("database", "schema", "pgvector", "embedder"), "ok"
+    )
+    assert checks["schema"] == {"status": "ok", "version": SCHEMA_VERSION, "requiredVersion": SCHEMA_VERSION}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", checks["pgvector"]["version"])
+    assert checks["embedder"]["provider"] == "local" and checks["embedder"]["model"] == "all-MiniLM-L6-v2"
+
+
+def check_health_head(status: int, body: dict[str, Any]) -> None:
+    # The status code of GET, no body: what load balancers and uptime probes read.
+    assert status == 200 and body == {}
 
 
 def check_stores_put(status: int, body: dict[str, Any]) -> None:
@@ -284,6 +298,7 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "similarity-search.json": check_similarity_search,
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,
+    "health-head.json": check_health_head,
     "stores-01-put.json": check_stores_put,
     "stores-02-documents-put-text.json": check_documents_put_text,
     "stores-03-documents-put-markdown.json": check_documents_put_markdown,
@@ -306,9 +321,30 @@ GEMINI_EVENTS = frozenset(
 )
 
 
-@pytest.mark.parametrize(
-    "event_file", [p for p in EVENT_FILES if p.name not in GEMINI_EVENTS], ids=lambda p: p.name
+HEAD_HEALTH = "HEAD /api/v1/health"
+# The template change of the same release routes HEAD /api/v1/health; until template.yaml has it, the tests
+# that look that event's route up in template.yaml fail for it alone, as expected (strict: once the route
+# is there they must pass).
+PENDING_HEAD_ROUTE = pytest.mark.xfail(
+    HEAD_HEALTH not in ROUTES, reason="template.yaml does not route HEAD /api/v1/health yet", strict=True
 )
+
+
+def event_params(paths: list[Path]) -> list[Any]:
+    """`paths` as pytest parameters named by file, the HEAD health event marked while its route is pending."""
+    pending = [p for p in paths if load_event(p)["routeKey"] == HEAD_HEALTH]
+    return [pytest.param(p, id=p.name, marks=PENDING_HEAD_ROUTE if p in pending else ()) for p in paths]
+
+
+def answer_body(event: Event, response: Response) -> dict[str, Any]:
+    """The JSON body; {} for a HEAD request, whose answer has the headers of GET and no body."""
+    if event["requestContext"]["http"]["method"] == "HEAD":
+        assert response["body"] == "" and response["headers"]["content-type"] == "application/json"
+        return {}
+    return body_of(response)
+
+
+@pytest.mark.parametrize("event_file", event_params([p for p in EVENT_FILES if p.name not in GEMINI_EVENTS]))
 def test_handler_answers_each_event_as_a_user_expects(
     event_file: Path, handlers: dict[str, Callable[[Event, Any], Response]]
 ) -> None:
@@ -316,10 +352,19 @@ def test_handler_answers_each_event_as_a_user_expects(
     assert event_file.name in EXPECTED, f"add the expected answer for {event_file.name}"
     folder = ROUTES[event["routeKey"]]
     response = handlers[folder](event, FakeLambdaContext(function_name=folder))
-    EXPECTED[event_file.name](response["statusCode"], body_of(response))
+    EXPECTED[event_file.name](response["statusCode"], answer_body(event, response))
 
 
-@pytest.mark.parametrize("event_file", EVENT_FILES, ids=lambda p: p.name)
+def test_the_function_serving_get_health_answers_head_with_its_status_and_no_body(
+    handlers: dict[str, Callable[[Event, Any], Response]],
+) -> None:
+    folder = ROUTES["GET /api/v1/health"]
+    event = load_event(EVENTS_DIR / "health-head.json")
+    response = handlers[folder](event, FakeLambdaContext(function_name=folder))
+    check_health_head(response["statusCode"], answer_body(event, response))
+
+
+@pytest.mark.parametrize("event_file", event_params(EVENT_FILES))
 def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
     event = load_event(event_file)
     method, path = event["routeKey"].split(" ", 1)
@@ -342,6 +387,7 @@ GOOD_EVENTS = {
     "retrieve-batch.json",
     "similarity-search.json",
     "health.json",
+    "health-head.json",
 }
 GOOD_EVENTS |= {"knowledge-search.json", "resolve-store.json"}
 GOOD_EVENTS |= {
@@ -362,9 +408,11 @@ def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> N
     bad: dict[str, int] = dict.fromkeys(ROUTES, 0)
     for event_file in EVENT_FILES:
         route = load_event(event_file)["routeKey"]
+        if route not in ROUTES:
+            continue  # an event of no route: test_events_are_realistic_http_api_v2_payloads says so
         (good if event_file.name in GOOD_EVENTS else bad)[route] += 1
     assert all(good.values()), f"routes without a valid-request event: {good}"
-    # GET /api/v1/health takes no input, so it has no bad-input variant.
+    # GET and HEAD /api/v1/health take no input, so they have no bad-input variant.
     with_bodies = [route for route in bad if route.startswith("POST") or route.endswith("{documentId+}")]
     with_bodies = [route for route in with_bodies if not route.startswith(("GET", "DELETE"))]
     assert all(bad[route] for route in with_bodies), f"routes without bad input: {bad}"

@@ -76,7 +76,9 @@ def test_auth_every_route_but_health_requires_x_api_key(client: TestClient, conf
         assert response.status_code == 401, response.text
         assert response.json() == UNAUTHORIZED
     health = client.get(HEALTH)
-    assert health.status_code == 200 and health.json() == {"status": "ok", "database": "ok"}
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    head = client.head(HEALTH)
+    assert head.status_code == 200 and head.content == b""
 
 
 def test_auth_any_configured_key_is_accepted(client: TestClient, configure: Any) -> None:
@@ -206,8 +208,9 @@ def test_auth_lambda_handlers_enforce_the_same_keys(sample_store: Any, configure
     assert refused["statusCode"] == 401 and json.loads(refused["body"]) == UNAUTHORIZED
     event["headers"]["x-api-key"] = KEY_A
     assert handler(event, context)["statusCode"] == 200
-    health_event = json.loads((EVENTS_DIR / "health.json").read_text())
-    assert handler(health_event, context)["statusCode"] == 200
+    for name in ("health.json", "health-head.json"):
+        health_event = json.loads((EVENTS_DIR / name).read_text())
+        assert handler(health_event, context)["statusCode"] == 200
 
 
 def test_auth_the_openapi_document_describes_the_key_and_the_refusals(client: TestClient) -> None:
@@ -222,8 +225,9 @@ def test_auth_the_openapi_document_describes_the_key_and_the_refusals(client: Te
         operation = schema["paths"][path]["post"]
         assert operation["security"] == [{"ApiKey": []}, {}]
         assert {"401", "413"} <= set(operation["responses"])
-    health_operation = schema["paths"][HEALTH]["get"]
-    assert "security" not in health_operation and "401" not in health_operation["responses"]
+    for method in ("get", "head"):
+        health_operation = schema["paths"][HEALTH][method]
+        assert "security" not in health_operation and "401" not in health_operation["responses"]
 
 
 def test_auth_a_secret_holding_a_json_list_gives_each_key_its_grant(

@@ -421,6 +421,37 @@ def test_database_down_fails_every_record_until_the_messages_reach_the_dead_lett
     assert sorted(r.body["requestId"] for r in drain(queues, queues.results)) == ids
 
 
+def test_a_job_before_the_schema_is_migrated_is_retried_then_answered_once_it_is(
+    queue_handler: Handler,
+    queues: Queues,
+    own_runtime: Any,
+    private_postgres: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from retrieval_core.db.migrations import migrate
+    from retrieval_core.runtime import get_service
+    from retrieval_core.sample import load_sample_corpus
+
+    dsn = private_postgres.get_uri()
+    # The deploy updated the functions; its MigrateFunction has not run yet.
+    own_runtime(DATABASE_URL=dsn, AUTO_MIGRATE="false")
+    send(queues, [job("too-early")])
+    event = receive_event(queues)
+    response = invoke(queue_handler, event)
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == [event["Records"][0]["messageId"]]
+    acknowledge(queues, event, response)
+    assert drain(queues, queues.results) == []  # no error reply: schema_not_ready is transient
+    transient = [r for r in caplog.records if r.getMessage().startswith("job failed transiently")]
+    assert [getattr(r, "code", None) for r in transient] == ["schema_not_ready"]
+
+    migrate(dsn)
+    load_sample_corpus(get_service())
+    retry = receive_event(queues)
+    assert invoke(queue_handler, retry)["batchItemFailures"] == []
+    replies = drain(queues, queues.results)
+    assert [(r.body["requestId"], r.body["status"]) for r in replies] == [("too-early", "ok")]
+
+
 def test_end_to_end_every_job_gets_exactly_one_reply(queue_handler: Handler, queues: Queues) -> None:
     questions = [
         "How does Kubernetes decide which node runs a pod?",

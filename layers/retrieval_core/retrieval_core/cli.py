@@ -87,10 +87,10 @@ def _run(args: argparse.Namespace) -> int:
         return _make_api_key(args.name, args.stores, args.scopes)
     if args.command == "serve":
         return _serve(args.host, args.port, load_sample=not args.no_sample)
-    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
     if args.command == "migrate":
-        print("schema is up to date")
-    elif args.command == "stores":
+        return _migrate()
+    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    if args.command == "stores":
         from .db import repository
 
         with service.database.connection() as conn:
@@ -228,14 +228,32 @@ def _make_api_key(name: str, stores: str, scopes: str) -> int:
     return 0
 
 
+def _migrate() -> int:
+    # Whatever AUTO_MIGRATE says: with it off, building the service first would refuse an old schema.
+    from .db.errors import database_errors
+    from .db.migrations import migrate
+    from .runtime import database_conninfo
+    from .settings import get_settings
+
+    settings = get_settings()
+    with database_errors("migrating the schema"):
+        applied = migrate(database_conninfo(settings), settings.db_connect_timeout_s)
+    print(f"applied migrations {', '.join(map(str, applied))}" if applied else "schema is up to date")
+    return 0
+
+
 def _serve(host: str, port: int, load_sample: bool) -> int:
     import uvicorn
 
     from .api.app import create_app
     from .runtime import get_service
     from .sample import load_sample_corpus
+    from .settings import get_settings
 
     service = get_service()
+    if get_settings().embedding_provider == "local":
+        # Load the model now rather than on the first request (health reports it loaded).
+        service.embedder.embed(["warm-up"], "query")
     if load_sample:
         load_sample_corpus(service)
     uvicorn.run(create_app(), host=host, port=port, log_level="info")

@@ -98,6 +98,18 @@ class SchemaNotReadyError(RetrievalError):
         )
 
 
+class SchemaObjectMissingError(SchemaNotReadyError):
+    """A query met a table or column the database lacks (SQLSTATE 42P01, 42703): its version is unknown."""
+
+    def __init__(self, needed: int) -> None:
+        RetrievalError.__init__(
+            self,
+            f"the database lacks a table or column this service needs (schema version {needed}): run "
+            "`retrieval migrate` (a deployed stack's MigrateFunction runs it on every deploy)",
+            {"requiredSchemaVersion": needed},
+        )
+
+
 class DatabaseOverloadedError(RetrievalError):
     """Every database connection is busy (pool exhausted, or too many clients): retry shortly."""
 

@@ -11,9 +11,10 @@ from .cache.json_cache import JsonCache
 from .cache.search_cache import SearchCache
 from .db.connection import Database, PooledConnections, SingleConnection
 from .db.errors import database_errors
-from .db.migrations import migrate
+from .db.migrations import SCHEMA_VERSION, migrate
+from .db.schema import schema_version
 from .embeddings import get_embedder
-from .exceptions import ConfigurationError, DatabaseUnavailableError
+from .exceptions import ConfigurationError, SchemaNotReadyError
 from .runtime_env import in_lambda
 from .service import Rerankers, RetrievalService
 from .settings import Settings, get_settings
@@ -25,6 +26,10 @@ logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _service: RetrievalService | None = None
+# Kept apart from the service: with the schema behind, the service is not built but the connections are.
+_database: Database | None = None
+# The schema was found behind on these connections; once migrated, they are replaced (see below).
+_schema_was_behind = False
 _embedded_server: Any = None
 
 
@@ -93,19 +98,29 @@ def build_cache(settings: Settings) -> SearchCache:
     )
 
 
+def get_database() -> Database:
+    """The process-wide connections, built on first use; with AUTO_MIGRATE, the schema is migrated first."""
+    with _lock:
+        return _database_locked()
+
+
 def get_service() -> RetrievalService:
-    """The process-wide RetrievalService, built on first use (never at import)."""
+    """The process-wide RetrievalService, built on first use (never at import).
+
+    With AUTO_MIGRATE off, it is built only once the schema is at SCHEMA_VERSION or newer: until then
+    each call raises SchemaNotReadyError after one cheap query on the kept connections, so a deploy
+    that migrates a minute later heals without a restart.
+    """
     global _service
     if _service is None:
         with _lock:
             if _service is None:
                 settings = get_settings()
-                conninfo = database_conninfo(settings)
-                if settings.auto_migrate:
-                    with database_errors("migrating the schema"):
-                        migrate(conninfo, settings.db_connect_timeout_s)
+                database = _database_locked()
+                if not settings.auto_migrate:
+                    database = _schema_ready_locked(database)
                 _service = RetrievalService(
-                    build_database(settings, conninfo),
+                    database,
                     get_embedder(),
                     default_store=settings.default_store,
                     ef_search=settings.hnsw_ef_search,
@@ -117,6 +132,36 @@ def get_service() -> RetrievalService:
                     exact_search_max_rows=settings.exact_search_max_rows,
                 )
     return _service
+
+
+def _database_locked() -> Database:
+    # Called with _lock held.
+    global _database, _schema_was_behind
+    if _database is None:
+        settings = get_settings()
+        conninfo = database_conninfo(settings)
+        if settings.auto_migrate:
+            with database_errors("migrating the schema"):
+                migrate(conninfo, settings.db_connect_timeout_s)
+        _database = build_database(settings, conninfo)
+        _schema_was_behind = False
+    return _database
+
+
+def _schema_ready_locked(database: Database) -> Database:
+    # Called with _lock held. SchemaNotReadyError while the schema is behind this code.
+    global _database, _schema_was_behind
+    with database_errors("checking the schema version"), database.connection() as conn:
+        found = schema_version(conn)
+    if found is None or found < SCHEMA_VERSION:
+        _schema_was_behind = True
+        raise SchemaNotReadyError(found, SCHEMA_VERSION)
+    if _schema_was_behind:
+        # Connections opened before the migration created the `vector` type have no adapter for it.
+        database.close()
+        _database = None
+        database = _database_locked()
+    return database
 
 
 def get_document_service() -> DocumentService:
@@ -149,26 +194,26 @@ def build_rerankers(settings: Settings) -> Rerankers:
 
 
 def replace_service(service: RetrievalService | None) -> RetrievalService | None:
-    """Install `service` as the process-wide one (None: build anew on next use); return the previous."""
-    global _service
+    """Install `service` as the process-wide one (None: build anew on next use); return the previous.
+
+    The previous service's connections are left open (a test sets the shared service aside this way).
+    """
+    global _service, _database
     with _lock:
         previous, _service = _service, service
+        if _database is not None and (previous is None or previous.database is not _database):
+            _database.close()  # connections of a service never built: nobody else holds them
+        _database = service.database if service is not None else None
     return previous
 
 
 def reset_service() -> None:
     """Close connections and forget the service; the next request builds a new one."""
-    global _service
+    global _service, _database
     with _lock:
         if _service is not None:
             _service.database.close()
+        if _database is not None and (_service is None or _service.database is not _database):
+            _database.close()
         _service = None
-
-
-def database_is_up() -> bool:
-    """True when the service can be built and PostgreSQL answers a round trip."""
-    try:
-        service = get_service()
-    except DatabaseUnavailableError:
-        return False
-    return service.database_is_up()
+        _database = None

@@ -22,7 +22,6 @@ from .db.repository import Store
 from .embeddings import Embedder
 from .embeddings.batch import QueryVectors
 from .exceptions import (
-    DatabaseUnavailableError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     InvalidRequestError,
@@ -433,15 +432,6 @@ class RetrievalService:
             exact = repository.use_exact_search(conn, store, where, self.exact_search_max_rows)
             found = repository.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
             return store, found
-
-    def database_is_up(self) -> bool:
-        """True when PostgreSQL answers a round trip."""
-        try:
-            with database_errors("checking health"), self.database.connection() as conn:
-                repository.ping(conn)
-        except DatabaseUnavailableError:
-            return False
-        return True
 
 
 def _result(

