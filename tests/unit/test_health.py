@@ -84,8 +84,13 @@ ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:embedding-key"
         ({"embedding_provider": "openai"}, ("OPENAI_API_KEY", "EMBEDDING_API_KEY_SECRET_ARN")),
         ({"embedding_provider": "gemini"}, ("GEMINI_API_KEY", "EMBEDDING_API_KEY_SECRET_ARN")),
         ({"embedding_provider": "bedrock"}, ("BEDROCK_REGION", "AWS_REGION")),
+        # A key's name rather than its ARN: IAM grants and the reader both need the ARN.
+        (
+            {"embedding_provider": "openai", "embedding_api_key_secret_arn": "embedding-key"},
+            ("EMBEDDING_API_KEY_SECRET_ARN", "ARN"),
+        ),
     ],
-    ids=["openai", "gemini", "bedrock"],
+    ids=["openai", "gemini", "bedrock", "not-an-arn"],
 )
 def test_a_remote_provider_missing_its_setting_names_what_to_set(
     settings_of: Any, fields: dict[str, str], named: tuple[str, ...]
@@ -103,9 +108,19 @@ def test_a_remote_provider_missing_its_setting_names_what_to_set(
         {"embedding_provider": "openai", "openai_base_url": "http://ollama.internal:11434/v1"},
         {"embedding_provider": "gemini", "gemini_api_key": "g-key"},
         {"embedding_provider": "gemini", "embedding_api_key_secret_arn": ARN},
+        # One Gemini key for File Search and embeddings.
+        {"embedding_provider": "gemini", "gemini_api_key_secret_arn": ARN},
         {"embedding_provider": "bedrock", "bedrock_region": "eu-west-1"},
     ],
-    ids=["openai-key", "openai-secret", "openai-compatible", "gemini-key", "gemini-secret", "bedrock"],
+    ids=[
+        "openai-key",
+        "openai-secret",
+        "openai-compatible",
+        "gemini-key",
+        "gemini-secret",
+        "gemini-file-search-secret",
+        "bedrock",
+    ],
 )
 def test_a_configured_remote_provider_lacks_nothing(settings_of: Any, fields: dict[str, str]) -> None:
     assert missing_provider_setting(settings_of(**fields)) is None

