@@ -87,10 +87,10 @@ def _run(args: argparse.Namespace) -> int:
         return _make_api_key(args.name, args.stores, args.scopes)
     if args.command == "serve":
         return _serve(args.host, args.port, load_sample=not args.no_sample)
-    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
     if args.command == "migrate":
-        print("schema is up to date")
-    elif args.command == "stores":
+        return _migrate()
+    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    if args.command == "stores":
         from .db import repository
 
         with service.database.connection() as conn:
@@ -114,6 +114,24 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dropped store {store.name}")
     elif args.command == "delete":
         return _delete(args.store, args.doc_ids)
+    return 0
+
+
+def _migrate() -> int:
+    """Migrate whatever AUTO_MIGRATE says, with no time limit: long migrations run here, not in Lambda."""
+    from .db.errors import database_errors
+    from .db.migrations import run_migrations
+    from .runtime import database_conninfo
+    from .settings import get_settings
+
+    settings = get_settings()
+    with database_errors("migrating the schema"):
+        result = run_migrations(database_conninfo(settings), connect_timeout_s=settings.db_connect_timeout_s)
+    state = f"schema version {result.schema_version}, pgvector {result.pgvector_version}"
+    if result.applied:
+        print(f"applied migrations {', '.join(map(str, result.applied))}: {state}")
+    else:
+        print(f"schema is up to date: {state}")
     return 0
 
 
