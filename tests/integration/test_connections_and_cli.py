@@ -9,6 +9,9 @@ import pytest
 
 from retrieval_core.cli import main
 from retrieval_core.db.connection import SingleConnection
+from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.db.schema import available_pgvector_version
+from tests.servers import free_port
 
 
 def backend_pid(database: SingleConnection) -> int:
@@ -71,3 +74,40 @@ def test_cli_ingests_lists_and_deletes(
 def test_cli_reports_a_missing_path(sample_store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     assert main(["ingest", str(tmp_path / "absent"), "--store", "cli-docs", "--no-progress"]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_cli_migrate_applies_what_is_missing_even_with_auto_migrate_off(
+    private_postgres, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    from retrieval_core.settings import get_settings
+
+    dsn = private_postgres.get_uri()
+    with psycopg.connect(dsn) as conn:
+        pgvector = available_pgvector_version(conn)
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("AUTO_MIGRATE", "false")  # as in a deployed stack's environment
+    get_settings.cache_clear()
+    try:
+        assert main(["migrate"]) == 0
+        assert capsys.readouterr().out == (
+            f"applied migrations 1, 2, 3, 4, 5: schema version {SCHEMA_VERSION}, pgvector {pgvector}\n"
+        )
+        assert main(["migrate"]) == 0
+        assert (
+            capsys.readouterr().out
+            == f"schema is up to date: schema version {SCHEMA_VERSION}, pgvector {pgvector}\n"
+        )
+
+        monkeypatch.setenv(
+            "DATABASE_URL", f"postgresql://retrieval:Tr0ub4dor-3@127.0.0.1:{free_port()}/postgres"
+        )
+        get_settings.cache_clear()
+        assert main(["migrate"]) == 2
+        err = capsys.readouterr().err
+        assert (
+            err.startswith("error: database unavailable while migrating the schema")
+            and "Tr0ub4dor" not in err
+        )
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()

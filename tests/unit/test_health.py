@@ -1,4 +1,4 @@
-"""The pure parts of the health checks: version comparisons and the advice each failure gives."""
+"""The pure parts of the health checks: the advice each failure gives (versions: test_pgvector_versions)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,8 @@ from retrieval_core.health import (
     check_pgvector,
     check_schema,
     missing_provider_setting,
-    pgvector_supported,
-    version_numbers,
 )
 from retrieval_core.settings import Settings
-
-
-def test_pgvector_versions_compare_as_numbers_not_text() -> None:
-    assert version_numbers("0.7.4") < version_numbers("0.8.0") <= version_numbers("0.8.5")
-    assert version_numbers("0.8.5") < version_numbers("0.10.0")
-    assert version_numbers("0.9.0-dev") == (0, 9, 0)
-    assert [pgvector_supported(v) for v in ("0.7.4", "0.8.0", "0.8.5", "0.10.0", "1.0")] == [
-        False,
-        True,
-        True,
-        True,
-        True,
-    ]
 
 
 def test_pgvector_missing_or_too_old_says_what_to_do() -> None:

@@ -117,6 +117,24 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate() -> int:
+    """Migrate whatever AUTO_MIGRATE says, with no time limit: long migrations run here, not in Lambda."""
+    from .db.errors import database_errors
+    from .db.migrations import run_migrations
+    from .runtime import database_conninfo
+    from .settings import get_settings
+
+    settings = get_settings()
+    with database_errors("migrating the schema"):
+        result = run_migrations(database_conninfo(settings), connect_timeout_s=settings.db_connect_timeout_s)
+    state = f"schema version {result.schema_version}, pgvector {result.pgvector_version}"
+    if result.applied:
+        print(f"applied migrations {', '.join(map(str, result.applied))}: {state}")
+    else:
+        print(f"schema is up to date: {state}")
+    return 0
+
+
 def _add_load_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("path", help="a folder, s3://bucket/prefix, or (ingest only) a file")
     command.add_argument("--store", required=True, help="store name (created by the first file written)")
@@ -225,20 +243,6 @@ def _make_api_key(name: str, stores: str, scopes: str) -> int:
         "list in API_KEYS or in the API key secret.",
         file=sys.stderr,
     )
-    return 0
-
-
-def _migrate() -> int:
-    # Whatever AUTO_MIGRATE says: with it off, building the service first would refuse an old schema.
-    from .db.errors import database_errors
-    from .db.migrations import migrate
-    from .runtime import database_conninfo
-    from .settings import get_settings
-
-    settings = get_settings()
-    with database_errors("migrating the schema"):
-        applied = migrate(database_conninfo(settings), settings.db_connect_timeout_s)
-    print(f"applied migrations {', '.join(map(str, applied))}" if applied else "schema is up to date")
     return 0
 
 

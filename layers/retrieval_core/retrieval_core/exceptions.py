@@ -110,6 +110,34 @@ class SchemaObjectMissingError(SchemaNotReadyError):
         )
 
 
+class MigrationError(DatabaseUnavailableError):
+    """The schema could not be migrated. The run was one transaction: nothing of it was applied.
+
+    A DatabaseUnavailableError, so that whatever treats an unusable database (health, the service
+    built on first use) treats this one alike.
+    """
+
+    code = "migration_failed"
+
+
+class MigrationTimeoutError(MigrationError):
+    """A migration run would have outlasted its time budget (a Lambda's remaining time); rolled back."""
+
+    code = "migration_timeout"
+
+
+class PgvectorVersionError(MigrationError):
+    """The pgvector extension is missing, or older than the version this service needs."""
+
+    code = "pgvector_too_old"
+
+
+class CustomResourceEventError(InvalidRequestError):
+    """A CloudFormation custom resource request that lacks a field or has one of the wrong type."""
+
+    code = "invalid_custom_resource_request"
+
+
 class DatabaseOverloadedError(RetrievalError):
     """Every database connection is busy (pool exhausted, or too many clients): retry shortly."""
 

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from . import runtime
 from .db.errors import database_errors
 from .db.migrations import SCHEMA_VERSION
-from .db.schema import pgvector_version, schema_version
+from .db.schema import PGVECTOR_MINIMUM, at_least, pgvector_version, schema_version
 from .exceptions import DatabaseOverloadedError, DatabaseUnavailableError, RetrievalError
 from .models import EmbedderCheck, HealthCheck, HealthChecks, HealthResponse, PgvectorCheck, SchemaCheck
 from .settings import Settings, get_settings
 
 # Longest wait for a connection: a probe must answer before its caller gives up on it.
 PROBE_TIMEOUT_S = 2.0
-# Iterative index scans (HNSW_ITERATIVE_SCAN) arrived in pgvector 0.8.
-PGVECTOR_MINIMUM = (0, 8)
 MIGRATE_HINT = "run `retrieval migrate` (a deployed stack's MigrateFunction runs it on every deploy)"
 
 
@@ -109,18 +106,7 @@ def check_pgvector(version: str | None) -> PgvectorCheck:
 
 def pgvector_supported(version: str) -> bool:
     """True for 0.8 and newer: compares numbers, so 0.10.0 is newer than 0.8.5."""
-    return version_numbers(version) >= PGVECTOR_MINIMUM
-
-
-def version_numbers(version: str) -> tuple[int, ...]:
-    """`0.8.5` -> (0, 8, 5); a part's leading digits only (`0.9.0-dev` -> (0, 9, 0))."""
-    numbers: list[int] = []
-    for part in version.split("."):
-        digits = re.match(r"\d+", part)
-        if digits is None:
-            break
-        numbers.append(int(digits.group()))
-    return tuple(numbers)
+    return at_least(version, PGVECTOR_MINIMUM)
 
 
 def check_embedder(settings: Settings) -> EmbedderCheck:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 RETRY_ATTEMPTS = 3
 RETRY_BASE_DELAY_S = 0.5
@@ -41,3 +42,20 @@ def backoff_delay(retry: int, base_delay_s: float, max_delay_s: float = RETRY_MA
     ceiling = min(max_delay_s, base_delay_s * 2.0 ** (retry - 1))
     # Jitter spreads the retries of many concurrent Lambda instances hitting one rate limit.
     return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class Deadline:
+    """A point in time (monotonic clock) that work must finish by; None: no limit."""
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget_s = budget_s
+        self._at = None if budget_s is None else time.monotonic() + budget_s
+
+    def remaining_s(self) -> float | None:
+        """Seconds left (negative once passed); None when there is no limit."""
+        return None if self._at is None else self._at - time.monotonic()
+
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        remaining = self.remaining_s()
+        return remaining is not None and remaining <= 0

@@ -1,17 +1,45 @@
-"""Versioned, idempotent schema migrations. Safe to run from many processes at once."""
+"""Versioned, idempotent schema migrations. Safe to run from many processes at once.
+
+A run takes an advisory lock and applies every missing migration in one transaction: it applies all
+of them or, on any failure, none. Migrations only add (tables, columns, indexes, constraints); none
+drops data. Given a time budget (a Lambda's remaining time), a run retries connecting while the budget
+allows and bounds every statement by the time left, so that it fails and rolls back rather than being
+killed half-way.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ..exceptions import (
+    ConfigurationError,
+    DatabaseUnavailableError,
+    MigrationError,
+    MigrationTimeoutError,
+)
+from ..retry import Deadline, backoff_delay
+from .schema import ensure_pgvector, require_pgvector, schema_version
 
 logger = logging.getLogger(__name__)
 
-# Any constant works; it only serialises concurrent migrators.
-_LOCK_KEY = 7_351_902_114
+# Any constant works; it only serialises concurrent migrators (pg_advisory_xact_lock).
+MIGRATION_LOCK_KEY = 7_351_902_114
+# A connection attempt or a statement is not started with less time than this left.
+_MIN_ATTEMPT_S = 1.0
+_CONNECT_RETRY_BASE_S = 0.5
+_CONNECT_RETRY_MAX_S = 10.0
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+Migration = tuple[int, str, str]
+
+MIGRATIONS: list[Migration] = [
     (
         1,
         "stores, documents, chunks",
@@ -160,26 +188,183 @@ MIGRATIONS: list[tuple[int, str, str]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-def migrate(conninfo: str, connect_timeout_s: int = 5) -> list[int]:
+@dataclass(frozen=True)
+class Migrated:
+    """What a migration run did and left."""
+
+    applied: list[int]  # the versions this run applied, in order ([] when the schema was up to date)
+    schema_version: int  # the database's afterwards; newer than SCHEMA_VERSION after a code rollback
+    pgvector_version: str
+
+
+def migrate(conninfo: str, connect_timeout_s: int = 5, *, time_budget_s: float | None = None) -> list[int]:
     """Apply every migration not yet recorded; return the versions applied now."""
-    applied_now: list[int] = []
-    with (
-        psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout_s) as conn,
-        conn.transaction(),
-    ):
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        conn.execute(
-            """CREATE TABLE IF NOT EXISTS schema_migrations (
-                       version integer PRIMARY KEY,
-                       name text NOT NULL,
-                       applied_at timestamptz NOT NULL DEFAULT now())"""
+    return run_migrations(conninfo, connect_timeout_s=connect_timeout_s, time_budget_s=time_budget_s).applied
+
+
+def run_migrations(
+    conninfo: str,
+    *,
+    connect_timeout_s: int = 5,
+    time_budget_s: float | None = None,
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> Migrated:
+    """Apply every migration of `migrations` not yet recorded, in one transaction, within the budget.
+
+    time_budget_s None: one connection attempt and no statement timeout (a long migration run by hand).
+    Raises DatabaseUnavailableError when no connection could be made, PgvectorVersionError,
+    MigrationTimeoutError when the budget ran out, MigrationError when a statement failed.
+    """
+    deadline = Deadline(time_budget_s)
+    applied: list[int] = []
+    conn = connect(conninfo, connect_timeout_s, deadline)
+    # statement_timeout bounds each statement, and a migration is many: this bounds their sum.
+    guard = _cancel_at_deadline(conn, deadline)
+    step = "starting"
+    try:
+        with conn, conn.transaction():
+            step = "waiting for the migration lock (another migration holds it while it runs)"
+            _bound_next_statement(conn, deadline, step)
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+            step = "checking the pgvector extension"
+            _bound_next_statement(conn, deadline, step)
+            ensure_pgvector(conn)
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS schema_migrations (
+                           version integer PRIMARY KEY,
+                           name text NOT NULL,
+                           applied_at timestamptz NOT NULL DEFAULT now())"""
+            )
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            for version, name, ddl in migrations:
+                if version in done:
+                    continue
+                step = f"applying migration {version} ({name})"
+                _bound_next_statement(conn, deadline, step)
+                conn.execute(ddl.encode())
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
+                applied.append(version)
+            step = "checking the migrated schema"
+            _bound_next_statement(conn, deadline, step)
+            pgvector = require_pgvector(conn)
+            version_after = schema_version(conn) or 0
+            step = "committing"
+    except psycopg.errors.QueryCanceled as exc:
+        if deadline.budget_s is None:
+            raise MigrationError(
+                f"the schema migration was cancelled while {step} (by an operator or the server); "
+                "it was rolled back: nothing of this run was applied",
+                {"step": step},
+            ) from exc
+        raise _out_of_time(deadline, step) from exc
+    except psycopg.OperationalError as exc:
+        raise MigrationError(
+            f"the connection to PostgreSQL was lost while {step}; the migration was rolled back: nothing "
+            "of this run was applied. Run it again",
+            {"step": step, "sqlstate": exc.sqlstate},
+        ) from exc
+    except psycopg.Error as exc:
+        # Only the SQLSTATE travels: driver messages can quote hosts, users and values.
+        raise MigrationError(
+            f"the schema migration failed while {step} (SQLSTATE {exc.sqlstate or 'unknown'}, "
+            f"{type(exc).__name__}); it was rolled back: nothing of this run was applied",
+            {"step": step, "sqlstate": exc.sqlstate},
+        ) from exc
+    finally:
+        if guard is not None:
+            guard.cancel()
+    if applied:
+        logger.info(
+            "applied migrations %s; schema at version %s (pgvector %s)",
+            ", ".join(map(str, applied)),
+            version_after,
+            pgvector,
         )
-        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-        for version, name, ddl in MIGRATIONS:
-            if version in done:
-                continue
-            conn.execute(ddl.encode())
-            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
-            applied_now.append(version)
-            logger.info("applied migration %s: %s", version, name)
-    return applied_now
+    return Migrated(applied, version_after, pgvector)
+
+
+def connect(conninfo: str, connect_timeout_s: int, deadline: Deadline) -> psycopg.Connection[Any]:
+    """An autocommit connection; with a deadline, connection failures are retried while time is left.
+
+    A database behind a new RDS Proxy refuses connections for a minute or two after the stack creates it.
+    """
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        # `from None`: the parser's message can quote the password ("unexpected spaces found in ...").
+        raise ConfigurationError(
+            "the database connection string (DATABASE_URL) is malformed: check its syntax; a password "
+            "with spaces or special characters must be percent-encoded"
+        ) from None
+    attempts = 0
+    started = time.monotonic()
+    while True:
+        attempts += 1
+        remaining = deadline.remaining_s()
+        timeout_s = connect_timeout_s if remaining is None else max(1, min(connect_timeout_s, int(remaining)))
+        try:
+            return psycopg.connect(conninfo, autocommit=True, connect_timeout=timeout_s)
+        except psycopg.OperationalError as exc:
+            if remaining is None:
+                raise
+            left = deadline.remaining_s() or 0.0
+            if left < _MIN_ATTEMPT_S:
+                raise DatabaseUnavailableError(
+                    f"could not connect to PostgreSQL: {attempts} attempts in "
+                    f"{time.monotonic() - started:.0f} s failed (refused, timed out or not authenticated; "
+                    "the function's log has the driver's message). A new RDS Proxy can take a few "
+                    "minutes to accept connections: deploy again; otherwise check DATABASE_HOST, the "
+                    "security groups and the database credentials",
+                    {"operation": "connecting to migrate the schema", "attempts": attempts},
+                ) from exc
+            # The last attempt still gets _MIN_ATTEMPT_S.
+            delay = min(
+                backoff_delay(attempts, _CONNECT_RETRY_BASE_S, _CONNECT_RETRY_MAX_S), left - _MIN_ATTEMPT_S
+            )
+            logger.warning(
+                "could not connect to PostgreSQL (attempt %d, %s); retrying in %.1f s",
+                attempts,
+                type(exc).__name__,
+                delay,
+            )
+            time.sleep(delay)
+
+
+def _cancel_at_deadline(conn: psycopg.Connection[Any], deadline: Deadline) -> threading.Timer | None:
+    """Cancel whatever `conn` runs once the deadline passes (a QueryCanceled, then a rollback)."""
+    remaining = deadline.remaining_s()
+    if remaining is None:
+        return None
+
+    def cancel() -> None:
+        try:
+            conn.cancel_safe(timeout=5)
+        except psycopg.Error as exc:
+            # statement_timeout still bounds the statement running now.
+            logger.warning("could not cancel the migration at its deadline (%s)", type(exc).__name__)
+
+    timer = threading.Timer(max(0.0, remaining), cancel)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _bound_next_statement(conn: psycopg.Connection[Any], deadline: Deadline, step: str) -> None:
+    """Let the next statements of this transaction run at most until the deadline."""
+    remaining = deadline.remaining_s()
+    if remaining is not None and remaining < _MIN_ATTEMPT_S:
+        raise _out_of_time(deadline, step)
+    # No deadline: no limit either, so that a role's default statement_timeout cannot cut a long
+    # migration run by hand. Local to the transaction: nothing outlives the run.
+    timeout_ms = 0 if remaining is None else int(remaining * 1000)
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout_ms),))
+
+
+def _out_of_time(deadline: Deadline, step: str) -> MigrationTimeoutError:
+    return MigrationTimeoutError(
+        f"the schema migration ran out of its {deadline.budget_s or 0:.0f} s while {step}; it was rolled "
+        "back: nothing of this run was applied. A migration that takes this long must run outside "
+        "Lambda: run `retrieval migrate` with DATABASE_URL set, from a host that reaches the database "
+        "(docs/migrations.md), then deploy again",
+        {"step": step, "timeBudgetS": deadline.budget_s},
+    )
