@@ -185,7 +185,10 @@ def test_an_old_schema_is_reported_with_both_versions_and_refused_until_migrated
 
         # The advice works with AUTO_MIGRATE off too: the command migrates before building anything.
         assert main(["migrate"]) == 0
-        assert capsys.readouterr().out.strip() == "applied migrations 4, 5"
+        assert (
+            capsys.readouterr().out.strip()
+            == f"applied migrations 4, 5: schema version {SCHEMA_VERSION}, pgvector 0.8.5"
+        )
         assert client.get(HEALTH).status_code == 200
         assert client.post(SEARCH, json={"queryEmbedding": [0.1] * 384}).status_code == 404
 
