@@ -757,6 +757,7 @@ REQUIRED_OUTPUTS = {
     "IngestDeadLetterQueueUrl",
     "DocumentsBucketName",
     "DatabaseEndpoint",
+    "DatabaseAccessPolicyArn",
     "DashboardUrl",
 }
 
