@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev validate build coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev validate build deploy coldstart
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,7 @@ lint: $(VENV)/.dev-installed
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck validate
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.dev-installed
@@ -73,7 +73,11 @@ clean:
 	rm -rf $(VENV) .data .aws-sam
 
 # The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
+# cfn-lint runs on both database shapes (CreateDatabase true and false): tests/bundle/template.py
+# gives each shape's values as the parameters' defaults, because cfn-lint 1.x drops --parameters
+# when it applies the SAM transform. Any finding, warnings included, fails.
 validate: $(VENV)/.dev-installed
+	$(BIN)/python -m tests.bundle.template
 	AWS_DEFAULT_REGION=$(AWS_DEFAULT_REGION) SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint
 
 # sam build runs pip for python3.12, which must be on PATH. pyenv's shim may exist yet refuse to run
@@ -85,6 +89,25 @@ build: $(VENV)/.dev-installed
 	if [ -z "$$py312" ]; then echo "sam build needs python3.12: put it on PATH or 'pyenv install 3.12'" >&2; exit 1; fi; \
 	echo "python3.12 from $$py312"; \
 	PATH="$$py312:$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --cached
+
+# `make deploy ENV=dev` (or prod): build, then deploy with samconfig.toml's [ENV] settings. The first
+# deploy of an environment is guided (it asks for the parameters, such as ApiKeySecretArn, and saves
+# them to samconfig.toml): `sam list stack-outputs` reports the stack as not existing until then.
+# Any other failure of that check (no credentials, no region) is shown rather than guessed around.
+# The region is the caller's AWS_DEFAULT_REGION, else the AWS configuration's: the us-east-1 default
+# exported above is only for offline validation.
+ENV ?= dev
+SAM_AWS := $(if $(filter file,$(origin AWS_DEFAULT_REGION)),env -u AWS_DEFAULT_REGION,env) SAM_CLI_TELEMETRY=0 $(BIN)/sam
+deploy: build
+	@out="$$($(SAM_AWS) list stack-outputs --config-env $(ENV) 2>&1)"; status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		$(SAM_AWS) deploy --config-env $(ENV); \
+	elif grep -q "does not exist" <<<"$$out"; then \
+		echo "No stack for $(ENV) yet: guided deploy (answers are saved to samconfig.toml)."; \
+		$(SAM_AWS) deploy --guided --config-env $(ENV); \
+	else \
+		echo "$$out" >&2; exit 1; \
+	fi
 
 coldstart: build
 	$(BIN)/python -m bench.coldstart $(ARGS)

@@ -1,0 +1,847 @@
+"""template.yaml as CloudFormation deploys it, for both database shapes: the SAM transform applied, then
+conditions and intrinsics resolved for given parameters (tests/bundle/template.py). No build, no AWS."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from retrieval_core.db.migrations import SCHEMA_VERSION
+from tests.bundle.template import (
+    API_KEY_SECRET_ARN,
+    PARAMETERS,
+    SECRET_ARN,
+    aws_managed_policies,
+    deploy,
+    deployed,
+    grants,
+    lint,
+    resource_key,
+    role_statements,
+    rules_refusing,
+    shape,
+    source,
+)
+
+SHAPES = pytest.mark.parametrize("create_database", [True, False], ids=["created-database", "your-database"])
+
+FUNCTIONS = (
+    "RetrieveFunction",
+    "SimilaritySearchFunction",
+    "ResolveStoreFunction",
+    "DocumentsFunction",
+    "RetrieveQueueFunction",
+    "IngestFunction",
+    "MigrateFunction",
+)
+# The functions that embed text: the query side and the write side.
+EMBEDDING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction", "DocumentsFunction", "IngestFunction")
+RERANKING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction")
+
+# Every function reads and writes the answer cache, and nothing else in DynamoDB.
+CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem", "DeleteItem")}
+
+
+def environment(resources: dict[str, Any], function: str) -> dict[str, Any]:
+    variables: dict[str, Any] = resources[function]["Properties"]["Environment"]["Variables"]
+    return variables
+
+
+def of_type(resources: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {name: r for name, r in resources.items() if r["Type"] == kind}
+
+
+def test_secret_and_bedrock_grant_only_that_secret_and_that_model() -> None:
+    resources = deployed(
+        {
+            "DatabaseSecretArn": SECRET_ARN,
+            "EmbeddingProvider": "bedrock",
+            "EmbeddingModel": "amazon.titan-embed-text-v2:0",
+            "EmbeddingDimension": "1024",
+        }
+    )
+    model = "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0"
+    assert grants(role_statements(resources, "RetrieveFunctionRole")) == CACHE_GRANTS | {
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
+        ("bedrock:InvokeModel", model),
+    }
+    # Similarity search never embeds text: no Bedrock access.
+    assert grants(role_statements(resources, "SimilaritySearchFunctionRole")) == CACHE_GRANTS | {
+        ("secretsmanager:GetSecretValue", SECRET_ARN)
+    }
+    for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
+        assert aws_managed_policies(resources, role) == {
+            "AWSLambdaBasicExecutionRole",
+            "AWSLambdaVPCAccessExecutionRole",
+            "AWSXrayWriteOnlyAccess",
+        }
+    # Store resolution never embeds and never deletes: the cache's GetItem and PutItem and the secret.
+    assert grants(role_statements(resources, "ResolveStoreFunctionRole")) == {
+        ("dynamodb:GetItem", "CacheTable.Arn"),
+        ("dynamodb:PutItem", "CacheTable.Arn"),
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
+    }
+    env = environment(resources, "RetrieveFunction")
+    assert env["DATABASE_SECRET_ARN"] == SECRET_ARN and env["EMBEDDING_PROVIDER"] == "bedrock"
+    assert "DATABASE_USER" not in env and "OPENAI_API_KEY" not in env
+    assert "GEMINI_API_KEY_SECRET_ARN" not in env
+
+
+GEMINI_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/gemini-XyZ123"
+
+
+def test_the_gemini_key_secret_is_readable_by_the_gemini_functions_only() -> None:
+    resources = deployed({"DatabaseSecretArn": SECRET_ARN, "GeminiApiKeySecretArn": GEMINI_SECRET_ARN})
+    gemini_grant = ("secretsmanager:GetSecretValue", GEMINI_SECRET_ARN)
+    for name in ("RetrieveFunction", "ResolveStoreFunction"):
+        assert gemini_grant in grants(role_statements(resources, f"{name}Role"))
+        assert environment(resources, name)["GEMINI_API_KEY_SECRET_ARN"] == GEMINI_SECRET_ARN
+    for name in ("SimilaritySearchFunction", "RetrieveQueueFunction"):
+        assert gemini_grant not in grants(role_statements(resources, f"{name}Role"))
+        assert "GEMINI_API_KEY_SECRET_ARN" not in environment(resources, name)
+
+
+def test_iam_auth_grants_rds_db_connect_for_that_user_only() -> None:
+    resources = deployed(
+        {"DatabaseIamAuth": "true", "DatabaseUser": "retrieval_app", "DatabaseResourceId": "prx-0abc123def"}
+    )
+    connect = ("rds-db:connect", "arn:aws:rds-db:us-east-1:123456789012:dbuser:prx-0abc123def/retrieval_app")
+    for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
+        # Provider openai without a key: nothing to read for it; no secret: no Secrets Manager.
+        assert grants(role_statements(resources, role)) == CACHE_GRANTS | {connect}
+    assert connect in grants(role_statements(resources, "ResolveStoreFunctionRole"))
+    env = environment(resources, "SimilaritySearchFunction")
+    assert env["DATABASE_IAM_AUTH"] == "true" and env["DATABASE_USER"] == "retrieval_app"
+    assert "DATABASE_SECRET_ARN" not in env
+
+
+@pytest.mark.parametrize(
+    ("issuer", "audience", "protected"),
+    [
+        ("https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123", "7h1s1sacl1ent1d", True),
+        ("https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123", "", False),
+        ("", "", False),
+    ],
+    ids=["issuer-and-audience", "issuer-only", "none"],
+)
+def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audience_are_set(
+    issuer: str, audience: str, protected: bool
+) -> None:
+    resources = deployed({"JwtIssuer": issuer, "JwtAudience": audience, "DatabaseSecretArn": SECRET_ARN})
+    body = resources["HttpApi"]["Properties"]["Body"]
+    paths = body["paths"]
+    for path, method in (
+        ("/api/v1/rag/retrieve", "post"),
+        ("/api/v1/chunks/similarity-search", "post"),
+        ("/api/v1/knowledge/search", "post"),
+        ("/api/v1/stores/resolve", "get"),
+    ):
+        operation = paths[path][method]
+        assert ("security" in operation) is protected
+        if protected:
+            assert operation["security"] == [{"JwtAuthorizer": []}]
+    # Health stays open for probes, which may ask with GET or HEAD.
+    for method in ("get", "head"):
+        assert "security" not in paths["/api/v1/health"][method]
+    if protected:
+        authorizer = body["components"]["securitySchemes"]["JwtAuthorizer"]["x-amazon-apigateway-authorizer"]
+        assert authorizer["type"] == "jwt"
+        assert authorizer["jwtConfiguration"] == {"issuer": issuer, "audience": [audience]}
+    else:
+        assert "components" not in body
+
+
+def test_api_key_secret_reaches_only_the_http_functions_with_read_access_to_that_secret() -> None:
+    resources = deployed({"ApiKeySecretArn": API_KEY_SECRET_ARN, "DatabaseSecretArn": SECRET_ARN})
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        assert environment(resources, name)["API_KEY_SECRET_ARN"] == API_KEY_SECRET_ARN
+        assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) in grants(
+            role_statements(resources, f"{name}Role")
+        )
+    # The queue function has no HTTP route, so no reason to read the key list.
+    assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) not in grants(
+        role_statements(resources, "RetrieveQueueFunctionRole")
+    )
+    without = deployed({"DatabaseSecretArn": SECRET_ARN})
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        assert "API_KEY_SECRET_ARN" not in environment(without, name)
+        assert ("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN) not in grants(
+            role_statements(without, f"{name}Role")
+        )
+
+
+OPEN_API_REFUSED = "Set ApiKeySecretArn, or JwtIssuer and JwtAudience (or both): the API must not be open."
+ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123"
+
+
+@pytest.mark.parametrize(
+    ("auth", "refused"),
+    [
+        ({}, True),
+        ({"JwtIssuer": ISSUER}, True),
+        ({"JwtAudience": "7h1s1sacl1ent1d"}, True),
+        ({"ApiKeySecretArn": API_KEY_SECRET_ARN}, False),
+        ({"JwtIssuer": ISSUER, "JwtAudience": "7h1s1sacl1ent1d"}, False),
+        (
+            {"JwtIssuer": ISSUER, "JwtAudience": "7h1s1sacl1ent1d", "ApiKeySecretArn": API_KEY_SECRET_ARN},
+            False,
+        ),
+    ],
+    ids=["none", "issuer-only", "audience-only", "api-key", "jwt", "both"],
+)
+def test_the_template_never_deploys_an_open_api_it_needs_api_keys_or_jwt(
+    auth: dict[str, str], refused: bool
+) -> None:
+    broken = rules_refusing({"DatabaseSecretArn": SECRET_ARN, **auth})
+    assert broken == ({OPEN_API_REFUSED} if refused else set())
+
+
+def test_jwt_auth_its_stores_claim_and_the_queue_stores_reach_the_functions() -> None:
+    with_jwt = deployed(
+        {
+            "JwtIssuer": ISSUER,
+            "JwtAudience": "7h1s1sacl1ent1d",
+            "JwtStoresClaim": "custom:stores",
+            "QueueStores": "docs,faq",
+            "DatabaseSecretArn": SECRET_ARN,
+        }
+    )
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        env = environment(with_jwt, name)
+        assert env["JWT_AUTH"] == "true" and env["JWT_STORES_CLAIM"] == "custom:stores"
+    assert environment(with_jwt, "RetrieveQueueFunction")["QUEUE_STORES"] == "docs,faq"
+    keys_only = deployed({"ApiKeySecretArn": API_KEY_SECRET_ARN, "DatabaseSecretArn": SECRET_ARN})
+    env = environment(keys_only, "RetrieveFunction")
+    assert env["JWT_AUTH"] == "false" and env["JWT_STORES_CLAIM"] == "retrieval_stores"
+    assert environment(keys_only, "RetrieveQueueFunction")["QUEUE_STORES"] == "*"
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        assert "QUEUE_STORES" not in environment(keys_only, name)
+
+
+def test_snapstart_applies_because_the_api_invokes_the_published_alias() -> None:
+    resources = deployed({"DatabaseSecretArn": SECRET_ARN})
+    for name in ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction"):
+        props = resources[name]["Properties"]
+        assert props["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+        assert props["Runtime"] == "python3.12" and props["Architectures"] == ["x86_64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["VpcConfig"] == {"SubnetIds": ["subnet-0a1b2c3d"], "SecurityGroupIds": ["sg-0a1b2c3d"]}
+        assert any(
+            r["Type"] == "AWS::Lambda::Alias"
+            and r["Properties"]["Name"] == "live"
+            and r["Properties"]["FunctionName"] == {"Ref": name}
+            for r in resources.values()
+        )
+    # SnapStart only covers published versions: every route must call the alias, never $LATEST.
+    uris = [
+        operation["x-amazon-apigateway-integration"]["uri"]
+        for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
+        for operation in item.values()
+    ]
+    assert len(uris) == 15
+    assert all(
+        re.search(
+            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction)Aliaslive\}",
+            str(uri),
+        )
+        for uri in uris
+    )
+
+
+def test_health_answers_head_on_the_retrieve_function() -> None:
+    resources = deployed({"DatabaseSecretArn": SECRET_ARN})
+    health = resources["HttpApi"]["Properties"]["Body"]["paths"]["/api/v1/health"]
+    assert set(health) == {"get", "head"}
+    assert (
+        health["head"]["x-amazon-apigateway-integration"] == health["get"]["x-amazon-apigateway-integration"]
+    )
+    assert "RetrieveFunctionAliaslive" in str(health["head"]["x-amazon-apigateway-integration"]["uri"])
+
+
+@SHAPES
+@pytest.mark.parametrize("retention", [None, "365"], ids=["default-retention", "365-days"])
+def test_every_function_logs_to_its_own_log_group_with_the_chosen_retention(
+    create_database: bool, retention: str | None
+) -> None:
+    parameters = shape(create_database) | ({"LogRetentionDays": retention} if retention else {})
+    resources = deployed(parameters)
+    assert set(of_type(resources, "AWS::Lambda::Function")) == set(FUNCTIONS)
+    groups = []
+    for function in FUNCTIONS:
+        # The function names its group, so the group exists before Lambda could create one itself.
+        reference = resources[function]["Properties"]["LoggingConfig"]["LogGroup"]
+        group = resources[reference["Ref"]]
+        assert group["Type"] == "AWS::Logs::LogGroup"
+        assert group["Properties"]["RetentionInDays"] == (retention or "30")
+        groups.append(reference["Ref"])
+    assert len(set(groups)) == len(FUNCTIONS)
+    assert set(groups) == set(of_type(resources, "AWS::Logs::LogGroup"))
+
+
+EMBEDDING_KEY = "sk-test-SECRET-embedding-4f1c"
+RERANKER_KEY = "rr-test-SECRET-reranker-9b2e"
+RERANKER_URL = "https://reranker.internal.example/v1/rerank"
+
+
+def _environments(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: environment(resources, name) for name in of_type(resources, "AWS::Lambda::Function")}
+
+
+@SHAPES
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_api_keys_given_as_values_land_in_secrets_never_in_an_environment(
+    create_database: bool, provider: str
+) -> None:
+    resources = deployed(
+        shape(create_database)
+        | {
+            "EmbeddingProvider": provider,
+            "EmbeddingApiKey": EMBEDDING_KEY,
+            "RerankerServiceUrl": RERANKER_URL,
+            "RerankerApiKey": RERANKER_KEY,
+        }
+    )
+    environments = _environments(resources)
+    for name, env in environments.items():
+        assert not {"OPENAI_API_KEY", "GEMINI_API_KEY", "RERANKER_API_KEY"} & set(env), name
+        for value in env.values():
+            assert EMBEDDING_KEY not in json.dumps(value) and RERANKER_KEY not in json.dumps(value), name
+    # The values are in the two created secrets, and nowhere else in the deployed template.
+    secrets = of_type(resources, "AWS::SecretsManager::Secret")
+    assert {name: s["Properties"]["SecretString"] for name, s in secrets.items()} == {
+        "EmbeddingApiKeySecret": EMBEDDING_KEY,
+        "RerankerApiKeySecret": RERANKER_KEY,
+    }
+    rest = json.dumps({name: r for name, r in resources.items() if name not in secrets})
+    assert EMBEDDING_KEY not in rest and RERANKER_KEY not in rest
+
+    embedding_secret, reranker_secret = {"Ref": "EmbeddingApiKeySecret"}, {"Ref": "RerankerApiKeySecret"}
+    for name, env in environments.items():
+        statements = grants(role_statements(resources, f"{name}Role"))
+        reads_embedding_key = ("secretsmanager:GetSecretValue", resource_key(embedding_secret)) in statements
+        reads_reranker_key = ("secretsmanager:GetSecretValue", resource_key(reranker_secret)) in statements
+        if name in EMBEDDING_FUNCTIONS:
+            assert env["EMBEDDING_API_KEY_SECRET_ARN"] == embedding_secret and reads_embedding_key, name
+        else:
+            assert "EMBEDDING_API_KEY_SECRET_ARN" not in env and not reads_embedding_key, name
+        if name in RERANKING_FUNCTIONS:
+            assert env["RERANKER_API_KEY_SECRET_ARN"] == reranker_secret and reads_reranker_key, name
+        else:
+            assert "RERANKER_API_KEY_SECRET_ARN" not in env and not reads_reranker_key, name
+
+
+EMBEDDING_KEY_PARAMETER = "arn:aws:ssm:us-east-1:123456789012:parameter/retrieval/openai-key"
+RERANKER_KEY_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/reranker-Q1w2E3"
+
+
+@SHAPES
+def test_key_arns_are_passed_through_and_no_secret_is_created(create_database: bool) -> None:
+    resources = deployed(
+        shape(create_database)
+        | {
+            "EmbeddingApiKeySecretArn": EMBEDDING_KEY_PARAMETER,
+            "RerankerServiceUrl": RERANKER_URL,
+            "RerankerApiKeySecretArn": RERANKER_KEY_SECRET,
+        }
+    )
+    assert not of_type(resources, "AWS::SecretsManager::Secret")
+    for name in EMBEDDING_FUNCTIONS:
+        assert environment(resources, name)["EMBEDDING_API_KEY_SECRET_ARN"] == EMBEDDING_KEY_PARAMETER
+        # An SSM SecureString parameter: read with ssm:GetParameter.
+        assert ("ssm:GetParameter", EMBEDDING_KEY_PARAMETER) in grants(
+            role_statements(resources, f"{name}Role")
+        )
+    for name in RERANKING_FUNCTIONS:
+        assert environment(resources, name)["RERANKER_API_KEY_SECRET_ARN"] == RERANKER_KEY_SECRET
+        assert ("secretsmanager:GetSecretValue", RERANKER_KEY_SECRET) in grants(
+            role_statements(resources, f"{name}Role")
+        )
+    for name in ("SimilaritySearchFunction", "ResolveStoreFunction", "MigrateFunction"):
+        granted = {resource for _, resource in grants(role_statements(resources, f"{name}Role"))}
+        assert not {EMBEDDING_KEY_PARAMETER, RERANKER_KEY_SECRET} & granted, name
+
+
+def test_bedrock_signs_with_the_role_so_a_given_key_is_neither_stored_nor_passed() -> None:
+    resources = deployed(shape(True) | {"EmbeddingProvider": "bedrock", "EmbeddingApiKey": EMBEDDING_KEY})
+    assert not of_type(resources, "AWS::SecretsManager::Secret")
+    assert EMBEDDING_KEY not in json.dumps(resources)
+    assert all("EMBEDDING_API_KEY_SECRET_ARN" not in env for env in _environments(resources).values())
+
+
+def test_a_key_is_given_as_an_arn_or_as_a_value_not_both() -> None:
+    refused = rules_refusing(
+        shape(True)
+        | {
+            "EmbeddingApiKeySecretArn": EMBEDDING_KEY_PARAMETER,
+            "EmbeddingApiKey": EMBEDDING_KEY,
+            "RerankerApiKeySecretArn": RERANKER_KEY_SECRET,
+            "RerankerApiKey": RERANKER_KEY,
+        }
+    )
+    assert refused == {
+        "Give EmbeddingApiKeySecretArn or EmbeddingApiKey, not both.",
+        "Give RerankerApiKeySecretArn or RerankerApiKey, not both.",
+    }
+    assert source()["Parameters"]["EmbeddingApiKey"]["NoEcho"] is True
+    assert source()["Parameters"]["RerankerApiKey"]["NoEcho"] is True
+
+
+def _alarms_on(resources: dict[str, Any], namespace: str, metric: str) -> list[dict[str, Any]]:
+    return [
+        alarm["Properties"]
+        for alarm in of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if alarm["Properties"].get("Namespace") == namespace
+        and alarm["Properties"].get("MetricName") == metric
+    ]
+
+
+@SHAPES
+def test_every_consumed_queue_dead_letters_into_a_queue_whose_depth_alarms(create_database: bool) -> None:
+    resources = deployed(shape(create_database))
+    consumed = {
+        mapping["Properties"]["EventSourceArn"].removesuffix(".Arn")
+        for mapping in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+    }
+    assert consumed == {"RequestQueue", "IngestQueue"}
+    for queue in consumed:
+        redrive = resources[queue]["Properties"]["RedrivePolicy"]
+        dead_letter_queue = redrive["deadLetterTargetArn"].removesuffix(".Arn")
+        assert resources[dead_letter_queue]["Type"] == "AWS::SQS::Queue" and redrive["maxReceiveCount"] == 3
+        (alarm,) = [
+            a
+            for a in _alarms_on(resources, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+            if a["Dimensions"] == [{"Name": "QueueName", "Value": f"{dead_letter_queue}.QueueName"}]
+        ]
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold" and alarm["Threshold"] == 0
+        assert alarm["Statistic"] == "Maximum" and alarm["TreatMissingData"] == "notBreaching"
+
+
+@SHAPES
+def test_unreadable_objects_alarm_watches_the_metric_the_ingest_function_emits(create_database: bool) -> None:
+    resources = deployed(shape(create_database))
+    env = environment(resources, "IngestFunction")
+    (alarm,) = _alarms_on(resources, env["POWERTOOLS_METRICS_NAMESPACE"], "UnreadableObjects")
+    # Powertools Metrics adds the default dimension "service", named POWERTOOLS_SERVICE_NAME.
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
+    assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+ALARM_EMAIL = "oncall@example.com"
+
+
+@SHAPES
+def test_with_an_alarm_email_every_alarm_notifies_an_encrypted_topic(create_database: bool) -> None:
+    resources = deployed(shape(create_database) | {"AlarmEmail": ALARM_EMAIL})
+    (topic_name,) = of_type(resources, "AWS::SNS::Topic")
+    topic = resources[topic_name]["Properties"]
+    (subscription,) = of_type(resources, "AWS::SNS::Subscription").values()
+    assert subscription["Properties"] == {
+        "TopicArn": {"Ref": topic_name},
+        "Protocol": "email",
+        "Endpoint": ALARM_EMAIL,
+    }
+    # CloudWatch may use the topic's key; the AWS-managed alias/aws/sns key would refuse it.
+    key = resources[topic["KmsMasterKeyId"]["Ref"]]
+    assert key["Type"] == "AWS::KMS::Key"
+    (cloudwatch,) = [
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert set(cloudwatch["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    alarms = of_type(resources, "AWS::CloudWatch::Alarm")
+    assert len(alarms) == (7 if create_database else 6)
+    for name, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_name}], name
+        assert alarm["Properties"]["OKActions"] == [{"Ref": topic_name}], name
+
+
+@SHAPES
+def test_without_an_alarm_email_there_is_no_topic_and_alarms_only_change_state(create_database: bool) -> None:
+    resources = deployed(shape(create_database))
+    assert not of_type(resources, "AWS::SNS::Topic") and not of_type(resources, "AWS::KMS::Key")
+    alarms = of_type(resources, "AWS::CloudWatch::Alarm")
+    assert alarms
+    for name, alarm in alarms.items():
+        assert "AlarmActions" not in alarm["Properties"] and "OKActions" not in alarm["Properties"], name
+
+
+def test_the_api_alarms_watch_the_default_stage_error_rate_and_p99_latency() -> None:
+    resources = deployed(shape(True) | {"LatencyAlarmMs": "3000"})
+    stage = [{"Name": "ApiId", "Value": {"Ref": "HttpApi"}}, {"Name": "Stage", "Value": "$default"}]
+    error_rate = resources["ApiServerErrorRateAlarm"]["Properties"]
+    queries = {query["Id"]: query for query in error_rate["Metrics"]}
+    assert [q["Id"] for q in error_rate["Metrics"] if q["ReturnData"]] == ["errorRate"]
+    for query_id, metric in (("errors", "5xx"), ("requests", "Count")):
+        stat = queries[query_id]["MetricStat"]
+        assert stat["Metric"] == {"Namespace": "AWS/ApiGateway", "MetricName": metric, "Dimensions": stage}
+        assert stat["Stat"] == "Sum" and stat["Period"] == 300
+    # A percentage of the requests, and none while there are too few requests to tell.
+    assert queries["errorRate"]["Expression"] == "IF(requests >= 20, 100 * errors / requests, 0)"
+    assert error_rate["Threshold"] == 5 and error_rate["TreatMissingData"] == "notBreaching"
+    (latency,) = _alarms_on(resources, "AWS/ApiGateway", "Latency")
+    assert latency["Dimensions"] == stage
+    assert latency["ExtendedStatistic"] == "p99" and latency["Threshold"] == "3000"
+
+    throttles = resources["FunctionThrottlesAlarm"]["Properties"]["Metrics"]
+    watched = {
+        q["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"]
+        for q in throttles
+        if "MetricStat" in q and q["MetricStat"]["Metric"]["MetricName"] == "Throttles"
+    }
+    assert watched == set(FUNCTIONS)
+    (total,) = [q for q in throttles if q["ReturnData"]]
+    assert total["Expression"].startswith("SUM([") and total["Expression"].count(",") == len(FUNCTIONS) - 1
+
+
+@pytest.mark.parametrize("egress", ["NatGateway", "VpcEndpoints"])
+def test_the_created_database_is_not_reachable_from_the_internet(egress: str) -> None:
+    resources = deployed(shape(True) | {"VpcEgress": egress})
+    private = [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]
+    assert resources["DatabaseInstance"]["Properties"]["PubliclyAccessible"] is False
+    assert resources["DatabaseSubnetGroup"]["Properties"]["SubnetIds"] == private
+    assert resources["DatabaseProxy"]["Properties"]["VpcSubnetIds"] == private
+    assert resources["RetrieveFunction"]["Properties"]["VpcConfig"]["SubnetIds"] == private
+    zones = set()
+    for subnet in private:
+        props = resources[subnet["Ref"]]["Properties"]
+        assert props["MapPublicIpOnLaunch"] is False
+        zones.add(json.dumps(props["AvailabilityZone"]))
+        (association,) = [
+            a["Properties"]
+            for a in of_type(resources, "AWS::EC2::SubnetRouteTableAssociation").values()
+            if a["Properties"]["SubnetId"] == subnet
+        ]
+        routes = [
+            r["Properties"]
+            for r in of_type(resources, "AWS::EC2::Route").values()
+            if r["Properties"]["RouteTableId"] == association["RouteTableId"]
+        ]
+        # Out through the NAT gateway at most; never a route to (or from) the internet gateway.
+        assert all("GatewayId" not in route for route in routes)
+        expected = [{"Ref": "NatGateway"}] if egress == "NatGateway" else []
+        assert [route.get("NatGatewayId") for route in routes] == expected
+    assert len(zones) == 2
+    if egress == "VpcEndpoints":
+        assert not of_type(resources, "AWS::EC2::InternetGateway") and not of_type(
+            resources, "AWS::EC2::NatGateway"
+        )
+
+    ingress = {
+        name: group["Properties"].get("SecurityGroupIngress", [])
+        for name, group in of_type(resources, "AWS::EC2::SecurityGroup").items()
+    }
+    assert not of_type(resources, "AWS::EC2::SecurityGroupIngress")
+    for rules in ingress.values():
+        for rule in rules:
+            assert "CidrIp" not in rule and "CidrIpv6" not in rule, rule  # no 0.0.0.0/0, ::/0, nor any range
+
+    def admits(group: str) -> list[tuple[str, int, int, Any]]:
+        return [
+            (r["IpProtocol"], r["FromPort"], r["ToPort"], r["SourceSecurityGroupId"]) for r in ingress[group]
+        ]
+
+    assert admits("FunctionSecurityGroup") == []
+    assert admits("ProxySecurityGroup") == [("tcp", 5432, 5432, {"Ref": "FunctionSecurityGroup"})]
+    assert admits("DatabaseSecurityGroup") == [("tcp", 5432, 5432, {"Ref": "ProxySecurityGroup"})]
+    assert resources["DatabaseCluster"]["Properties"]["VpcSecurityGroupIds"] == [
+        {"Ref": "DatabaseSecurityGroup"}
+    ]
+    assert resources["DatabaseProxy"]["Properties"]["VpcSecurityGroupIds"] == [{"Ref": "ProxySecurityGroup"}]
+    for function in FUNCTIONS:
+        assert resources[function]["Properties"]["VpcConfig"]["SecurityGroupIds"] == [
+            {"Ref": "FunctionSecurityGroup"}
+        ]
+    if egress == "VpcEndpoints":
+        assert admits("EndpointSecurityGroup") == [("tcp", 443, 443, {"Ref": "FunctionSecurityGroup"})]
+        services = {
+            e["Properties"]["ServiceName"].rsplit(".", 1)[1]: e["Properties"]
+            for e in of_type(resources, "AWS::EC2::VPCEndpoint").values()
+        }
+        assert set(services) == {
+            "dynamodb",
+            "s3",
+            "secretsmanager",
+            "ssm",
+            "sqs",
+            "bedrock-runtime",
+            "bedrock-agent-runtime",
+        }
+        for name, endpoint in services.items():
+            if endpoint["VpcEndpointType"] == "Interface":
+                assert endpoint["SubnetIds"] == private and endpoint["PrivateDnsEnabled"] is True, name
+            else:
+                assert name in {"dynamodb", "s3"} and endpoint["RouteTableIds"] == [
+                    {"Ref": "PrivateRouteTable"}
+                ]
+    else:
+        assert set(ingress) == {"FunctionSecurityGroup", "ProxySecurityGroup", "DatabaseSecurityGroup"}
+
+
+def test_the_created_cluster_is_encrypted_pinned_and_keeps_a_final_snapshot() -> None:
+    resources = deployed(shape(True) | {"DatabaseMinCapacity": "1", "DatabaseMaxCapacity": "8"})
+    cluster = resources["DatabaseCluster"]
+    assert cluster["DeletionPolicy"] == "Snapshot" and cluster["UpdateReplacePolicy"] == "Snapshot"
+    props = cluster["Properties"]
+    assert props["Engine"] == "aurora-postgresql"
+    # Pinned to a version whose pgvector is 0.8 or newer (AWS added 0.8.0 in the 16.6-era releases).
+    assert props["EngineVersion"] == "16.8"
+    assert props["StorageEncrypted"] is True and props["ManageMasterUserPassword"] is True
+    assert "MasterUserPassword" not in props
+    assert props["MasterUsername"] == "retrieval"
+    assert props["ServerlessV2ScalingConfiguration"] == {"MinCapacity": "1", "MaxCapacity": "8"}
+    # The default database needs no creating; another name is created with the cluster.
+    assert "DatabaseName" not in props
+    named = deployed(shape(True) | {"DatabaseName": "rag"})["DatabaseCluster"]["Properties"]
+    assert named["DatabaseName"] == "rag"
+    instance = resources["DatabaseInstance"]["Properties"]
+    assert instance["DBClusterIdentifier"] == {"Ref": "DatabaseCluster"}
+    assert instance["DBInstanceClass"] == "db.serverless" and instance["Engine"] == "aurora-postgresql"
+
+
+def test_the_proxy_requires_tls_and_iam_auth_and_alone_reads_the_master_secret() -> None:
+    resources = deployed(shape(True))
+    master_secret = "DatabaseCluster.MasterUserSecret.SecretArn"
+    proxy = resources["DatabaseProxy"]["Properties"]
+    assert proxy["EngineFamily"] == "POSTGRESQL" and proxy["RequireTLS"] is True
+    assert proxy["Auth"] == [{"AuthScheme": "SECRETS", "SecretArn": master_secret, "IAMAuth": "REQUIRED"}]
+    assert proxy["RoleArn"] == "DatabaseProxyRole.Arn"
+    assert grants(role_statements(resources, "DatabaseProxyRole")) == {
+        ("secretsmanager:GetSecretValue", master_secret)
+    }
+    target_group = resources["DatabaseProxyTargetGroup"]
+    assert target_group["Properties"]["DBProxyName"] == {"Ref": "DatabaseProxy"}
+    assert target_group["Properties"]["DBClusterIdentifiers"] == [{"Ref": "DatabaseCluster"}]
+    assert target_group["DependsOn"] == "DatabaseInstance"
+    for function in FUNCTIONS:
+        granted = {resource for _, resource in grants(role_statements(resources, f"{function}Role"))}
+        assert master_secret not in granted, function
+
+
+@pytest.mark.parametrize("user", [None, "rag_app"], ids=["default-user", "named-user"])
+def test_with_the_created_database_functions_connect_to_the_proxy_with_iam_auth(user: str | None) -> None:
+    resources = deployed(shape(True) | ({"DatabaseMasterUsername": user} if user else {}))
+    user = user or "retrieval"
+    # The proxy's resource id (prx-...) ends its ARN: arn:aws:rds:REGION:ACCOUNT:db-proxy:prx-...
+    proxy_id = "Select(6, Split(':', DatabaseProxy.DBProxyArn))"
+    connect = ("rds-db:connect", f"arn:aws:rds-db:us-east-1:123456789012:dbuser:{proxy_id}/{user}")
+    for function in FUNCTIONS:
+        env = environment(resources, function)
+        database = {key: value for key, value in env.items() if key.startswith("DATABASE_")}
+        assert database == {
+            "DATABASE_HOST": "DatabaseProxy.Endpoint",
+            "DATABASE_PORT": "5432",
+            "DATABASE_NAME": "postgres",
+            "DATABASE_IAM_AUTH": "true",
+            "DATABASE_USER": user,
+        }, function
+        statements = grants(role_statements(resources, f"{function}Role"))
+        assert connect in statements, function
+        assert {g for g in statements if g[0] == "rds-db:connect"} == {connect}, function
+
+
+NETWORK_AND_DATABASE_TYPES = {
+    "AWS::EC2::VPC",
+    "AWS::EC2::Subnet",
+    "AWS::EC2::RouteTable",
+    "AWS::EC2::Route",
+    "AWS::EC2::SubnetRouteTableAssociation",
+    "AWS::EC2::InternetGateway",
+    "AWS::EC2::VPCGatewayAttachment",
+    "AWS::EC2::EIP",
+    "AWS::EC2::NatGateway",
+    "AWS::EC2::SecurityGroup",
+    "AWS::EC2::VPCEndpoint",
+    "AWS::RDS::DBSubnetGroup",
+    "AWS::RDS::DBCluster",
+    "AWS::RDS::DBInstance",
+    "AWS::RDS::DBProxy",
+    "AWS::RDS::DBProxyTargetGroup",
+}
+
+
+@pytest.mark.parametrize("credentials", ["secret", "iam"])
+def test_with_your_database_the_functions_get_todays_environment_and_nothing_is_created(
+    credentials: str,
+) -> None:
+    given = {
+        "secret": {"DatabaseSecretArn": SECRET_ARN},
+        "iam": {
+            "DatabaseIamAuth": "true",
+            "DatabaseUser": "retrieval_app",
+            "DatabaseResourceId": "prx-0abc123def",
+        },
+    }[credentials]
+    parameters = (
+        shape(False)
+        | {"DatabaseSecretArn": "", "DatabasePort": "6432", "DatabaseName": "rag"}
+        | given
+        | {"SubnetIds": "subnet-0a1b2c3d,subnet-1b2c3d4e", "SecurityGroupIds": "sg-0a1b2c3d,sg-1b2c3d4e"}
+    )
+    assert rules_refusing(parameters) == set()
+    resources = deployed(parameters)
+    assert {r["Type"] for r in resources.values()}.isdisjoint(NETWORK_AND_DATABASE_TYPES)
+    expected = {
+        "DATABASE_HOST": PARAMETERS["DatabaseHost"],
+        "DATABASE_PORT": "6432",
+        "DATABASE_NAME": "rag",
+        **(
+            {"DATABASE_SECRET_ARN": SECRET_ARN, "DATABASE_IAM_AUTH": "false"}
+            if credentials == "secret"
+            else {"DATABASE_IAM_AUTH": "true", "DATABASE_USER": "retrieval_app"}
+        ),
+    }
+    for function in FUNCTIONS:
+        env = environment(resources, function)
+        assert {key: value for key, value in env.items() if key.startswith("DATABASE_")} == expected, function
+        assert resources[function]["Properties"]["VpcConfig"] == {
+            "SubnetIds": ["subnet-0a1b2c3d", "subnet-1b2c3d4e"],
+            "SecurityGroupIds": ["sg-0a1b2c3d", "sg-1b2c3d4e"],
+        }
+
+
+@SHAPES
+def test_the_schema_migrates_on_deploy_through_a_custom_resource_with_a_fixed_service_token(
+    create_database: bool,
+) -> None:
+    resources = deployed(shape(create_database))
+    schema = resources["DatabaseSchema"]
+    assert schema["Type"] == "Custom::DatabaseSchema"
+    props = schema["Properties"]
+    # The unqualified function ARN: never a version or alias ARN, which would change between deploys.
+    assert props["ServiceToken"] == "MigrateFunction.Arn"
+    # A new migration without raising this would deploy without CloudFormation sending an Update.
+    assert props["SchemaVersion"] == str(SCHEMA_VERSION)
+    # What the migration waits for: the proxy reaching the instance, and the subnets reaching S3 (the
+    # answer to CloudFormation goes to a presigned S3 URL).
+    if create_database:
+        assert props["Database"] == {"Ref": "DatabaseProxyTargetGroup"}
+        assert props["Network"] == {"Ref": "S3Endpoint"}
+        assert resources["DatabaseProxyTargetGroup"]["DependsOn"] == "DatabaseInstance"
+        assert set(resources["S3Endpoint"]["DependsOn"]) == {
+            "PrivateSubnetARouteTable",
+            "PrivateSubnetBRouteTable",
+        }
+    else:
+        assert props["Database"] == PARAMETERS["DatabaseHost"] and "Network" not in props
+    assert "MigrateLogGroup" in (
+        schema["DependsOn"] if isinstance(schema["DependsOn"], list) else [schema["DependsOn"]]
+    )
+    migrate = resources["MigrateFunction"]["Properties"]
+    assert migrate["Handler"] == "app.handler" and migrate["Code"]["S3Key"] == "functions/migrate.zip"
+    assert migrate["Timeout"] == 900 and migrate["MemorySize"] == 512
+    # CloudFormation stops waiting after ServiceTimeout: just past the function's own limit.
+    assert migrate["Timeout"] < props["ServiceTimeout"] <= migrate["Timeout"] + 120
+    assert migrate["VpcConfig"] == resources["RetrieveFunction"]["Properties"]["VpcConfig"]
+    assert migrate["Layers"] == resources["RetrieveFunction"]["Properties"]["Layers"]
+    statements = grants(role_statements(resources, "MigrateFunctionRole"))
+    assert {action for action, _ in statements} == (
+        {"rds-db:connect"} if create_database else {"secretsmanager:GetSecretValue"}
+    )
+    # The code that needs the schema is deployed after it is migrated.
+    for function in FUNCTIONS[:-1]:
+        assert resources[function]["DependsOn"] == "DatabaseSchema", function
+
+
+REQUIRED_OUTPUTS = {
+    "ApiUrl",
+    "CacheTableName",
+    "RequestQueueUrl",
+    "ResultsQueueUrl",
+    "RequestDeadLetterQueueUrl",
+    "IngestQueueUrl",
+    "IngestDeadLetterQueueUrl",
+    "DocumentsBucketName",
+    "DatabaseEndpoint",
+    "DatabaseAccessPolicyArn",
+    "DashboardUrl",
+}
+
+
+@SHAPES
+def test_every_output_a_user_needs_exists(create_database: bool) -> None:
+    outputs = deploy(shape(create_database)).outputs
+    assert set(outputs) >= REQUIRED_OUTPUTS
+    assert "AlarmTopicArn" not in outputs
+    values = {name: output["Value"] for name, output in outputs.items()}
+    if create_database:
+        assert values["DatabaseEndpoint"] == "DatabaseProxy.Endpoint"
+        assert values["DatabaseSecretArn"] == "DatabaseCluster.MasterUserSecret.SecretArn"
+    else:
+        assert values["DatabaseEndpoint"] == PARAMETERS["DatabaseHost"]
+        assert values["DatabaseSecretArn"] == SECRET_ARN
+    assert values["DashboardUrl"].startswith("https://us-east-1.console.aws.amazon.com/cloudwatch/home")
+    with_email = deploy(shape(create_database) | {"AlarmEmail": ALARM_EMAIL}).outputs
+    assert with_email["AlarmTopicArn"]["Value"] == {"Ref": "AlarmTopic"}
+    iam_only = deploy(
+        shape(False)
+        | {
+            "DatabaseSecretArn": "",
+            "DatabaseIamAuth": "true",
+            "DatabaseUser": "u",
+            "DatabaseResourceId": "prx-1",
+        }
+    ).outputs
+    assert "DatabaseSecretArn" not in iam_only
+
+
+def _dashboard_metrics(widget: dict[str, Any]) -> set[str]:
+    """The metric names a widget plots: its metric arrays' and those its SEARCH expressions name."""
+    names = set()
+    for line in widget["properties"]["metrics"]:
+        if isinstance(line[0], dict):
+            names |= set(re.findall(r'MetricName="(\w+)"', line[0]["expression"]))
+        else:
+            names.add(line[1])
+    return names
+
+
+@SHAPES
+def test_the_dashboard_shows_the_api_functions_service_metrics_and_queues(create_database: bool) -> None:
+    resources = deployed(shape(create_database))
+    body = json.loads(resources["Dashboard"]["Properties"]["DashboardBody"])
+    widgets = {widget["properties"]["title"]: widget for widget in body["widgets"]}
+    metrics = {title: _dashboard_metrics(widget) for title, widget in widgets.items()}
+    shown = set().union(*metrics.values())
+    assert {"Count", "4xx", "5xx", "Latency", "Errors", "Throttles", "Duration"} <= shown
+    # The service's own EMF metrics, EmbedTime and SearchTime included once the core emits them.
+    assert {"ResultCount", "CacheHit", "CacheMiss", "ServerErrors", "EmbedTime", "SearchTime"} <= shown
+    assert {"ObjectsIngested", "UnreadableObjects", "ApproximateNumberOfMessagesVisible"} <= shown
+    for title, metric in (
+        ("Lambda errors", "Errors"),
+        ("Lambda throttles", "Throttles"),
+        ("Lambda duration p99 (ms)", "Duration"),
+    ):
+        lines = widgets[title]["properties"]["metrics"]
+        assert {(line[0], line[1], line[2]) for line in lines} == {("AWS/Lambda", metric, "FunctionName")}
+        assert {line[3] for line in lines} == {"${" + function + "}" for function in FUNCTIONS}, title
+    queues = {line[3] for line in widgets["Dead-letter queue depth"]["properties"]["metrics"]}
+    assert queues == {"${RequestDeadLetterQueue.QueueName}", "${IngestDeadLetterQueue.QueueName}"}
+    database = {"DatabaseConnections", "ClientConnections", "ServerlessDatabaseCapacity"}
+    assert (database <= shown) is create_database and (bool(database & shown)) is create_database
+
+
+def test_rules_tie_the_network_parameters_to_the_database_shape() -> None:
+    missing = shape(False) | {"DatabaseHost": "", "SubnetIds": "", "SecurityGroupIds": ""}
+    assert rules_refusing(missing) == {
+        "CreateDatabase false needs DatabaseHost.",
+        "CreateDatabase false needs SubnetIds.",
+        "CreateDatabase false needs SecurityGroupIds.",
+    }
+    assert rules_refusing(shape(False)) == set()
+    # The created database needs none of them, nor database credentials.
+    assert rules_refusing(shape(True)) == set()
+    assert rules_refusing(shape(True) | {"DatabaseSecretArn": "", "DatabaseIamAuth": "false"}) == set()
+    # Given subnets with a created database would put the functions outside its network.
+    assert rules_refusing(shape(True) | {"SubnetIds": "subnet-0a1b2c3d"}) == {
+        "CreateDatabase true creates the network; leave SubnetIds and SecurityGroupIds empty."
+    }
+
+
+@SHAPES
+def test_cfn_lint_finds_nothing(create_database: bool) -> None:
+    assert lint(shape(create_database)) == []
