@@ -73,11 +73,11 @@ clean:
 	rm -rf $(VENV) .data .aws-sam
 
 # The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
-# cfn-lint runs on both database shapes (CreateDatabase true and false): tests/bundle/template.py
+# cfn-lint runs on both database shapes (CreateDatabase true and false): tests/template.py
 # gives each shape's values as the parameters' defaults, because cfn-lint 1.x drops --parameters
 # when it applies the SAM transform. Any finding, warnings included, fails.
 validate: $(VENV)/.dev-installed
-	$(BIN)/python -m tests.bundle.template
+	$(BIN)/python -m tests.template
 	AWS_DEFAULT_REGION=$(AWS_DEFAULT_REGION) SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint
 
 # sam build runs pip for python3.12, which must be on PATH. pyenv's shim may exist yet refuse to run

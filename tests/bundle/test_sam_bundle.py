@@ -37,13 +37,13 @@ from packaging.version import Version
 
 from bench.coldstart import LAMBDA_RUNTIME_SDK, lambda_runtime_packages
 from bench.common import find_python312
-from tests.bundle.template import NO_VALUE, PARAMETERS, Conditions
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply
 from tests.functional.test_handlers import EXPECTED as FUNCTIONAL_CHECKS
 from tests.integration.knowledge_support import GEMINI_KEY, HVAC_DISPLAY, HVAC_STORE, stock_fake
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
+from tests.template import NO_VALUE, PARAMETERS, Conditions
 
 pytestmark = pytest.mark.bundle
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from retrieval_core.db.migrations import SCHEMA_VERSION
-from tests.bundle.template import (
+from tests.template import (
     API_KEY_SECRET_ARN,
     PARAMETERS,
     SECRET_ARN,

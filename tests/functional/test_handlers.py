@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.servers import MotoServer, create_idempotency_table
+from tests.template import SECRET_ARN, deployed, grants, role_statements
 
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 TEMPLATE = REPO_ROOT / "template.yaml"
@@ -326,21 +327,6 @@ GEMINI_EVENTS = frozenset(
 )
 
 
-HEAD_HEALTH = "HEAD /api/v1/health"
-# The template change of the same release routes HEAD /api/v1/health; until template.yaml has it, the tests
-# that look that event's route up in template.yaml fail for it alone, as expected (strict: once the route
-# is there they must pass).
-PENDING_HEAD_ROUTE = pytest.mark.xfail(
-    HEAD_HEALTH not in ROUTES, reason="template.yaml does not route HEAD /api/v1/health yet", strict=True
-)
-
-
-def event_params(paths: list[Path]) -> list[Any]:
-    """`paths` as pytest parameters named by file, the HEAD health event marked while its route is pending."""
-    pending = [p for p in paths if load_event(p)["routeKey"] == HEAD_HEALTH]
-    return [pytest.param(p, id=p.name, marks=PENDING_HEAD_ROUTE if p in pending else ()) for p in paths]
-
-
 def answer_body(event: Event, response: Response) -> dict[str, Any]:
     """The JSON body; {} for a HEAD request, whose answer has the headers of GET and no body."""
     if event["requestContext"]["http"]["method"] == "HEAD":
@@ -349,7 +335,9 @@ def answer_body(event: Event, response: Response) -> dict[str, Any]:
     return body_of(response)
 
 
-@pytest.mark.parametrize("event_file", event_params([p for p in EVENT_FILES if p.name not in GEMINI_EVENTS]))
+@pytest.mark.parametrize(
+    "event_file", [p for p in EVENT_FILES if p.name not in GEMINI_EVENTS], ids=lambda p: p.name
+)
 def test_handler_answers_each_event_as_a_user_expects(
     event_file: Path, handlers: dict[str, Callable[[Event, Any], Response]]
 ) -> None:
@@ -369,7 +357,7 @@ def test_the_function_serving_get_health_answers_head_with_its_status_and_no_bod
     check_health_head(response["statusCode"], answer_body(event, response))
 
 
-@pytest.mark.parametrize("event_file", event_params(EVENT_FILES))
+@pytest.mark.parametrize("event_file", EVENT_FILES, ids=lambda p: p.name)
 def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
     event = load_event(event_file)
     method, path = event["routeKey"].split(" ", 1)
@@ -464,20 +452,13 @@ def test_the_queue_function_is_wired_for_partial_batch_failures_retries_and_a_de
     assert variables["IDEMPOTENCY_TABLE_NAME"] == {"Ref": "IdempotencyTable"}
 
     # Least privilege: replies only to the results queue and the allowed reply queues.
-    statements = []
-    for policy in function["Policies"]:
-        if "Fn::If" in policy:
-            policy = policy["Fn::If"][1]
-        statements += policy["Statement"]
-    sends = {json.dumps(s["Resource"]) for s in statements if "sqs:SendMessage" in json.dumps(s["Action"])}
-    assert sends == {
-        json.dumps({"Fn::GetAtt": ["ResultsQueue", "Arn"]}),
-        json.dumps({"Ref": "ReplyQueueArns"}),
-    }
-    idempotency = [s for s in statements if s["Resource"] == {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}]
-    assert [sorted(s["Action"]) for s in idempotency] == [
-        ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
-    ]
+    reply_arn = "arn:aws:sqs:us-east-1:123456789012:team-replies"
+    deployed_resources = deployed({"ReplyQueueArns": reply_arn, "DatabaseSecretArn": SECRET_ARN})
+    statements = role_statements(deployed_resources, "RetrieveQueueFunctionRole")
+    sends = {resource for action, resource in grants(statements) if action == "sqs:SendMessage"}
+    assert sends == {"ResultsQueue.Arn", reply_arn}
+    idempotency = {action for action, resource in grants(statements) if resource == "IdempotencyTable.Arn"}
+    assert idempotency == {f"dynamodb:{a}" for a in ("DeleteItem", "GetItem", "PutItem", "UpdateItem")}
     assert all("*" not in json.dumps(s["Action"]) and s["Resource"] != "*" for s in statements)
 
 

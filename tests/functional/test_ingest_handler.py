@@ -20,6 +20,7 @@ import pytest
 from retrieval_core.grants import OPEN_GRANT
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.servers import MotoServer, create_idempotency_table
+from tests.template import SECRET_ARN, deployed, grants, resource_key, role_statements
 
 TEMPLATE = REPO_ROOT / "template.yaml"
 BUCKET = "documents-5c1f0a2e-8b3d-11f0-9a7c-0affd1e2c3b4"
@@ -176,6 +177,9 @@ def test_put_sidecar_delete_and_poison_events_as_a_user_sees_them(
     }
 
 
+IDEMPOTENCY_ACTIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem")
+
+
 def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
     parsed = template()
     resources, globals_fn = parsed["Resources"], parsed["Globals"]["Function"]
@@ -214,22 +218,21 @@ def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
     assert source["Type"] == "SQS" and source["Properties"]["Queue"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]}
     assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
-    statements = []
-    for entry in function["Policies"]:
-        if "Fn::If" in entry:
-            entry = entry["Fn::If"][1]
-        statements += entry["Statement"]
-    by_sid = {s["Sid"]: s for s in statements}
-    assert by_sid["ReadDocuments"]["Action"] == "s3:GetObject"
-    assert "${Bucket}/*" in json.dumps(by_sid["ReadDocuments"]["Resource"])
-    assert sorted(by_sid["UseCacheTable"]["Action"]) == [
-        "dynamodb:DeleteItem",
-        "dynamodb:GetItem",
-        "dynamodb:PutItem",
-    ]
-    assert by_sid["RememberAppliedEvents"]["Resource"] == {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
-    assert {"ReadDatabaseSecret", "ConnectAsDatabaseUser", "EmbedDocuments"} <= by_sid.keys()
-    assert all("*" not in json.dumps(s["Action"]) and s["Resource"] != "*" for s in statements)
+    # Least privilege, as deployed: the role's own statements and the template's policies it attaches.
+    model = "amazon.titan-embed-text-v2:0"
+    resources = deployed(
+        {"DatabaseSecretArn": SECRET_ARN, "EmbeddingProvider": "bedrock", "EmbeddingModel": model}
+    )
+    in_bucket = {"Fn::Sub": ["arn:aws:s3:::${Bucket}/*", {"Bucket": {"Ref": "DocumentsBucket"}}]}
+    the_bucket = {"Fn::Sub": ["arn:aws:s3:::${Bucket}", {"Bucket": {"Ref": "DocumentsBucket"}}]}
+    assert grants(role_statements(resources, "IngestFunctionRole")) == {
+        ("s3:GetObject", resource_key(in_bucket)),
+        ("s3:ListBucket", resource_key(the_bucket)),
+        *{(f"dynamodb:{a}", "CacheTable.Arn") for a in ("GetItem", "PutItem", "DeleteItem")},
+        *{(f"dynamodb:{a}", "IdempotencyTable.Arn") for a in IDEMPOTENCY_ACTIONS},
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
+        ("bedrock:InvokeModel", f"arn:aws:bedrock:us-east-1::foundation-model/{model}"),
+    }
 
     assert {"DocumentsBucketName", "IngestQueueUrl", "IngestDeadLetterQueueUrl", "CacheTableName"} <= set(
         parsed["Outputs"]

@@ -1,7 +1,7 @@
 """template.yaml as CloudFormation deploys it, without AWS: SAM's own translator applies the transform,
 then conditions and intrinsics are resolved for a given set of parameters. Also cfn-lint per shape.
 
-`python -m tests.bundle.template` lints both database shapes (what `make validate` runs).
+`python -m tests.template` lints both database shapes (what `make validate` runs).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
 PSEUDO = {
     "AWS::Partition": "aws",
     "AWS::Region": "us-east-1",
