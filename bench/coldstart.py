@@ -176,11 +176,8 @@ def built_functions() -> tuple[list[tuple[str, str, Path]], Path]:
         raise SystemExit("no .aws-sam/build/template.yaml: run `make build` first")
     template = yaml_parse(built.read_text())
     resources = template["Resources"]
-    (layer,) = [
-        BUILD_DIR / r["Properties"]["ContentUri"]
-        for r in resources.values()
-        if r["Type"] == "AWS::Serverless::LayerVersion"
-    ]
+    # The core layer, which every function carries (ParsersLayer only adds parsing packages).
+    layer = BUILD_DIR / resources["RetrievalCoreLayer"]["Properties"]["ContentUri"]
     functions = [
         (name, r["Properties"]["Handler"], BUILD_DIR / r["Properties"]["CodeUri"])
         for name, r in resources.items()

@@ -431,7 +431,16 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
             and "384" in b["error"]["message"]
         ),
     ),
-    "health.json": (200, lambda b: b == {"status": "ok", "database": "ok"}),
+    "health.json": (
+        200,
+        lambda b: (
+            b["status"] == "ok"
+            and {check["status"] for check in b["checks"].values()} == {"ok"}
+            and b["checks"]["embedder"]["provider"] == "openai"
+        ),
+    ),
+    # HEAD: the status of GET, and no body.
+    "health-head.json": (200, lambda b: b == {}),
     # Gemini File Search, against a fake Gemini API, with the key read from the template's secret.
     "knowledge-search.json": (
         200,
@@ -820,7 +829,11 @@ def test_every_built_handler_answers_every_event_like_lambda(
                 continue
             status, check = EXPECTED[event_path.name]
             assert response["statusCode"] == status, (event_path.name, response["body"])
-            assert check(body(response)), (event_path.name, response["body"])
+            is_head = route(event_path).startswith("HEAD ")
+            assert check({} if is_head and response["body"] == "" else body(response)), (
+                event_path.name,
+                response["body"],
+            )
             if status == 200 and route(event_path) in CACHED_ROUTES:
                 assert header(response, "X-Cache") in {"miss", "hit"}, (event_path.name, response["headers"])
             covered.add(event_path.name)
@@ -1064,3 +1077,44 @@ def test_the_built_ingest_function_applies_its_s3_events_like_lambda(
     finally:
         if "handbook" in {s.name for s in documents.list_stores()}:
             documents.delete_store("handbook")
+
+
+def test_the_built_migrate_function_answers_cloudformation_like_lambda(
+    bundle: Bundle, private_postgres: Any, cache_table: CacheTable, tmp_path: Path
+) -> None:
+    """events/cfn-migrate-*.json through the built MigrateFunction: Create migrates an empty database and
+    answers SUCCESS on the ResponseURL (a local server standing in for the pre-signed S3 URL), Update
+    re-runs and applies nothing, Delete answers without touching the data."""
+    import psycopg
+
+    from retrieval_core.db.migrations import SCHEMA_VERSION
+    from tests.fakes.http import FakeHTTPServer, Reply
+
+    (function,) = [fn for fn in bundle.functions if fn.name == "MigrateFunction"]
+    assert function.handler == "app.handler"
+    dsn = str(private_postgres.get_uri())  # type: ignore[attr-defined]
+    with FakeHTTPServer() as s3:
+        s3.add_route("PUT", r"/.*", lambda request, match: Reply(200, b""))
+        events = []
+        for kind in ("create", "update", "delete"):
+            event = json.loads((EVENTS_DIR / f"cfn-migrate-{kind}.json").read_text())
+            event["ResponseURL"] = s3.url + event["ResponseURL"].removeprefix("http://127.0.0.1:1")
+            path = tmp_path / f"cfn-migrate-{kind}.json"
+            path.write_text(json.dumps(event))
+            events.append(path)
+        run = invoke_built(bundle, function, events, PARAMETERS, cache_table, {"DATABASE_URL": dsn}, tmp_path)
+        answers = [json.loads(request.body) for request in s3.requests_to("PUT", r"/.*")]
+
+    assert "Traceback" not in run.output, run.output[-3000:]
+    heavy = {"boto3", "httpx", "fastapi", "numpy"} & set(run.modules_at_import)
+    assert not heavy, f"the migrate function imports {heavy} at cold start"
+    assert [a["Status"] for a in answers] == ["SUCCESS"] * 3, answers
+    assert [a["LogicalResourceId"] for a in answers] == ["DatabaseSchema"] * 3
+    assert {a["PhysicalResourceId"] for a in answers} == {"retrieval-schema"}
+    created, updated = answers[0]["Data"], answers[1]["Data"]
+    assert created["Applied"] == ",".join(str(v) for v in range(1, SCHEMA_VERSION + 1))
+    assert updated["Applied"] == "" and updated["SchemaVersion"] == str(SCHEMA_VERSION)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    assert row is not None and row[0] == SCHEMA_VERSION  # Delete dropped nothing
+    assert dsn.split("@")[0] not in run.output  # no connection string (with its password) in the logs

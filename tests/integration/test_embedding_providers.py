@@ -361,9 +361,11 @@ def test_gemini_gives_up_after_three_attempts(gemini_fake: FakeGemini) -> None:
     _assert_secret_absent(caught.value, GEMINI_KEY)
 
 
-def test_gemini_without_a_key_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError):
-        build_embedder(_settings(embedding_provider="gemini", gemini_api_key=None))
+def test_gemini_without_a_key_is_a_configuration_error_at_the_first_embedding() -> None:
+    embedder = build_embedder(_settings(embedding_provider="gemini", gemini_api_key=None))
+    with pytest.raises(ConfigurationError) as caught:
+        embedder.embed(TEXTS, "query")
+    assert "GEMINI_API_KEY" in caught.value.message
 
 
 # Bedrock ---------------------------------------------------------------------------------------

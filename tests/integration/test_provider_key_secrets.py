@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.aws_secrets import forget_cached_secrets
-from retrieval_core.embeddings import build_embedder
+from retrieval_core.embeddings import build_embedder, embedder_configuration_problem
 from retrieval_core.exceptions import (
     ConfigurationError,
     EmbeddingProviderError,
@@ -202,19 +202,22 @@ def test_an_unusable_secret_names_the_variable_and_the_aws_code(
 
 
 @pytest.mark.parametrize("value", ["retrieval/openai-key", "arn:aws:s3:::bucket/key", ""])
-def test_a_value_that_is_no_secret_arn_is_refused_when_built(value: str) -> None:
+def test_a_value_that_is_no_secret_arn_is_refused_at_the_first_embedding(value: str) -> None:
     settings = _settings(
         embedding_provider="openai", embedding_api_key_secret_arn=value or None, embedding_dimension=8
     )
+    # Built all the same: a function that never embeds serves; health names the problem beforehand.
+    embedder = build_embedder(settings)
+    assert embedder_configuration_problem(settings) is not None
     with pytest.raises(ConfigurationError) as caught:
-        build_embedder(settings)
+        embedder.embed(["alpha"], "query")
     message = caught.value.message
     assert "EMBEDDING_API_KEY_SECRET_ARN" in message
     if value:
         assert value not in message and "neither" in message
     else:
         # api.openai.com needs a key: the message says what to set.
-        assert "OPENAI_API_KEY" in message and "EMBEDDING_PROVIDER=openai" in message
+        assert "OPENAI_API_KEY" in message
 
 
 # Gemini ------------------------------------------------------------------------------------------

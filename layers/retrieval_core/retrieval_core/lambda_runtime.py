@@ -57,13 +57,16 @@ def instrumented(
     *,
     also_trace: tuple[str, ...] = (),
     correlation_id_path: str | None = None,
+    embeds: bool = True,
 ) -> LambdaHandler:
-    """`invoke` with Lambda context in logs, metrics flushed per invocation and, in Lambda, X-Ray tracing."""
+    """`invoke` with Lambda context in logs, metrics flushed per invocation and, in Lambda, X-Ray tracing.
+
+    `embeds`: whether the function calls the embedding provider (its client is then traced)."""
     traced = invoke
     if tracing_enabled():
         from aws_lambda_powertools.tracing import Tracer
 
-        modules = tuple(dict.fromkeys((*traced_modules(get_settings()), *also_trace)))
+        modules = tuple(dict.fromkeys((*traced_modules(get_settings(), embeds), *also_trace)))
         tracer = Tracer(service=tools.service, auto_patch=bool(modules), patch_modules=modules or None)
         # Responses and replies carry document text: keep them out of trace metadata.
         traced = tracer.capture_lambda_handler(invoke, capture_response=False)
@@ -81,19 +84,19 @@ def tracing_enabled() -> bool:
     return "LAMBDA_TASK_ROOT" in os.environ and "AWS_SAM_LOCAL" not in os.environ
 
 
-def traced_modules(settings: Settings) -> tuple[str, ...]:
+def traced_modules(settings: Settings, embeds: bool = True) -> tuple[str, ...]:
     """The libraries the X-Ray SDK should instrument for this configuration.
 
     Only what the function will call: patching a library imports it, and patching everything (the
     Powertools default) would import requests, sqlite3 and more at cold start for nothing.
     """
     modules = []
-    if settings.embedding_provider in ("openai", "gemini"):
+    if embeds and settings.embedding_provider in ("openai", "gemini"):
         modules.append("httpx")
     aws_credentials = settings.database_url is None and (
         settings.database_secret_arn or settings.database_iam_auth
     )
-    if settings.embedding_provider == "bedrock" or aws_credentials:
+    if (embeds and settings.embedding_provider == "bedrock") or aws_credentials:
         modules.append("botocore")
     return tuple(modules)
 

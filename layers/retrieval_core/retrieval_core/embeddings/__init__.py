@@ -21,7 +21,9 @@ __all__ = [
 def build_embedder(settings: Settings) -> Embedder:
     """Build the provider named by EMBEDDING_PROVIDER. No client is created, and no key read, until first use.
 
-    Raises ConfigurationError when `embedder_configuration_problem(settings)` names a problem.
+    A missing key is not refused here but at the first embedding (ConfigurationError): functions that
+    never embed (similarity search, store resolution) serve all the same, and the health check reports
+    `embedder_configuration_problem(settings)`.
     """
     provider = settings.embedding_provider
     if provider == "local":

@@ -15,7 +15,6 @@ from ..provider_keys import ClientForKey, ProviderKey, gemini_embedding_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
-from .keys import embedder_configuration_problem
 
 if TYPE_CHECKING:
     from google.genai import Client
@@ -67,9 +66,6 @@ class GeminiEmbedder:
     def from_settings(cls, settings: Settings) -> GeminiEmbedder:
         """Configure from GEMINI_API_KEY (or a key secret, see `gemini_embedding_key`), GEMINI_BASE_URL
         and the EMBEDDING_* settings."""
-        problem = embedder_configuration_problem(settings)
-        if problem is not None:
-            raise ConfigurationError(problem)
         return cls(
             api_key=gemini_embedding_key(settings),
             model=settings.resolved_embedding_model,

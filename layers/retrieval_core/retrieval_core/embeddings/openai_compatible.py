@@ -11,13 +11,12 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..exceptions import EmbeddingProviderError
 from ..http_client import bearer, json_client
 from ..provider_keys import ProviderKey, openai_embedding_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
-from .keys import embedder_configuration_problem
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +56,6 @@ class OpenAICompatibleEmbedder:
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAICompatibleEmbedder:
         """From OPENAI_BASE_URL, OPENAI_API_KEY (or EMBEDDING_API_KEY_SECRET_ARN) and EMBEDDING_*."""
-        problem = embedder_configuration_problem(settings)
-        if problem is not None:
-            raise ConfigurationError(problem)
         return cls(
             base_url=settings.openai_base_url,
             model=settings.resolved_embedding_model,
