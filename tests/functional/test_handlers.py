@@ -45,13 +45,14 @@ class FakeLambdaContext:
     aws_request_id: str = "0f3e3a52-5a4b-4c8e-9d37-0d1f2f6c7a11"
     log_group_name: str = "/aws/lambda/retrieval"
     log_stream_name: str = "2025/11/22/[1]0123456789abcdef"
+    remaining_ms: int = 29_000
 
     @property
     def invoked_function_arn(self) -> str:
         return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}:live"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 29_000
+        return self.remaining_ms
 
 
 def template_routes() -> dict[str, str]:

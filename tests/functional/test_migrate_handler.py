@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -22,6 +21,7 @@ from retrieval_core.db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_
 from retrieval_core.db.schema import schema_version
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.http import FakeHTTPServer, Reply
+from tests.functional.test_handlers import FakeLambdaContext
 from tests.servers import free_port
 
 ALL_VERSIONS = ",".join(str(version) for version, _, _ in MIGRATIONS)
@@ -30,24 +30,17 @@ PASSWORD = "pw-7d1e0c9a-not-for-logs"
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-@dataclass
-class FakeLambdaContext:
-    """The attributes of Lambda's context that Powertools and the handler read."""
-
-    remaining_ms: int = 900_000
-    function_name: str = "retrieval-MigrateFunction-Q3b7XkP2LmN8"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "4b1f7e2c-9a3d-4c5e-8f6a-0b1c2d3e4f5a"
-    log_group_name: str = "/aws/lambda/retrieval-MigrateFunction-Q3b7XkP2LmN8"
-    log_stream_name: str = "2026/11/23/[$LATEST]9f8e7d6c5b4a39281706f5e4d3c2b1a0"
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
+def migrate_context(remaining_ms: int = 900_000) -> FakeLambdaContext:
+    """The context Lambda gives the migrate function (900 s timeout) with `remaining_ms` left."""
+    return FakeLambdaContext(
+        function_name="retrieval-MigrateFunction-Q3b7XkP2LmN8",
+        function_version="$LATEST",
+        memory_limit_in_mb=512,
+        aws_request_id="4b1f7e2c-9a3d-4c5e-8f6a-0b1c2d3e4f5a",
+        log_group_name="/aws/lambda/retrieval-MigrateFunction-Q3b7XkP2LmN8",
+        log_stream_name="2026/11/23/[$LATEST]9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        remaining_ms=remaining_ms,
+    )
 
 
 @pytest.fixture()
@@ -177,7 +170,7 @@ def test_create_on_an_empty_database_migrates_it_whole(
     handler: Handler, event: Callable[[str], dict[str, Any]], s3: FakeHTTPServer, dsn: str
 ) -> None:
     sent = event("create")
-    summary = handler(sent, FakeLambdaContext())
+    summary = handler(sent, migrate_context())
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS" and "Reason" not in body and body["NoEcho"] is False
@@ -201,7 +194,7 @@ def test_an_update_on_a_current_schema_changes_nothing(
     before = fingerprint(dsn)
 
     sent = event("update")
-    handler(sent, FakeLambdaContext())
+    handler(sent, migrate_context())
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
@@ -217,7 +210,7 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
     add_a_document(dsn)
 
     sent = event("update")
-    handler(sent, FakeLambdaContext())
+    handler(sent, migrate_context())
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
@@ -273,7 +266,7 @@ def test_delete_answers_at_once_without_connecting_and_the_data_stays(
         sent = event("delete")
         started = time.monotonic()
         # A short budget: were Delete to connect, it would give up (and fail here) within seconds.
-        handler(sent, FakeLambdaContext(remaining_ms=13_000))
+        handler(sent, migrate_context(remaining_ms=13_000))
         took = time.monotonic() - started
     finally:
         listener.close()
@@ -296,7 +289,7 @@ def test_an_update_lowering_the_schema_version_like_a_rollback_does_nothing(
     listener = CountingListener()
     use_database(f"postgresql://retrieval:{PASSWORD}@127.0.0.1:{listener.port}/postgres")
     try:
-        handler(sent, FakeLambdaContext(remaining_ms=13_000))
+        handler(sent, migrate_context(remaining_ms=13_000))
     finally:
         listener.close()
 
@@ -318,7 +311,7 @@ def test_an_unreachable_database_is_answered_failed_in_time_with_no_secret(
     sent = event("create")
     started = time.monotonic()
     # 13 s left, 10 of them kept for answering: 3 s to connect.
-    summary = handler(sent, FakeLambdaContext(remaining_ms=13_000))
+    summary = handler(sent, migrate_context(remaining_ms=13_000))
     took = time.monotonic() - started
 
     body = the_answer(s3, sent)
@@ -347,7 +340,7 @@ def test_a_malformed_database_url_is_answered_failed_without_quoting_it(
 ) -> None:
     use_database("postgresql://retrieval:correct horse battery@127.0.0.1:5432/postgres")
     sent = event("update")
-    handler(sent, FakeLambdaContext())
+    handler(sent, migrate_context())
 
     body = the_answer(s3, sent)
     assert body["Status"] == "FAILED"
@@ -369,7 +362,7 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
     with psycopg.connect(dsn, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         started = time.monotonic()
-        handler(sent, FakeLambdaContext(remaining_ms=13_000))
+        handler(sent, migrate_context(remaining_ms=13_000))
         took = time.monotonic() - started
 
     body = the_answer(s3, sent)
@@ -386,5 +379,5 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
 
     # Once the other migrator is done, the same request succeeds.
     s3.reset()
-    handler(sent, FakeLambdaContext())
+    handler(sent, migrate_context())
     assert the_answer(s3, sent)["Data"]["Applied"] == "4,5"
