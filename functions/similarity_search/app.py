@@ -3,4 +3,5 @@
 from retrieval_core.api.lambda_handler import build_handler
 from retrieval_core.api.routers import chunks
 
-handler = build_handler(chunks.router)
+# The caller brings the embedding: no provider client to trace (or import at cold start).
+handler = build_handler(chunks.router, embeds=False)

@@ -818,6 +818,9 @@ def test_every_built_handler_answers_every_event_like_lambda(
             run.modules_at_import
         )
         assert not heavy, f"{function.name} imports {heavy} at import time"
+        if function.name == "SimilaritySearchFunction":
+            # It never embeds: the provider's HTTP client is neither traced nor imported at cold start.
+            assert "httpx" not in run.modules_at_import
         # Lambda cannot write bytecode: each layer module imported at cold start ships its .pyc.
         uncompiled = layer_modules_without_bytecode(function, run)
         assert not uncompiled, f"{function.name} compiles at cold start: {uncompiled[:10]}"

@@ -23,8 +23,11 @@ from .app import create_app
 DATABASE_FAILURE_CODE = "database_unavailable"
 
 
-def build_handler(*routers: APIRouter) -> LambdaHandler:
-    """A Lambda handler serving `routers` behind Powertools logging, metrics and (in Lambda) tracing."""
+def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
+    """A Lambda handler serving `routers` behind Powertools logging, metrics and (in Lambda) tracing.
+
+    `embeds`: whether these routes call the embedding provider, whose client is then traced (patching
+    it imports it at cold start)."""
     asgi = Mangum(create_app(*routers), lifespan="off")
     tools = powertools()
     logger, metrics = tools.logger, tools.metrics
@@ -52,7 +55,7 @@ def build_handler(*routers: APIRouter) -> LambdaHandler:
             after_database_failure()
         return response
 
-    return instrumented(invoke, tools, correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    return instrumented(invoke, tools, correlation_id_path=correlation_paths.API_GATEWAY_HTTP, embeds=embeds)
 
 
 def _route_key(event: dict[str, Any]) -> str:
