@@ -26,45 +26,24 @@ Ints = NDArray[np.int64]
 # Rows (tokens) per feed-forward block: 128 x 1536 float32 intermediates are 768 KiB, within L2.
 FEED_FORWARD_ROWS = 128
 
-# Chebyshev fit of erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), z >= 0 (Numerical Recipes' erfcc):
-# relative error below 1.2e-7 over the whole range, tails included, so GELU matches torch's exact erf
-# GELU to float32 rounding. Coefficients from P's constant term up.
-_ERFC_COEFFICIENTS = (
-    -1.26551223,
-    1.00002368,
-    0.37409196,
-    0.09678418,
-    -0.18628806,
-    0.27886807,
-    -1.13520398,
-    1.48851587,
-    -0.82215223,
-    0.17087277,
-)
-
-
-def erfc_nonnegative(z: Floats) -> Floats:
-    """erfc(z) for z >= 0, elementwise in float32."""
-    t = np.float32(1.0) / (np.float32(1.0) + np.float32(0.5) * z)
-    poly = np.full_like(z, _ERFC_COEFFICIENTS[-1])
-    for coefficient in reversed(_ERFC_COEFFICIENTS[:-1]):
-        poly *= t
-        poly += np.float32(coefficient)
-    poly -= z * z
-    np.exp(poly, out=poly)
-    poly *= t
-    return poly
+# GELU's tanh form. BERT uses the exact erf form; measured against it (sentence-transformers on torch,
+# tests/fixtures/minilm_reference.json) the tanh form keeps every text's cosine above 0.999998 and is
+# about 20% faster end to end than an erf accurate to 1e-7 (Chebyshev erfc, nine terms), which gave
+# 0.9999999 (commit 9e9ccea). numpy has no erf.
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def gelu(x: Floats) -> Floats:
-    """The exact GELU BERT uses, x * Phi(x), with Phi(x) = erfc(-x / sqrt 2) / 2."""
-    z = np.abs(x) * np.float32(1.0 / math.sqrt(2.0))
-    tail = erfc_nonnegative(z)
-    # For x < 0 Phi is erfc(|x|/sqrt 2)/2 directly, which keeps its accuracy far into the negative tail.
-    phi = np.where(x >= 0, np.float32(2.0) - tail, tail)
-    phi *= np.float32(0.5)
-    phi *= x
-    return phi
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), overwriting nothing."""
+    inner = x * x
+    inner *= np.float32(0.044715 * _SQRT_2_OVER_PI)
+    inner += np.float32(_SQRT_2_OVER_PI)
+    inner *= x
+    np.tanh(inner, out=inner)
+    inner += np.float32(1.0)
+    inner *= x
+    inner *= np.float32(0.5)
+    return inner
 
 
 def layer_norm(x: Floats, weight: Floats, bias: Floats, eps: float) -> Floats:
@@ -226,7 +205,7 @@ class MiniLMEncoder:
 
     def _feed_forward(self, x: Floats, layer: EncoderLayer) -> Floats:
         """Intermediate dense, GELU, output dense, residual and LayerNorm, in blocks of rows so that the
-        4x wider intermediate activations stay in cache through GELU's many elementwise passes."""
+        4x wider intermediate activations stay in cache through GELU's elementwise passes."""
         out = np.empty_like(x)
         for start in range(0, x.shape[0], FEED_FORWARD_ROWS):
             block = x[start : start + FEED_FORWARD_ROWS]
