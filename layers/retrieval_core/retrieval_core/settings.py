@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     embedding_model: str | None = None
     embedding_dimension: int | None = Field(default=None, ge=1, le=16_000)
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
+    # How EMBEDDING_PROVIDER=local runs all-MiniLM-L6-v2: sentence-transformers on torch, or the numpy
+    # reimplementation (embeddings/minilm.py, no torch). Same vectors to within 1e-6 cosine.
+    local_embedder_runtime: Literal["numpy", "torch"] = "torch"
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
     gemini_api_key: SecretStr | None = None

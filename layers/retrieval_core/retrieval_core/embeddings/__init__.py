@@ -29,7 +29,9 @@ def build_embedder(settings: Settings) -> Embedder:
     if provider == "local":
         from .local import LocalEmbedder
 
-        return LocalEmbedder(batch_size=settings.embedding_batch_size)
+        return LocalEmbedder(
+            batch_size=settings.embedding_batch_size, runtime=settings.local_embedder_runtime
+        )
     if provider == "openai":
         from .openai_compatible import OpenAICompatibleEmbedder
 

