@@ -4,8 +4,6 @@ written by bench/minilm_reference.py), without importing torch."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.embeddings.local import LocalEmbedder
 from retrieval_core.settings import Settings
+from tests.probes import probe
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "minilm_reference.json"
@@ -111,13 +110,4 @@ print(json.dumps(sorted(m for m in ("torch", "sentence_transformers", "transform
 
 
 def test_numpy_runtime_never_imports_torch() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "layers" / "retrieval_core")},
-    )
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    assert probe(PROBE) == []

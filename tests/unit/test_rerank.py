@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from retrieval_core.exceptions import RerankerUnavailableError, RetrievalError
 from retrieval_core.rerank import RerankScore
 from retrieval_core.rerank.base import RetryableFailure, ranked_scores, with_attempts
+from tests.probes import probe
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENT_LIBRARIES = ["httpx", "google.genai", "boto3", "botocore", "numpy"]
 
 
 def test_importing_the_rerank_package_loads_no_client_library() -> None:
-    probe = (
+    code = (
         "import json, sys\n"
         "import retrieval_core.rerank, retrieval_core.rerank.mmr\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "layers" / "retrieval_core")},
-    )
-    loaded = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    loaded = set(probe(code))
     assert "retrieval_core.rerank" in loaded
     assert [name for name in CLIENT_LIBRARIES if name in loaded] == []
 
