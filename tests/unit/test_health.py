@@ -7,11 +7,8 @@ from typing import Any
 import pytest
 
 from retrieval_core.db.migrations import SCHEMA_VERSION
-from retrieval_core.health import (
-    check_pgvector,
-    check_schema,
-    missing_provider_setting,
-)
+from retrieval_core.embeddings import embedder_configuration_problem
+from retrieval_core.health import check_pgvector, check_schema
 from retrieval_core.settings import Settings
 
 
@@ -80,7 +77,7 @@ ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:embedding-key"
 def test_a_remote_provider_missing_its_setting_names_what_to_set(
     settings_of: Any, fields: dict[str, str], named: tuple[str, ...]
 ) -> None:
-    reason = missing_provider_setting(settings_of(**fields))
+    reason = embedder_configuration_problem(settings_of(**fields))
     assert reason is not None and all(name in reason for name in named), reason
 
 
@@ -108,9 +105,9 @@ def test_a_remote_provider_missing_its_setting_names_what_to_set(
     ],
 )
 def test_a_configured_remote_provider_lacks_nothing(settings_of: Any, fields: dict[str, str]) -> None:
-    assert missing_provider_setting(settings_of(**fields)) is None
+    assert embedder_configuration_problem(settings_of(**fields)) is None
 
 
 def test_bedrock_takes_the_functions_own_region(settings_of: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")  # Lambda sets it in every function
-    assert missing_provider_setting(settings_of(embedding_provider="bedrock")) is None
+    assert embedder_configuration_problem(settings_of(embedding_provider="bedrock")) is None

@@ -144,7 +144,8 @@ def test_a_provider_key_never_shows_its_value() -> None:
     ("fields", "problem"),
     [
         ({"embedding_provider": "local"}, None),
-        ({"embedding_provider": "bedrock"}, None),
+        # Bedrock signs with the role: no key (its region is tested with the health check's advice).
+        ({"embedding_provider": "bedrock", "bedrock_region": "us-east-1"}, None),
         ({"embedding_provider": "openai", "openai_api_key": "sk-env"}, None),
         ({"embedding_provider": "openai", "embedding_api_key_secret_arn": SECRET}, None),
         ({"embedding_provider": "openai", "embedding_api_key_secret_arn": PARAMETER}, None),

@@ -7,7 +7,6 @@ embedding provider or reads a secret: load balancers and uptime checks call it e
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +14,7 @@ from . import runtime
 from .db.errors import database_errors
 from .db.migrations import SCHEMA_VERSION
 from .db.schema import PGVECTOR_MINIMUM, at_least, pgvector_version, schema_version
+from .embeddings.keys import embedder_configuration_problem
 from .exceptions import DatabaseOverloadedError, DatabaseUnavailableError, RetrievalError
 from .models import EmbedderCheck, HealthCheck, HealthChecks, HealthResponse, PgvectorCheck, SchemaCheck
 from .settings import Settings, get_settings
@@ -95,7 +95,7 @@ def check_pgvector(version: str | None) -> PgvectorCheck:
     if version is None:
         reason = f"the vector extension is not installed: {MIGRATE_HINT} (it creates the extension)"
         return PgvectorCheck(status="failed", reason=reason)
-    if not pgvector_supported(version):
+    if not at_least(version, PGVECTOR_MINIMUM):
         reason = (
             f"pgvector {version} is older than 0.8, which iterative index scans need: install a newer "
             "pgvector on the server, then run ALTER EXTENSION vector UPDATE"
@@ -104,32 +104,16 @@ def check_pgvector(version: str | None) -> PgvectorCheck:
     return PgvectorCheck(status="ok", version=version)
 
 
-def pgvector_supported(version: str) -> bool:
-    """True for 0.8 and newer: compares numbers, so 0.10.0 is newer than 0.8.5."""
-    return at_least(version, PGVECTOR_MINIMUM)
-
-
 def check_embedder(settings: Settings) -> EmbedderCheck:
     """The provider is usable as configured; the local one reports whether its model is loaded yet."""
     provider = settings.embedding_provider
     if provider == "local":
         return _check_local_model()
     model = settings.resolved_embedding_model
-    missing = missing_provider_setting(settings)
+    missing = embedder_configuration_problem(settings)
     if missing is not None:
         return EmbedderCheck(status="failed", reason=missing, provider=provider, model=model)
     return EmbedderCheck(status="ok", provider=provider, model=model)
-
-
-def missing_provider_setting(settings: Settings) -> str | None:
-    """What a remote provider lacks to be called, as advice; None when it lacks nothing."""
-    from .embeddings.keys import embedder_configuration_problem
-
-    if settings.embedding_provider == "bedrock" and not (
-        settings.bedrock_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    ):
-        return "EMBEDDING_PROVIDER=bedrock needs a region: set BEDROCK_REGION (or AWS_REGION)"
-    return embedder_configuration_problem(settings)
 
 
 def _check_local_model() -> EmbedderCheck:

@@ -125,6 +125,13 @@ class ProviderKey:
         )
         return api_key_from_secret(text, variable, error)
 
+    def read_required(self, error: type[RetrievalError] = ConfigurationError) -> SecretStr:
+        """`read()` for a provider that cannot work without a key: `error` when none is configured."""
+        key = self.read(error)
+        if key is None:
+            raise error(f"no API key is configured; set {self.variable}")
+        return key
+
 
 def openai_embedding_key(settings: Settings) -> ProviderKey:
     """OPENAI_API_KEY, else EMBEDDING_API_KEY_SECRET_ARN; required only by api.openai.com itself."""
@@ -187,3 +194,14 @@ class ClientForKey(Generic[C]):
                 self._client = self._build(key)
                 self._key = key
             return self._client
+
+    @property
+    def key(self) -> SecretStr | None:
+        """The key the current client was built with (None before the first, or after `forget`)."""
+        return self._key
+
+    def forget(self) -> None:
+        """Drop the client: the next `get` builds one again."""
+        with self._lock:
+            self._client = None
+            self._key = None

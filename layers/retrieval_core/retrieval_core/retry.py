@@ -54,8 +54,3 @@ class Deadline:
     def remaining_s(self) -> float | None:
         """Seconds left (negative once passed); None when there is no limit."""
         return None if self._at is None else self._at - time.monotonic()
-
-    def expired(self) -> bool:
-        """True once the deadline has passed."""
-        remaining = self.remaining_s()
-        return remaining is not None and remaining <= 0

@@ -97,8 +97,7 @@ class GeminiEmbedder:
             ) from exc
 
     def _embed_batch(self, batch: list[str], kind: EmbeddingKind) -> list[list[float]]:
-        key = self._key.read()
-        assert key is not None  # required: read() raised otherwise
+        key = self._key.read_required()
         client = self._clients.get(key)
         from google.genai import errors, types
 

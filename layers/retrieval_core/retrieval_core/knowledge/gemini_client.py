@@ -7,7 +7,6 @@ a Gemini call is first needed. The API key never appears in a message raised or 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -24,7 +23,7 @@ from ..exceptions import (
     UpstreamUnavailableError,
 )
 from ..genai_client import build_genai_client, key_rejected
-from ..provider_keys import gemini_key
+from ..provider_keys import ClientForKey, gemini_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES, backoff_delay
 from ..settings import Settings
 from .debug import debug
@@ -43,12 +42,7 @@ DEFAULT_RETRY_AFTER_S = 5
 
 def api_key_from_settings(settings: Settings) -> SecretStr:
     """GEMINI_API_KEY when set (local runs); else the key in the secret GEMINI_API_KEY_SECRET_ARN names."""
-    key = gemini_key(settings)
-    if not key.configured:
-        raise ConfigurationError("Gemini File Search needs GEMINI_API_KEY or GEMINI_API_KEY_SECRET_ARN")
-    value = key.read()
-    assert value is not None  # required: read() raised otherwise
-    return value
+    return gemini_key(settings).read_required()
 
 
 class GeminiCaller:
@@ -70,9 +64,7 @@ class GeminiCaller:
         self.attempts = attempts
         self.base_delay_s = base_delay_s
         self._sleep = sleep
-        self._client: Client | None = None
-        self._key: SecretStr | None = None
-        self._lock = threading.Lock()
+        self._clients: ClientForKey[Client] = ClientForKey(self._build_client)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GeminiCaller:
@@ -88,30 +80,25 @@ class GeminiCaller:
     def client(self) -> Client:
         """The google-genai client, built (and google-genai imported) on the first call, and again when
         the key changed (a key in a secret is read through its 5-minute cache: a rotation applies)."""
-        key = self._key_source()
-        with self._lock:
-            if self._client is None or self._key != key:
-                started = time.perf_counter()
-                self._key = key
-                try:
-                    self._client = build_genai_client(
-                        api_key=key,
-                        base_url=self._base_url,
-                        timeout_s=self._timeout_s,
-                        api_version=FILE_SEARCH_API_VERSION,
-                    )
-                except ImportError as exc:
-                    raise ConfigurationError(
-                        "the Gemini API needs the google-genai package installed"
-                    ) from exc
-                debug("gemini client built in %.1f ms", (time.perf_counter() - started) * 1000)
-            return self._client
+        return self._clients.get(self._key_source())
+
+    def _build_client(self, key: SecretStr) -> Client:
+        started = time.perf_counter()
+        try:
+            client = build_genai_client(
+                api_key=key,
+                base_url=self._base_url,
+                timeout_s=self._timeout_s,
+                api_version=FILE_SEARCH_API_VERSION,
+            )
+        except ImportError as exc:
+            raise ConfigurationError("the Gemini API needs the google-genai package installed") from exc
+        debug("gemini client built in %.1f ms", (time.perf_counter() - started) * 1000)
+        return client
 
     def forget_client(self) -> None:
         """Drop the client and cached secrets: the next call reads the key again (a rotated key applies)."""
-        with self._lock:
-            self._client = None
-            self._key = None
+        self._clients.forget()
         forget_cached_secrets()
 
     def call(self, operation: str, call: Callable[[Client], T], *, store: str | None = None) -> T:
@@ -174,7 +161,7 @@ class GeminiCaller:
         )
 
     def _redacted(self, text: str) -> str:
-        key = self._key.get_secret_value() if self._key is not None else ""
+        key = self._clients.key.get_secret_value() if self._clients.key is not None else ""
         return text.replace(key, "***") if key else text
 
 

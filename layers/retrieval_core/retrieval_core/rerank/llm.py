@@ -128,8 +128,7 @@ class GeminiReranker:
         """One score per document, best first, from a single model call."""
         if not documents:
             return []
-        key = self._key.read(RerankerUnavailableError)
-        assert key is not None  # required: read() raised otherwise
+        key = self._key.read_required(RerankerUnavailableError)
         client = self._clients.get(key)
         from google.genai import errors, types
 
