@@ -41,12 +41,23 @@ NOISE_SCALE = 0.15  # norm of the isotropic noise
 CHUNKS_PER_DOCUMENT = 10
 K = 10
 TENANTS = {"t01": 0.01, "t10": 0.10, "t50": 0.50}  # the rest is "rest"
-SELECTIVITIES: list[tuple[str, str | None]] = [
+Metadata = dict[str, Any] | None
+SELECTIVITIES: list[tuple[str, Metadata]] = [
     ("none", None),
-    ("1%", "t01"),
-    ("10%", "t10"),
-    ("50%", "t50"),
+    ("1%", {"tenant": "t01"}),
+    ("10%", {"tenant": "t10"}),
+    ("50%", {"tenant": "t50"}),
 ]
+# The selectivity sweep (percent of the store): each point is a random subset of its own, drawn
+# independently of the tenants and of the other points, marked by a metadata key of its own.
+SWEEP = (0.5, 1, 2, 2.4, 2.5, 2.6, 3, 4, 6, 8, 10, 20, 50)
+
+
+def sweep_key(percent: float) -> str:
+    """The metadata key marking the chunks of one sweep point (value 1): "s2_5" for 2.5%."""
+    return "s" + f"{percent:g}".replace(".", "_")
+
+
 DOCS_START, DOCS_END = "<!-- bench-scale:start -->", "<!-- bench-scale:end -->"
 
 
@@ -55,6 +66,7 @@ class Data:
     vectors: np.ndarray  # float32, unit rows
     tenants: np.ndarray  # str
     queries: np.ndarray  # float32, unit rows
+    sweep: np.ndarray  # bool, (len(SWEEP), rows): whether a chunk belongs to each sweep point
 
 
 def generate(rows: int, queries: int, seed: int = 20261122) -> Data:
@@ -83,12 +95,38 @@ def generate(rows: int, queries: int, seed: int = 20261122) -> Data:
         count = int(rows * share)
         tenants[order[start : start + count]] = name
         start += count
-    return Data(vectors, tenants.astype(str), sample(queries))
+    queried = sample(queries)
+    sweep = np.zeros((len(SWEEP), rows), dtype=bool)
+    for i, percent in enumerate(SWEEP):
+        sweep[i, rng.choice(rows, round(rows * percent / 100), replace=False)] = True
+    return Data(vectors, tenants.astype(str), queried, sweep)
 
 
-def exact_top_k(data: Data, tenant: str | None) -> list[list[int]]:
-    """Row numbers of the exact top-k (cosine) of each query, within the tenant's rows."""
-    rows = np.arange(len(data.vectors)) if tenant is None else np.flatnonzero(data.tenants == tenant)
+def row_metadata(data: Data, row: int) -> dict[str, Any]:
+    """A chunk's metadata: its tenant, and a key for each sweep point it belongs to."""
+    metadata: dict[str, Any] = {"tenant": str(data.tenants[row])}
+    for i, percent in enumerate(SWEEP):
+        if data.sweep[i, row]:
+            metadata[sweep_key(percent)] = 1
+    return metadata
+
+
+def matching(data: Data, metadata: Metadata) -> np.ndarray:
+    """Row numbers of the chunks a metadata filter matches."""
+    if metadata is None:
+        return np.arange(len(data.vectors))
+    mask = np.ones(len(data.vectors), dtype=bool)
+    for key, value in metadata.items():
+        if key == "tenant":
+            mask &= data.tenants == value
+        else:
+            mask &= data.sweep[[sweep_key(p) for p in SWEEP].index(key)] == bool(value)
+    return np.flatnonzero(mask)
+
+
+def exact_top_k(data: Data, metadata: Metadata) -> list[list[int]]:
+    """Row numbers of the exact top-k (cosine) of each query, within the rows the filter matches."""
+    rows = matching(data, metadata)
     sims = data.queries @ data.vectors[rows].T
     top = np.argpartition(-sims, K, axis=1)[:, :K]
     ordered = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1), axis=1)
@@ -121,11 +159,12 @@ def load_store(conninfo: str, name: str, storage: str, data: Data) -> dict[str, 
         rows = len(data.vectors)
         with conn.transaction(), conn.cursor() as cur:
             with cur.copy(
-                "COPY documents (store_id, id, title, metadata, content_sha256, chunk_count) FROM STDIN"
+                "COPY documents (store_id, id, source, title, metadata, content_sha256, chunk_count)"
+                " FROM STDIN"
             ) as copy:
                 for d in range(0, rows, CHUNKS_PER_DOCUMENT):
                     doc = f"d{d // CHUNKS_PER_DOCUMENT:06d}"
-                    copy.write_row((store.id, doc, doc, "{}", "-", min(CHUNKS_PER_DOCUMENT, rows - d)))
+                    copy.write_row((store.id, doc, doc, doc, "{}", "-", min(CHUNKS_PER_DOCUMENT, rows - d)))
             with cur.copy(
                 "COPY chunks (store_id, document_id, chunk_index, content, metadata, embedding)"
                 " FROM STDIN WITH (FORMAT BINARY)"
@@ -139,7 +178,7 @@ def load_store(conninfo: str, name: str, storage: str, data: Data) -> dict[str, 
                             f"d{doc:06d}",
                             index,
                             f"synthetic chunk {row}",
-                            Jsonb({"tenant": str(data.tenants[row])}),
+                            Jsonb(row_metadata(data, row)),
                             data.vectors[row],
                         )
                     )
@@ -147,7 +186,8 @@ def load_store(conninfo: str, name: str, storage: str, data: Data) -> dict[str, 
         # Its own settings: no statement timeout, enough memory to build the graph in memory, one
         # parallel worker (the machine has 2 cores).
         conn.execute("SET statement_timeout = 0")
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        # About 3 KB a row keeps the graph of a million 384-dimension rows in memory while it is built.
+        conn.execute(f"SET maintenance_work_mem = '{max(1024, rows * 3 // 1024)}MB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         start = time.perf_counter()
         print(f"building the HNSW index of {name} ({storage}) ...", flush=True)
@@ -193,6 +233,7 @@ class Bench:
         self.data = data
         self.exact_search_max_rows = exact_search_max_rows
         self.knobs = knobs
+        self.raw_choices: dict[tuple[Any, ...], bool] = {}
         self.service = RetrievalService(
             database,
             embedder=None,  # type: ignore[arg-type]  # similarity_search never embeds
@@ -204,7 +245,7 @@ class Bench:
             exact_search_max_rows=exact_search_max_rows,
         )
 
-    def service_search(self, store: str, query: np.ndarray, tenant: str | None, ef: int | None) -> list[str]:
+    def service_search(self, store: str, query: np.ndarray, metadata: Metadata, ef: int | None) -> list[str]:
         from retrieval_core.grants import OPEN_GRANT
         from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
 
@@ -212,21 +253,33 @@ class Bench:
             query_embedding=query.tolist(),
             top_k=K,
             store=store,
-            metadata_filter={"tenant": tenant} if tenant else None,
+            metadata_filter=metadata,
             search=SearchKnobs(ef_search=ef) if ef else None,
         )
         response, _ = self.service.similarity_search(request, grant=OPEN_GRANT)
         return [r.id for r in response.results]
 
-    def raw_search(self, store: Any, query: np.ndarray, tenant: str | None) -> tuple[list[str], bool]:
-        """The statements the service issues, through psycopg: settings, the estimate if filtered, top-k."""
+    def raw_search(self, store_name: str, query: np.ndarray, metadata: Metadata) -> tuple[list[str], bool]:
+        """The statements the service issues, through psycopg: the store with the search options, the
+        capped count of a filter's chunks (once per filter, as the service remembers it), top-k."""
         from retrieval_core.db import repository
         from retrieval_core.filters import TRUE, metadata_equals
+        from retrieval_core.search_plan import exact_scan_limit
 
-        where = metadata_equals({"tenant": tenant}) if tenant else TRUE
+        where = metadata_equals(metadata) if metadata else TRUE
         with self.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, self.knobs)
-            exact = repository.use_exact_search(conn, store, where, self.exact_search_max_rows)
+            store = repository.find_store_for_search(conn, store_name, self.knobs)
+            assert store is not None
+            exact = False
+            if where.sql:
+                most = exact_scan_limit(store.chunk_count, K, self.exact_search_max_rows)
+                key = (store.version, where.sql, json.dumps(where.params, sort_keys=True))
+                if key not in self.raw_choices:
+                    count = repository.count_matching(conn, store, where, most + 1) if most else 0
+                    self.raw_choices[key] = most > 0 and count <= most
+                exact = self.raw_choices[key]
+            if exact:
+                repository.allow_bitmap_scans(conn)
             rows = conn.execute(
                 repository.nearest_chunks_query(store, where, exact),
                 repository.search_params(query, K, where),
@@ -234,17 +287,15 @@ class Bench:
         return [f"{r[0]}#{r[1]}" for r in rows], exact
 
     def run(
-        self, label: str, store_name: str, tenant: str | None, raw: bool = True, ef: int | None = None
+        self, label: str, store_name: str, metadata: Metadata, raw: bool = True, ef: int | None = None
     ) -> Result:
-        from retrieval_core.db import repository
-
-        with self.database.connection() as conn:
-            store = repository.find_store(conn, store_name)
-        assert store is not None
-        truth = exact_top_k(self.data, tenant)
+        truth = exact_top_k(self.data, metadata)
         # Warm-up pass: the timed passes measure a store whose pages are in shared buffers.
+        # Both count a filter's chunks on first sight and remember the answer: not timed here.
         for query in self.data.queries[:50]:
-            self.service_search(store_name, query, tenant, ef)
+            self.service_search(store_name, query, metadata, ef)
+        if raw:
+            self.raw_search(store_name, self.data.queries[0], metadata)
         service_ms: list[float] = []
         raw_ms: list[float] = []
         recalls: list[float] = []
@@ -256,13 +307,13 @@ class Bench:
 
             def by_service(query: np.ndarray = query, found: list[str] = found) -> None:
                 start = time.perf_counter()
-                found.extend(self.service_search(store_name, query, tenant, ef))
+                found.extend(self.service_search(store_name, query, metadata, ef))
                 service_ms.append((time.perf_counter() - start) * 1000)
 
             def by_sql(query: np.ndarray = query) -> None:
                 nonlocal exact_count
                 start = time.perf_counter()
-                _, exact = self.raw_search(store, query, tenant)
+                _, exact = self.raw_search(store_name, query, metadata)
                 raw_ms.append((time.perf_counter() - start) * 1000)
                 exact_count += exact
 
@@ -277,6 +328,29 @@ class Bench:
         return Result(
             label, float(np.mean(recalls)), full / n, service_ms, raw_ms, exact_count / n if raw else None
         )
+
+
+def sweep_table(bench: Bench, store_name: str) -> list[str]:
+    """The selectivity sweep: one row per point, with the ratio of each p50 to the previous point's."""
+    lines = [
+        "| selectivity | matching chunks | recall@10 | full k | exact path | service p50 (ms) "
+        "| service p99 (ms) | p50 / previous point's | raw SQL p50 (ms) | service / raw (p50) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    previous: float | None = None
+    for percent in SWEEP:
+        metadata = {sweep_key(percent): 1}
+        result = bench.run(f"{percent:g}%", store_name, metadata)
+        s50, r50 = median(result.service_ms), median(result.raw_ms)
+        step = f"{s50 / previous:.2f}x" if previous else ""
+        previous = s50
+        lines.append(
+            f"| {percent:g}% | {len(matching(bench.data, metadata)):,} | {result.recall:.3f} "
+            f"| {result.full_k:.0%} | {result.exact_share:.0%} | {s50:.2f} "
+            f"| {percentile(result.service_ms, 99):.2f} | {step} | {r50:.2f} | {s50 / r50:.2f}x |"
+        )
+        print(lines[-1], flush=True)
+    return lines
 
 
 def fmt(result: Result) -> str:
@@ -321,6 +395,10 @@ def main() -> None:
     parser.add_argument("--no-halfvec", action="store_true")
     parser.add_argument("--ef-sweep", default="40,64,100,200", help="comma-separated ef_search values")
     parser.add_argument(
+        "--exact-search-max-rows", type=int, default=None, help="override the setting (for exploring)"
+    )
+    parser.add_argument("--sweep-only", action="store_true", help="print the selectivity sweep only")
+    parser.add_argument(
         "--write-docs", action="store_true", help="replace the results block of docs/benchmarks.md"
     )
     args = parser.parse_args()
@@ -335,17 +413,19 @@ def main() -> None:
     stores = {"vector": f"scale-{args.rows}", "halfvec": f"scale-{args.rows}-halfvec"}
     if args.no_halfvec:
         del stores["halfvec"]
-    cached = data_dir / f"data-{args.rows}-{args.queries}.npz"
+    cached = data_dir / f"data-v2-{args.rows}-{args.queries}.npz"
     lines: list[str] = []
     with embedded_server(data_dir, args.shared_buffers_mb) as conninfo:
         load_report: dict[str, dict[str, float]] = {}
         start = time.perf_counter()
         if args.reuse and cached.exists():
             npz = np.load(cached)
-            data = Data(npz["vectors"], npz["tenants"], npz["queries"])
+            data = Data(npz["vectors"], npz["tenants"], npz["queries"], npz["sweep"])
         else:
             data = generate(args.rows, args.queries)
-            np.savez(cached, vectors=data.vectors, tenants=data.tenants, queries=data.queries)
+            np.savez(
+                cached, vectors=data.vectors, tenants=data.tenants, queries=data.queries, sweep=data.sweep
+            )
         generate_s = time.perf_counter() - start
         state_file = data_dir / "stores.json"
         loaded = json.loads(state_file.read_text()) if args.reuse and state_file.exists() else {}
@@ -362,12 +442,20 @@ def main() -> None:
         base = IndexKnobs(
             settings.hnsw_ef_search, settings.hnsw_iterative_scan, settings.hnsw_max_scan_tuples
         )
-        bench = Bench(database, data, settings.exact_search_max_rows, base)
+        exact_max = settings.exact_search_max_rows
+        if args.exact_search_max_rows is not None:
+            exact_max = args.exact_search_max_rows
+        bench = Bench(database, data, exact_max, base)
 
         vector_store = stores["vector"]
-        results = [bench.run(label, vector_store, tenant) for label, tenant in SELECTIVITIES]
+        sweep_lines = sweep_table(bench, vector_store)
+        if args.sweep_only:
+            print("\n".join(sweep_lines))
+            database.close()
+            return
+        results = [bench.run(label, vector_store, metadata) for label, metadata in SELECTIVITIES]
         index_only = Bench(database, data, 0, base).run(
-            "1%, index only (exact path off)", vector_store, "t01"
+            "1%, index only (exact path off)", vector_store, {"tenant": "t01"}
         )
 
         lines += [
@@ -390,7 +478,9 @@ def main() -> None:
             "",
         ]
         if "halfvec" in stores:
-            half = [bench.run(label, stores["halfvec"], tenant, raw=False) for label, tenant in SELECTIVITIES]
+            half = [
+                bench.run(label, stores["halfvec"], metadata, raw=False) for label, metadata in SELECTIVITIES
+            ]
             lines += [
                 "### halfvec (2-byte floats), same data and queries (recall against float32 exact search)",
                 "",
@@ -414,8 +504,8 @@ def main() -> None:
             ]
             for ef in sweep:
                 cells = []
-                for label, tenant in SELECTIVITIES:
-                    r = bench.run(f"ef {ef} {label}", vector_store, tenant, raw=False, ef=ef)
+                for label, metadata in SELECTIVITIES:
+                    r = bench.run(f"ef {ef} {label}", vector_store, metadata, raw=False, ef=ef)
                     cells.append(f"{r.recall:.3f} / {median(r.service_ms):.2f}")
                 lines.append(f"| {ef} | " + " | ".join(cells) + " |")
             lines.append("")

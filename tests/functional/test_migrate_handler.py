@@ -174,7 +174,7 @@ def test_create_on_an_empty_database_migrates_it_whole(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS" and "Reason" not in body and body["NoEcho"] is False
-    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "5"
+    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "6"
     assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5"
     assert body["Data"]["PgvectorVersion"].startswith("0.8.")
     assert summary == {
@@ -198,7 +198,7 @@ def test_an_update_on_a_current_schema_changes_nothing(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["SchemaVersion"] == "5" and body["Data"]["Applied"] == ""
+    assert body["Data"]["SchemaVersion"] == "6" and body["Data"]["Applied"] == ""
     assert fingerprint(dsn) == before
     assert before["chunks"][1] == 1  # the fingerprint saw the data
 
@@ -214,13 +214,15 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Applied"] == "4,5" and body["Data"]["SchemaVersion"] == "5"
+    assert body["Data"]["Applied"] == "4,5,6" and body["Data"]["SchemaVersion"] == "6"
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT d.id, d.source, c.content FROM documents d JOIN chunks c ON c.document_id = d.id"
         ).fetchone()
-    # Migration 4 gave the existing document its source.
+        counted = conn.execute("SELECT chunk_count FROM stores").fetchone()
+    # Migration 4 gave the existing document its source; migration 6 counted the store's chunk.
     assert row == ("policies/travel.md", "policies/travel.md", "Expense reports are due within 30 days.")
+    assert counted == (1,)
 
 
 class CountingListener:
@@ -283,9 +285,9 @@ def test_an_update_lowering_the_schema_version_like_a_rollback_does_nothing(
     s3: FakeHTTPServer,
     use_database: Callable[[str], None],
 ) -> None:
-    # A failed Update from 5 to 6 is rolled back with the old properties: 6 to 5, sent to the new code.
+    # A failed Update from 6 to 7 is rolled back with the old properties: 7 to 6, sent to the new code.
     sent = event("update")
-    sent["ResourceProperties"]["SchemaVersion"], sent["OldResourceProperties"]["SchemaVersion"] = "5", "6"
+    sent["ResourceProperties"]["SchemaVersion"], sent["OldResourceProperties"]["SchemaVersion"] = "6", "7"
     listener = CountingListener()
     use_database(f"postgresql://retrieval:{PASSWORD}@127.0.0.1:{listener.port}/postgres")
     try:

@@ -8,7 +8,7 @@ brute force in numpy.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from retrieval_core.filters import metadata_equals
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.index_knobs import IndexKnobs
 from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
+from retrieval_core.search_plan import exact_scan_limit
 from retrieval_core.service import RetrievalService
 
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -86,7 +87,9 @@ def _write_store(service: Any, name: str, storage: repository.Storage) -> Corpus
         repository.replace_documents(conn, store, documents)
         conn.execute(repository.create_index_statement(store))
         conn.execute("ANALYZE chunks")
-    return Corpus(store, vectors, ids, tenants, queries)
+        written = repository.find_store(conn, name)  # with its version and chunk count after the writes
+    assert written is not None
+    return Corpus(written, vectors, ids, tenants, queries)
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +124,9 @@ def _search(
     return [r.id for r in response.results]
 
 
-def _index_scans(database: SingleConnection, store: Store) -> int:
-    """How many times the store's HNSW index was scanned (counted by PostgreSQL)."""
+def _index_scans(database: SingleConnection, store: Store, index: str | None = None) -> int:
+    """How many times one of the store's indexes (its HNSW index by default) was scanned (counted by
+    PostgreSQL)."""
     with database.connection() as conn:
         # Statistics reach the shared counters when the backend goes idle, at most once a second
         # unless forced; this connection is the one the searches ran on.
@@ -130,7 +134,7 @@ def _index_scans(database: SingleConnection, store: Store) -> int:
         conn.execute("SELECT pg_stat_clear_snapshot()")
         row = conn.execute(
             "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s",
-            (repository.index_name(store),),
+            (index or repository.index_name(store),),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -184,16 +188,57 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
     assert min(rows("off", q) for q in corpus.queries) < K
 
 
-@pytest.mark.parametrize("tenant", ["one", "ten"])
-def test_a_selective_filter_is_answered_exactly(
-    service: Any, database: SingleConnection, corpus: Corpus, tenant: str
+def test_a_selective_filter_is_answered_exactly_and_a_broad_one_by_the_index(
+    service: Any, database: SingleConnection, corpus: Corpus
 ) -> None:
-    # 1% = 60 rows and 10% = 600 rows, both under the threshold: the exact path, no index scan.
-    exact = _service(database, service, exact_search_max_rows=1_000)
+    # The store holds 6,000 chunks: top-10 scans exactly up to ceil(sqrt(4 * 10 * 6,000)) = 490 matching
+    # chunks. Tenant `one` (60 chunks) is answered exactly, tenant `ten` (600) through the index.
+    assert corpus.store.chunk_count == ROWS
+    assert exact_scan_limit(ROWS, K, 20_000) == 490
+    chooser = _service(database, service)
     before = _index_scans(database, corpus.store)
     for query in corpus.queries:
-        assert _search(exact, "filtered-ann", query, tenant) == corpus.exact_top_k(query, tenant)
+        assert _search(chooser, "filtered-ann", query, "one") == corpus.exact_top_k(query, "one")
     assert _index_scans(database, corpus.store) == before
+    for query in corpus.queries:
+        assert len(_search(chooser, "filtered-ann", query, "ten")) == K
+    assert _index_scans(database, corpus.store) - before == len(corpus.queries)
+
+
+@pytest.mark.parametrize("statistics_target", [1, 10_000])
+def test_the_choice_does_not_move_with_the_planners_statistics(
+    service: Any, database: SingleConnection, corpus: Corpus, statistics_target: int
+) -> None:
+    # The planner's estimates of these filters change with the sample ANALYZE takes (a target of 1
+    # samples 300 rows); the choice reads counts only, so it is the same for a fresh service each time.
+    with service.database.connection() as conn:
+        conn.execute(f"SET default_statistics_target = {statistics_target}")
+        conn.execute("ANALYZE chunks")
+    chooser = _service(database, service)
+    with database.connection() as conn, conn.transaction():
+        choices = {
+            tenant: chooser.scans_exactly(conn, corpus.store, metadata_equals({"tenant": tenant}), K)
+            for tenant in ("one", "ten", "rest")
+        }
+    assert choices == {"one": True, "ten": False, "rest": False}
+
+
+def test_a_filter_is_counted_once_per_store_version(
+    service: Any, database: SingleConnection, corpus: Corpus
+) -> None:
+    # Counting reads the filter's rows through the store's GIN index on metadata; nothing else here does.
+    chooser = _service(database, service)
+    where = metadata_equals({"tenant": "one"})
+    gin = repository.metadata_index_name(corpus.store)
+    before = _index_scans(database, corpus.store, gin)
+    for _ in range(3):
+        with database.connection() as conn, conn.transaction():
+            assert chooser.scans_exactly(conn, corpus.store, where, K)
+    assert _index_scans(database, corpus.store, gin) - before == 1
+    newer = replace(corpus.store, version=corpus.store.version + 1)
+    with database.connection() as conn, conn.transaction():
+        assert chooser.scans_exactly(conn, newer, where, K)
+    assert _index_scans(database, corpus.store, gin) - before == 2
 
 
 def test_a_short_index_answer_falls_back_to_exact(

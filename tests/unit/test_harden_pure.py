@@ -45,6 +45,10 @@ def test_limits_unit_vector_keeps_the_direction_at_any_scale(scale: float) -> No
     assert unit_vector(vector) == pytest.approx([0.6, -0.8, 0.0])
 
 
+def test_limits_unit_vector_of_a_vector_longer_than_the_largest_double() -> None:
+    assert unit_vector([1e308, -1e308, 1e308, 1e308]) == pytest.approx([0.5, -0.5, 0.5, 0.5])
+
+
 def test_limits_unit_vector_refuses_the_zero_vector() -> None:
     with pytest.raises(ValueError, match="zero vector"):
         unit_vector([0.0, -0.0])

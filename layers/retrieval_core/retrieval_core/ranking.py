@@ -6,6 +6,7 @@ is `1 - cosine distance`, in [-1, 1]; for unit-length embeddings usually in [0, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,9 +56,12 @@ def unit_vector(values: Sequence[float]) -> list[float]:
     Scaling by the largest component first keeps every step finite. A zero vector is the caller's
     error and is refused before this is called.
     """
-    largest = max(abs(v) for v in values)
-    if largest == 0.0:
+    # math.hypot scales internally: it overflows only when the length itself exceeds a double.
+    norm = math.hypot(*values)
+    if norm == 0.0:
         raise ValueError("a zero vector has no direction")
-    scaled = [v / largest for v in values]
-    norm = sum(v * v for v in scaled) ** 0.5
-    return [v / norm for v in scaled]
+    if math.isinf(norm):
+        largest = max(abs(v) for v in values)
+        values = [v / largest for v in values]
+        norm = math.hypot(*values)
+    return [v / norm for v in values]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,7 +17,7 @@ from .cache.json_cache import CacheStatus
 from .cache.keys import search_key
 from .cache.search_cache import SearchCache, StoreRef
 from .db import repository
-from .db.connection import Database
+from .db.connection import Connection, Database
 from .db.errors import database_errors
 from .db.repository import Store
 from .embeddings import Embedder
@@ -47,6 +48,7 @@ from .models import (
     validation_error,
 )
 from .ranking import ScoredChunk, apply_threshold, unit_vector
+from .search_plan import FilterSizes, exact_scan_limit
 
 if TYPE_CHECKING:
     from .rerank import Reranker
@@ -84,7 +86,7 @@ class RetrievalService:
         *,
         iterative_scan: IterativeScan = "relaxed_order",
         max_scan_tuples: int = 20_000,
-        exact_search_max_rows: int = 5_000,
+        exact_search_max_rows: int = 20_000,
     ) -> None:
         self.database = database
         self.embedder = embedder
@@ -94,6 +96,7 @@ class RetrievalService:
         self.allowed_metadata_keys = allowed_metadata_keys
         self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
         self.exact_search_max_rows = exact_search_max_rows
+        self.filter_sizes = FilterSizes()
 
     @property
     def ef_search(self) -> int:
@@ -412,7 +415,7 @@ class RetrievalService:
         allowedMetadataKeys (or ALLOWED_METADATA_KEYS) a 422.
 
         With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits.
-        Otherwise a filter matching at most `exact_search_max_rows` chunks is answered by an exact scan.
+        Otherwise a filter matching few enough chunks is answered by an exact scan (`scans_exactly`).
         """
         name = store_name or self.default_store
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
@@ -429,9 +432,29 @@ class RetrievalService:
                 return store, repository.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings
                 )
-            exact = repository.use_exact_search(conn, store, where, self.exact_search_max_rows)
+            exact = self.scans_exactly(conn, store, where, limit)
             found = repository.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
             return store, found
+
+    def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
+        """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
+
+        Yes when the filter matches at most `exact_scan_limit` chunks, counted once per store version
+        (search_plan.py has the cost model). Never for an unfiltered search.
+        """
+        if not where.sql:
+            return False
+        most = exact_scan_limit(store.chunk_count, limit, self.exact_search_max_rows)
+        if most == 0 or store.chunk_count <= most:
+            return most > 0
+        key = (store.id, store.version, where.sql, _hashable(where.params))
+        return self.filter_sizes.at_most(
+            key, most, lambda up_to: repository.count_matching(conn, store, where, up_to)
+        )
+
+
+def _hashable(params: Mapping[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def _result(

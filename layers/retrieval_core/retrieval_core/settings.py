@@ -80,8 +80,9 @@ class Settings(BaseSettings):
     # visiting at most hnsw_max_scan_tuples index tuples. Requests may override these (models.SearchKnobs).
     hnsw_iterative_scan: IterativeScan = "relaxed_order"
     hnsw_max_scan_tuples: int = Field(default=20_000, ge=MAX_SCAN_TUPLES_MIN, le=MAX_SCAN_TUPLES_MAX)
-    # A filtered search matching at most this many chunks is answered by an exact scan, not the index.
-    exact_search_max_rows: int = Field(default=5_000, ge=0, le=100_000)
+    # The cap of the exact path: a filter matching at most sqrt(4·k·store chunks) chunks, and never more
+    # than this, is answered by an exact scan instead of the index (search_plan.py); 0: never.
+    exact_search_max_rows: int = Field(default=20_000, ge=0, le=100_000)
     # shared_buffers of the embedded PostgreSQL (local and benchmarks only; applied when it starts).
     embedded_shared_buffers_mb: int = Field(default=256, ge=16, le=65_536)
 

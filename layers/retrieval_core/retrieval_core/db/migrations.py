@@ -182,6 +182,47 @@ MIGRATIONS: list[Migration] = [
             ADD COLUMN caller_metadata jsonb;
         """,
     ),
+    (
+        6,
+        "stores.chunk_count, kept by triggers on chunks",
+        """
+        -- How many chunks a store holds: the search path weighs an exact scan against the HNSW index
+        -- with it (retrieval_core/search_plan.py). Kept by statement triggers, so every writer counts,
+        -- COPY and cascading deletes included, and no ANALYZE moves it. Chunks never change store.
+        ALTER TABLE stores ADD COLUMN chunk_count bigint NOT NULL DEFAULT 0;
+        UPDATE stores SET chunk_count = counted.n
+            FROM (SELECT store_id, count(*) AS n FROM chunks GROUP BY store_id) AS counted
+            WHERE stores.id = counted.store_id;
+
+        CREATE FUNCTION count_inserted_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE stores SET chunk_count = stores.chunk_count + added.n
+                FROM (SELECT store_id, count(*) AS n FROM inserted_chunks GROUP BY store_id) AS added
+                WHERE stores.id = added.store_id;
+            RETURN NULL;
+        END $$;
+        CREATE FUNCTION count_deleted_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE stores SET chunk_count = stores.chunk_count - removed.n
+                FROM (SELECT store_id, count(*) AS n FROM deleted_chunks GROUP BY store_id) AS removed
+                WHERE stores.id = removed.store_id;
+            RETURN NULL;
+        END $$;
+        CREATE FUNCTION count_no_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE stores SET chunk_count = 0;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER chunks_count_inserted AFTER INSERT ON chunks
+            REFERENCING NEW TABLE AS inserted_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION count_inserted_chunks();
+        CREATE TRIGGER chunks_count_deleted AFTER DELETE ON chunks
+            REFERENCING OLD TABLE AS deleted_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION count_deleted_chunks();
+        CREATE TRIGGER chunks_count_truncated AFTER TRUNCATE ON chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION count_no_chunks();
+        """,
+    ),
 ]
 
 # The schema version this code needs: the newest migration's.

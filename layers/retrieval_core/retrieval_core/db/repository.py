@@ -50,8 +50,10 @@ __all__ = [
     "DocumentRow",
     "Storage",
     "Store",
+    "allow_bitmap_scans",
     "bump_version",
     "count_chunks",
+    "count_matching",
     "create_index_statement",
     "create_metadata_index_statement",
     "create_store",
@@ -71,7 +73,6 @@ __all__ = [
     "replace_documents",
     "search_params",
     "set_search_options",
-    "use_exact_search",
 ]
 
 
@@ -112,15 +113,23 @@ def _nearest_chunks_query(store: Store, where_sql: str, exact: bool, with_embedd
 
     Approximate: HNSW (iterative scan) inside a materialised CTE, then an exact re-sort, since
     relaxed_order may return rows slightly out of order. Exact: every chunk matching `where`
-    (found through the filter's own index), its distance computed, the k nearest kept; the CTE
-    has no ORDER BY, so the HNSW index cannot be used.
+    (found through the filter's own index), its distance computed, the k nearest kept.
     """
     if exact:
+        # OFFSET 0 keeps the inner query apart, so its ORDER BY cannot become an HNSW scan. Only ids
+        # and distances go through the sort; the k winners' content is read afterwards.
         template = """WITH nearest AS MATERIALIZED (
-               SELECT document_id, chunk_index, content, metadata{embedding}, {distance} AS distance
-               FROM chunks
-               WHERE store_id = {store_id}{filters})
-           SELECT * FROM nearest ORDER BY distance, document_id, chunk_index LIMIT %(limit)s"""
+               SELECT document_id, chunk_index, distance
+               FROM (SELECT document_id, chunk_index, {distance} AS distance
+                     FROM chunks
+                     WHERE store_id = {store_id}{filters}
+                     OFFSET 0) AS matching
+               ORDER BY distance, document_id, chunk_index
+               LIMIT %(limit)s)
+           SELECT c.document_id, c.chunk_index, c.content, c.metadata{c_embedding}, n.distance
+           FROM nearest n JOIN chunks c ON c.store_id = {store_id}
+               AND c.document_id = n.document_id AND c.chunk_index = n.chunk_index
+           ORDER BY n.distance, c.document_id, c.chunk_index"""
     else:
         template = """WITH nearest AS MATERIALIZED (
                SELECT document_id, chunk_index, content, metadata{embedding}, {distance} AS distance
@@ -134,6 +143,7 @@ def _nearest_chunks_query(store: Store, where_sql: str, exact: bool, with_embedd
         store_id=sql.Literal(store.id),
         filters=_filters(where_sql),
         embedding=_embedding_column(store, with_embeddings),
+        c_embedding=_embedding_column(store, with_embeddings, "c."),
     )
 
 
@@ -181,34 +191,28 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
     )
 
 
-def matching_rows_query(store: Store, where: Predicate) -> sql.Composed:
-    """The planner's estimate of how many chunks satisfy `where` (EXPLAIN: planned, not run)."""
-    return sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}").format(
-        store_id=sql.Literal(store.id), filters=_filters(where.sql)
-    )
+def count_matching(conn: Connection, store: Store, where: Predicate, up_to: int) -> int:
+    """How many chunks satisfy `where`, counting no further than `up_to` (reads at most that many rows).
 
-
-def use_exact_search(conn: Connection, store: Store, where: Predicate, max_rows: int) -> bool:
-    """True when `where` is a filter the planner expects at most `max_rows` chunks to satisfy.
-
-    Such a filter is answered exactly: its rows are found through the filter's own index (GIN on
-    metadata, the primary key for document ids), so this turns bitmap scans on for the rest of
-    the transaction. The estimate costs one planning round trip and reads no rows, whatever the
-    filter matches; a bounded count would read up to max_rows rows on every filtered request.
+    The rows are found through the filter's own index (GIN on metadata, the primary key for document
+    ids), which only a bitmap scan can use: bitmap scans are on for the count and off again after it.
     """
-    if not where.sql or max_rows <= 0:
-        return False
-    plan = conn.execute(matching_rows_query(store, where), where.params).fetchone()
-    assert plan is not None
-    if float(plan[0][0]["Plan"]["Plan Rows"]) > max_rows:
-        return False
     allow_bitmap_scans(conn)
-    return True
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}"
+            " LIMIT %(up_to)s) AS matching"
+        ).format(store_id=sql.Literal(store.id), filters=_filters(where.sql)),
+        {**where.params, "up_to": up_to},
+    ).fetchone()
+    allow_bitmap_scans(conn, False)
+    assert row is not None
+    return int(row[0])
 
 
-def allow_bitmap_scans(conn: Connection) -> None:
-    """Let the exact query reach its rows through the filter's index (SET LOCAL)."""
-    conn.execute("SELECT set_config('enable_bitmapscan', 'on', true)")
+def allow_bitmap_scans(conn: Connection, allowed: bool = True) -> None:
+    """Let the exact query reach its rows through the filter's index, or not (SET LOCAL)."""
+    conn.execute("SELECT set_config('enable_bitmapscan', %s, true)", ("on" if allowed else "off",))
 
 
 def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
@@ -241,8 +245,8 @@ def set_search_options(conn: Connection, knobs: IndexKnobs) -> None:
     the planner would pick a full scan that is ~8x slower than the index (measured in
     docs/benchmarks.md); sequential scans are therefore off. Bitmap scans are off too:
     without a filter the only one walks the whole store by primary key, and with one the
-    planner could trade the index for sorting a large filtered set. `use_exact_search`
-    turns them back on when a filter is selective enough for the exact path.
+    planner could trade the index for sorting a large filtered set. The exact path turns them
+    back on (`allow_bitmap_scans`).
     """
     conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(knobs))
 
@@ -267,11 +271,14 @@ def nearest_chunks(
 ) -> list[ScoredChunk]:
     """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first.
 
-    Run inside a transaction whose search options are set. When a filtered index scan comes
+    Run inside a transaction whose search options are set. `exact`: scan every chunk matching `where`
+    instead of the HNSW index (search_plan.py says when). When a filtered index scan comes
     back short (it gave up after hnsw.max_scan_tuples, or iterative scans are off), the exact
     scan answers instead: `limit` rows whenever at least `limit` chunks match.
     """
     params = search_params(query_vector, limit, where)
+    if exact:
+        allow_bitmap_scans(conn)
     with conn.cursor(row_factory=dict_row) as cur:
         query = nearest_chunks_query(store, where, exact, with_embeddings)
         rows = cur.execute(query, params).fetchall()

@@ -32,9 +32,13 @@ class Store:
     storage: Storage = "vector"
     # The store definition's own allow-list of metadata keys (None: every key the service allows).
     allowed_metadata_keys: tuple[str, ...] | None = None
+    # How many chunks the store holds (kept by triggers on chunks; read with the row).
+    chunk_count: int = 0
 
 
-STORE_COLUMNS = "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys"
+STORE_COLUMNS = (
+    "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys, chunk_count"
+)
 # The store named `%(n)s`, by name first, else by display name.
 STORE_BY_NAME = (
     "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
@@ -42,9 +46,9 @@ STORE_BY_NAME = (
 
 
 def store_from_row(row: tuple[Any, ...]) -> Store:
-    id_, name, display_name, model, dimension, version, storage, allowed = row
+    id_, name, display_name, model, dimension, version, storage, allowed, chunk_count = row
     keys = tuple(allowed) if allowed is not None else None
-    return Store(id_, name, display_name, model, dimension, version, storage, keys)
+    return Store(id_, name, display_name, model, dimension, version, storage, keys, int(chunk_count))
 
 
 def find_store(conn: Connection, name: str) -> Store | None:
