@@ -507,6 +507,7 @@ def main() -> None:
             if loaded.get(name) == args.rows:
                 continue
             load_report[name] = load_store(conninfo, name, storage, data)
+            print(f"loaded {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in load_report[name].items()))
             loaded[name] = args.rows
             state_file.write_text(json.dumps(loaded))
         database = PooledConnections(conninfo, 1, 2, 5, settings.db_statement_timeout_ms)

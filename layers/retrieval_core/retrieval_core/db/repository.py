@@ -194,10 +194,13 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
 def count_matching(conn: Connection, store: Store, where: Predicate, up_to: int) -> int:
     """How many chunks satisfy `where`, counting no further than `up_to` (reads at most that many rows).
 
-    The rows are found through the filter's own index (GIN on metadata, the primary key for document
-    ids), which only a bitmap scan can use: bitmap scans are on for the count and off again after it.
+    A selective filter's rows come through its own index (GIN on metadata, the primary key for
+    document ids), which only a bitmap scan can use; a broad filter's come sooner from a sequential
+    scan that stops at `up_to` (a bitmap would first collect every match: 63 ms for 100,000 of them,
+    against 13 ms). Both scans are allowed for the count, and the planner picks; the count is the same
+    whichever it picks. They are off again afterwards.
     """
-    allow_bitmap_scans(conn)
+    _allow_scans(conn, "on")
     row = conn.execute(
         sql.SQL(
             "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}"
@@ -205,14 +208,21 @@ def count_matching(conn: Connection, store: Store, where: Predicate, up_to: int)
         ).format(store_id=sql.Literal(store.id), filters=_filters(where.sql)),
         {**where.params, "up_to": up_to},
     ).fetchone()
-    allow_bitmap_scans(conn, False)
+    _allow_scans(conn, "off")
     assert row is not None
     return int(row[0])
 
 
-def allow_bitmap_scans(conn: Connection, allowed: bool = True) -> None:
-    """Let the exact query reach its rows through the filter's index, or not (SET LOCAL)."""
-    conn.execute("SELECT set_config('enable_bitmapscan', %s, true)", ("on" if allowed else "off",))
+def _allow_scans(conn: Connection, value: str) -> None:
+    conn.execute(
+        "SELECT set_config('enable_bitmapscan', %(v)s, true), set_config('enable_seqscan', %(v)s, true)",
+        {"v": value},
+    )
+
+
+def allow_bitmap_scans(conn: Connection) -> None:
+    """Let the exact query reach its rows through the filter's index (SET LOCAL)."""
+    conn.execute("SELECT set_config('enable_bitmapscan', 'on', true)")
 
 
 def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
