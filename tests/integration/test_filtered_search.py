@@ -24,7 +24,7 @@ from retrieval_core.filters import metadata_equals
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.index_knobs import IndexKnobs
 from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
-from retrieval_core.search_plan import exact_scan_limit
+from retrieval_core.search_plan import FilterSizes, exact_scan_limit
 from retrieval_core.service import RetrievalService
 
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -223,21 +223,24 @@ def test_the_choice_does_not_move_with_the_planners_statistics(
     assert choices == {"one": True, "ten": False, "rest": False}
 
 
-def test_a_filter_is_counted_once_per_store_version(
+def test_a_filter_is_counted_once_whatever_the_writes_until_its_count_expires(
     service: Any, database: SingleConnection, corpus: Corpus
 ) -> None:
     # Counting reads the filter's rows through the store's GIN index on metadata; nothing else here does.
     chooser = _service(database, service)
+    clock = [0.0]
+    chooser.filter_sizes = FilterSizes(ttl_s=60, clock=lambda: clock[0])
     where = metadata_equals({"tenant": "one"})
     gin = repository.metadata_index_name(corpus.store)
     before = _index_scans(database, corpus.store, gin)
-    for _ in range(3):
+    for version in range(3):  # as if a write came between searches: the count still serves
+        store = replace(corpus.store, version=corpus.store.version + version)
         with database.connection() as conn, conn.transaction():
-            assert chooser.scans_exactly(conn, corpus.store, where, K)
+            assert chooser.scans_exactly(conn, store, where, K)
     assert _index_scans(database, corpus.store, gin) - before == 1
-    newer = replace(corpus.store, version=corpus.store.version + 1)
+    clock[0] += 61
     with database.connection() as conn, conn.transaction():
-        assert chooser.scans_exactly(conn, newer, where, K)
+        assert chooser.scans_exactly(conn, corpus.store, where, K)
     assert _index_scans(database, corpus.store, gin) - before == 2
 
 

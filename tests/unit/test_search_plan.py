@@ -1,4 +1,4 @@
-"""The exact-or-index choice: a function of counts, remembered per store version."""
+"""The exact-or-index choice: a function of counts, remembered for a while."""
 
 from __future__ import annotations
 
@@ -23,40 +23,64 @@ def test_the_limit_is_capped_and_can_be_turned_off() -> None:
     assert exact_scan_limit(0, 10, 20_000) == 0
 
 
-def test_a_filter_is_counted_once_per_key_and_limit() -> None:
-    counted: list[int] = []
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
 
-    def count_up_to(n: int) -> int:
-        counted.append(n)
-        return 60
+    def __call__(self) -> float:
+        return self.now
 
-    sizes = FilterSizes()
-    assert sizes.at_most(("store", 1, "tenant = one"), 100, count_up_to)
-    assert sizes.at_most(("store", 1, "tenant = one"), 100, count_up_to)
-    assert counted == [101]  # counting stops one past the limit
-    assert not sizes.at_most(("store", 1, "tenant = one"), 50, count_up_to)
-    assert sizes.at_most(("store", 2, "tenant = one"), 100, count_up_to)  # a new store version
-    assert counted == [101, 51, 101]
+
+def counting(matching: int, calls: list[int]) -> Callable[[int], int]:
+    """A count of `matching` chunks that stops at its argument, recording each call's argument."""
+
+    def count_up_to(up_to: int) -> int:
+        calls.append(up_to)
+        return min(matching, up_to)
+
+    return count_up_to
 
 
 def test_at_the_limit_is_exact_and_one_past_it_is_not() -> None:
     sizes = FilterSizes()
-    assert sizes.at_most("a", 490, lambda n: min(490, n))
-    assert not sizes.at_most("b", 490, lambda n: min(491, n))
+    assert sizes.at_most("a", 490, counting(490, []))
+    assert not sizes.at_most("b", 490, counting(491, []))
 
 
-def test_the_oldest_filters_are_forgotten_first() -> None:
+def test_a_count_serves_every_limit_it_answers_until_it_expires() -> None:
+    calls: list[int] = []
+    clock = Clock()
+    sizes = FilterSizes(ttl_s=60, clock=clock)
+    few = counting(60, calls)
+    assert sizes.at_most("few", 100, few)
+    assert calls == [101]  # counting stops one past the limit
+    # 60 is the exact number: it answers a smaller or larger limit (a store that shrank or grew).
+    assert not sizes.at_most("few", 50, few) and sizes.at_most("few", 5_000, few)
+    assert calls == [101]
+    clock.now += 61
+    assert sizes.at_most("few", 100, few)
+    assert calls == [101, 101]
+
+
+def test_a_filter_counted_past_a_limit_is_counted_again_only_for_a_larger_limit() -> None:
+    calls: list[int] = []
+    sizes = FilterSizes(clock=Clock())
+    many = counting(10_000, calls)
+    assert not sizes.at_most("many", 2_829, many)
+    assert not sizes.at_most("many", 2_000, many)  # more than 2,830 match: more than 2,000 too
+    assert calls == [2_830]
+    assert not sizes.at_most("many", 5_000, many)  # unknown beyond 2,830: counted again
+    assert calls == [2_830, 5_001]
+
+
+def test_the_least_recently_used_filters_are_forgotten_first() -> None:
+    calls: list[int] = []
+    sizes = FilterSizes(capacity=2, clock=Clock())
     counted: list[str] = []
-    sizes = FilterSizes(capacity=2)
-
-    def counter(name: str) -> Callable[[int], int]:
-        def count(up_to: int) -> int:
-            counted.append(name)
-            return 1
-
-        return count
-
     for name in ("a", "b", "a", "c", "a", "b"):
-        sizes.at_most(name, 10, counter(name))
+        before = len(calls)
+        sizes.at_most(name, 10, counting(1, calls))
+        if len(calls) > before:
+            counted.append(name)
     # "b" was the least recently used when "c" came, and had to be counted again.
     assert counted == ["a", "b", "c", "b"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
@@ -37,31 +38,43 @@ def exact_scan_limit(store_chunks: int, top_k: int, max_rows: int) -> int:
 
 
 class FilterSizes:
-    """Per store version and filter: whether the filter matches at most a given number of chunks.
+    """How many chunks each filter of each store matches, as counted up to a limit, for a while.
 
-    Counting reads up to limit + 1 rows, so it is done once for each (store version, filter, limit) and
-    remembered; a write gives the store a new version, and the next search counts again. Bounded: the
-    least recently used entries go first. Safe to share between threads.
+    Counting reads up to limit + 1 rows, so a count is kept for `ttl_s` seconds and serves every search
+    with that filter meanwhile, whatever the limit (a store's limit moves with its size). Not per store
+    version: a store being written to would count again after every write. So a decision may be up to
+    `ttl_s` old; both paths return the same rows, only their speed differs. Bounded: the least recently
+    used go first. Safe to share between threads.
     """
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(
+        self, capacity: int = 4096, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._capacity = capacity
-        self._known: OrderedDict[Hashable, bool] = OrderedDict()
+        self._ttl_s = ttl_s
+        self._clock = clock
+        # key -> (min(matching chunks, counted_to), counted_to, when)
+        self._known: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def at_most(self, key: Hashable, limit: int, count_up_to: Callable[[int], int]) -> bool:
-        """Whether the filter of `key` matches at most `limit` chunks; `count_up_to(n)` counts, stopping
-        at n, and is called only when this key and limit are not known yet."""
-        entry = (key, limit)
+        """Whether the filter of `key` matches at most `limit` chunks. `count_up_to(n)` counts, stopping
+        at n; it is called only when no fresh count answers the question."""
+        now = self._clock()
         with self._lock:
-            known = self._known.get(entry)
-            if known is not None:
-                self._known.move_to_end(entry)
-                return known
+            known = self._known.get(key)
+            if known is not None and now - known[2] < self._ttl_s:
+                counted, counted_to, _ = known
+                self._known.move_to_end(key)
+                if counted < counted_to:  # the exact number of matching chunks
+                    return counted <= limit
+                if limit < counted_to:  # more than counted_to match, so more than limit
+                    return False
         # Counted outside the lock: two threads may both count a new filter, and agree.
-        known = count_up_to(limit + 1) <= limit
+        counted = count_up_to(limit + 1)
         with self._lock:
-            self._known[entry] = known
+            self._known[key] = (counted, limit + 1, now)
+            self._known.move_to_end(key)
             while len(self._known) > self._capacity:
                 self._known.popitem(last=False)
-        return known
+        return counted <= limit

@@ -439,7 +439,7 @@ class RetrievalService:
     def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
         """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
 
-        Yes when the filter matches at most `exact_scan_limit` chunks, counted once per store version
+        Yes when the filter matches at most `exact_scan_limit` chunks, as counted at most a minute ago
         (search_plan.py has the cost model). Never for an unfiltered search.
         """
         if not where.sql:
@@ -447,7 +447,7 @@ class RetrievalService:
         most = exact_scan_limit(store.chunk_count, limit, self.exact_search_max_rows)
         if most == 0 or store.chunk_count <= most:
             return most > 0
-        key = (store.id, store.version, where.sql, _hashable(where.params))
+        key = (store.id, where.sql, _hashable(where.params))
         return self.filter_sizes.at_most(
             key, most, lambda up_to: repository.count_matching(conn, store, where, up_to)
         )
