@@ -559,8 +559,9 @@ def main() -> None:
             "",
             "### Selectivity sweep (vector store)",
             "",
-            "Each point is a random subset of the store of its own. The first search of a filter on each"
-            " store version also counts its chunks, up to the limit; that one-off cost is the last column.",
+            "Each point is a random subset of the store of its own. A filter's first search also counts"
+            " its chunks, up to the limit, and the count is kept for a minute: the last column is what"
+            " that count costs.",
             "",
             *sweep_lines,
             "",

@@ -2,7 +2,7 @@
 
 Pure: no database client. The choice depends on two counts, never on a planner estimate (which moves
 each time ANALYZE samples the table): the store's chunk count, kept exact by triggers, and the number
-of chunks the filter matches, counted up to a limit and remembered per store version.
+of chunks the filter matches, counted up to a limit and kept for a minute.
 
 The cost model. An exact scan reads every one of the m matching chunks: its cost grows with m. An
 iterative HNSW scan of a store of N chunks must visit about k·N/m index entries before k of them
