@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,6 +69,16 @@ def test_an_already_imported_module_is_hooked_at_once(package: str) -> None:
     when_imported(f"{package}.client", lambda: patch_client(calls, f"{package}.client"))
     assert calls == [f"{package}.client"]
     assert pending() == frozenset()
+
+
+def test_looking_a_module_up_without_loading_it_keeps_its_hook_for_the_import(package: str) -> None:
+    calls: list[str] = []
+    when_imported(f"{package}.client", lambda: patch_client(calls, f"{package}.client"))
+    assert importlib.util.find_spec(f"{package}.client") is not None
+    assert calls == [] and pending() == {f"{package}.client"}
+    from hooked_pkg.client import Client
+
+    assert calls == [f"{package}.client"] and Client().call() == "patched"
 
 
 def test_a_module_nobody_imports_is_never_loaded_for_its_hook(package: str) -> None:

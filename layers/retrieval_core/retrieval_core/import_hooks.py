@@ -54,18 +54,21 @@ class _HookFinder(MetaPathFinder):
     def add(self, module_name: str, hook: Hook) -> None:
         self.hooks.setdefault(module_name, []).append(hook)
 
+    def take(self, module_name: str) -> list[Hook]:
+        """The hooks of `module_name`, now due: each runs once."""
+        with _lock:
+            return self.hooks.pop(module_name, [])
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         if fullname not in self.hooks:
             return None
         spec = self._spec_from_others(fullname, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        with _lock:
-            hooks = self.hooks.pop(fullname, [])
-        if hooks:
-            spec.loader = _HookedLoader(spec.loader, hooks)
+        if spec is not None and spec.loader is not None:
+            # The hooks are taken when the module runs: a spec may be looked up and never loaded
+            # (importlib.util.find_spec to see whether a library is there).
+            spec.loader = _HookedLoader(spec.loader, self)
         return spec
 
     def _spec_from_others(
@@ -84,9 +87,9 @@ class _HookFinder(MetaPathFinder):
 class _HookedLoader(Loader):
     """The module's own loader, then the hooks; the module keeps its own loader as `__loader__`."""
 
-    def __init__(self, loader: Loader, hooks: list[Hook]) -> None:
+    def __init__(self, loader: Loader, finder: _HookFinder) -> None:
         self._loader = loader
-        self._hooks = hooks
+        self._finder = finder
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
@@ -102,5 +105,5 @@ class _HookedLoader(Loader):
         parent, _, child = module.__name__.rpartition(".")
         if parent:
             setattr(sys.modules[parent], child, sys.modules.get(module.__name__, module))
-        for hook in self._hooks:
+        for hook in self._finder.take(module.__name__):
             hook()
