@@ -500,8 +500,8 @@ layer's `python/` and then, as in Lambda, the runtime's own packages ({sdk} with
 installed under `.aws-sam/lambda-runtime/`; the layer leaves these to the runtime). It imports the
 handler module; that import builds the FastAPI app, the Powertools Logger and Metrics (and, with tracing
 on, the hooks that build the Tracer and patch libraries later). No database connection is made: the
-service is built on the first request. The
-floor is the least any handler on this stack can cost: a one-route FastAPI app wrapped by Mangum,
+service is built on the first request. The floor is the least any handler on this stack can cost: a
+one-route FastAPI app wrapped by Mangum,
 importing psycopg, pgvector and the Powertools Logger, with the same sys.path from the same layer (each
 group of rows has its own floor, from its own copy of the layer). Rows were measured interleaved, {runs}
 samples each after one warm-up round; bytecode writing is off, as on Lambda's read-only /opt and

@@ -9,6 +9,7 @@ concurrency), nothing waits on the init: all of it is done there, as Powertools 
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -40,6 +41,7 @@ def traced(invoke: LambdaHandler, service: str, modules: tuple[str, ...]) -> Lam
     lock = threading.Lock()
     built: list[LambdaHandler] = []
 
+    @functools.wraps(invoke)
     def traced_on_first_call(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if not built:
             with lock:
