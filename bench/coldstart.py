@@ -516,7 +516,8 @@ Where the time goes: {why}
 - **Bytecode**: Lambda cannot write `.pyc` (/opt is read-only), so a module without one is compiled at
   every cold start. The layer's Makefile byte-compiles exactly the layer modules a handler imports at
   cold start (it builds a handler with every router, tracing on, in an isolated python3.12 during the
-  build), as `unchecked-hash` `.pyc`, valid whatever mtimes the files get in the zip, with the `.py`
+  build, as a SnapStart init: what an on-demand start leaves to its first request is compiled too), as
+  `unchecked-hash` `.pyc`, valid whatever mtimes the files get in the zip, with the `.py`
   kept for tracebacks. The "without bytecode" rows (with `--with-bytecode`) show what that saves; the
   "all byte-compiled" rows, what compiling the rest too (google-genai, google-auth, cryptography, ...,
   imported only on use) would add at cold start, for the size given below, which does not fit.
