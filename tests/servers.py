@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -86,3 +87,29 @@ def create_cache_table(dynamodb: Any, name: str) -> None:
 def create_idempotency_table(dynamodb: Any, name: str) -> None:
     """The idempotency table as template.yaml declares it: `id` string key, TTL on `expiration`."""
     create_ttl_table(dynamodb, name, "id", "expiration")
+
+
+class XRayDaemon:
+    """A UDP socket on 127.0.0.1 where the X-Ray SDK sends its segment documents, as to the daemon."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.setblocking(False)
+        self.address = f"127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def documents(self) -> list[dict[str, Any]]:
+        """The (sub)segment documents received so far: each datagram is a JSON header line, then one."""
+        received = []
+        while True:
+            try:
+                datagram = self._sock.recv(65_536).decode()
+            except BlockingIOError:
+                return received
+            received.append(json.loads(datagram.split("\n", 1)[1]))
+
+    def __enter__(self) -> XRayDaemon:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._sock.close()

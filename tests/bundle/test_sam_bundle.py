@@ -726,10 +726,17 @@ def received(sock: socket.socket) -> list[str]:
             return datagrams
 
 
-def layer_modules_without_bytecode(function: Any, run: Any) -> list[str]:
-    """Layer modules the handler imported at cold start that have no .pyc: Lambda compiles those each time."""
+# What tracing loads, at cold start or on the first request: the X-Ray SDK, wrapt (its patching) and the
+# patched HTTP client.
+TRACING_PACKAGES = frozenset({"aws_xray_sdk", "wrapt", "httpx"})
+
+
+def layer_modules_without_bytecode(function: Any, run: Any, modules: list[str] | None = None) -> list[str]:
+    """Layer modules the handler imported at cold start (or `modules`) that have no .pyc: Lambda compiles
+    those each time."""
     layer_python = function.layer_dirs[0] / "python"
-    sources = [Path(str(run.module_files[name])) for name in run.modules_at_import]
+    names = run.modules_at_import if modules is None else modules
+    sources = [Path(str(run.module_files[name])) for name in names]
     return [
         str(source.relative_to(layer_python))
         for source in sources
@@ -824,7 +831,12 @@ def test_every_built_handler_answers_every_event_like_lambda(
         # Lambda cannot write bytecode: each layer module imported at cold start ships its .pyc.
         uncompiled = layer_modules_without_bytecode(function, run)
         assert not uncompiled, f"{function.name} compiles at cold start: {uncompiled[:10]}"
-        assert "aws_xray_sdk" in run.modules_at_import  # LAMBDA_TASK_ROOT is set: tracing is on
+        # LAMBDA_TASK_ROOT is set: tracing is on. On demand (no AWS_LAMBDA_INITIALIZATION_TYPE), the X-Ray
+        # SDK is left to the first request, whose tracing modules ship their bytecode too.
+        assert "aws_xray_sdk" not in run.modules_at_import and "aws_xray_sdk" in run.modules_after
+        tracing = [name for name in run.modules_after if name.split(".")[0] in TRACING_PACKAGES]
+        uncompiled = layer_modules_without_bytecode(function, run, tracing)
+        assert not uncompiled, f"{function.name} compiles at its first request: {uncompiled[:10]}"
         for event_path, response in zip(events, run.responses, strict=True):
             if event_path.name in STORE_LIFE_CHECKS:  # the functional tier's checks, on the built bundle
                 STORE_LIFE_CHECKS[event_path.name](response["statusCode"], body_or_empty(response))

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EVENTS_DIR, REPO_ROOT
-from tests.servers import MotoServer, create_idempotency_table
+from tests.servers import MotoServer, XRayDaemon, create_idempotency_table
 from tests.template import SECRET_ARN, deployed, grants, role_statements
 
 FUNCTIONS_DIR = REPO_ROOT / "functions"
@@ -775,6 +775,45 @@ def test_snapstart_restore_hook_reconnects_and_rereads_the_secret(
     statuses = [r["statusCode"] for r in run.responses]
     # Warm: the open connection and the cached secret are reused. Restored: both are fetched anew.
     assert statuses == [200, 200, 500]
+
+
+# What Lambda sets for each invocation of a function with `Tracing: Active`.
+TRACE_ID = "1-6920f3a0-afca48e959ea5a28b8a488e0"
+LAMBDA_TRACE_HEADER = f"Root={TRACE_ID};Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+@pytest.mark.parametrize("initialization", ["on-demand", "snap-start"])
+def test_the_first_request_is_traced_with_its_aws_calls_however_the_function_was_initialised(
+    aws_database_env: dict[str, str], moto: MotoServer, tmp_path: Path, initialization: str
+) -> None:
+    arn = create_secret(moto, {"username": "postgres", "password": "any"})
+    with XRayDaemon() as daemon:
+        env = {
+            **aws_database_env,
+            "DATABASE_SECRET_ARN": arn,
+            "LAMBDA_TASK_ROOT": str(tmp_path),  # in Lambda: tracing on
+            "AWS_LAMBDA_INITIALIZATION_TYPE": initialization,
+            "AWS_XRAY_DAEMON_ADDRESS": daemon.address,
+            "_X_AMZN_TRACE_ID": LAMBDA_TRACE_HEADER,
+        }
+        run = run_handler("similarity_search", [{"invoke": SEARCH_EVENT}], env, tmp_path)
+        documents = daemon.documents()
+    assert run.responses[0]["statusCode"] == 200, run.output[-6000:]
+
+    # On demand, the request waits for the init: the X-Ray SDK and botocore are left to it. A SnapStart
+    # init runs before any request, and its snapshot keeps both loaded.
+    loaded_by_init = {"aws_xray_sdk", "botocore.client"} & set(run.modules)
+    assert loaded_by_init == (set() if initialization == "on-demand" else {"aws_xray_sdk", "botocore.client"})
+    (handler,) = [d for d in documents if d["name"] == "## invoke"]
+    assert handler["annotations"]["ColdStart"] is True
+    assert handler["trace_id"] == TRACE_ID
+    # The secret read by the first request went through a botocore already patched, in that request's
+    # trace. Its parent is the function's segment, not `## invoke`: FastAPI runs the route in a worker
+    # thread, where the X-Ray context (thread-local) holds no subsegment.
+    calls = [
+        (d["name"], d["aws"]["operation"], d["trace_id"]) for d in documents if d.get("namespace") == "aws"
+    ]
+    assert calls == [("secretsmanager", "GetSecretValue", TRACE_ID)]
 
 
 def test_rds_iam_auth_builds_a_tls_conninfo_with_a_signed_token(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,10 +20,10 @@ from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from . import runtime
 from .aws_secrets import forget_cached_secrets
+from .lambda_tracing import LambdaHandler as LambdaHandler  # re-exported: the handlers import it from here
+from .lambda_tracing import traced
 from .runtime_env import in_lambda
 from .settings import Settings, get_settings
-
-LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 DEFAULT_SERVICE_NAME = "retrieval-service"
 # Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.
@@ -59,19 +59,15 @@ def instrumented(
     correlation_id_path: str | None = None,
     embeds: bool = True,
 ) -> LambdaHandler:
-    """`invoke` with Lambda context in logs, metrics flushed per invocation and, in Lambda, X-Ray tracing.
+    """`invoke` with Lambda context in logs, metrics flushed per invocation and, in Lambda, X-Ray tracing
+    (loaded as late as the first request allows: see lambda_tracing).
 
     `embeds`: whether the function calls the embedding provider (its client is then traced)."""
-    traced = invoke
     if tracing_enabled():
-        from aws_lambda_powertools.tracing import Tracer
-
         modules = tuple(dict.fromkeys((*traced_modules(get_settings(), embeds), *also_trace)))
-        tracer = Tracer(service=tools.service, auto_patch=bool(modules), patch_modules=modules or None)
-        # Responses and replies carry document text: keep them out of trace metadata.
-        traced = tracer.capture_lambda_handler(invoke, capture_response=False)
+        invoke = traced(invoke, tools.service, modules)
     handler: LambdaHandler = tools.logger.inject_lambda_context(
-        tools.metrics.log_metrics(traced, capture_cold_start_metric=True),
+        tools.metrics.log_metrics(invoke, capture_cold_start_metric=True),
         correlation_id_path=correlation_id_path,
     )
     return handler
