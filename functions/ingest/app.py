@@ -1,5 +1,8 @@
 """Lambda: S3 events of the documents bucket from the ingest queue, written as documents (docs/s3-sync.md)."""
 
-from retrieval_core.s3sync.handler import build_ingest_handler
+from retrieval_core.cold_start import collector_paused
 
-handler = build_ingest_handler()
+with collector_paused():
+    from retrieval_core.s3sync.handler import build_ingest_handler
+
+    handler = build_ingest_handler()

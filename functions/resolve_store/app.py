@@ -1,6 +1,9 @@
 """Lambda: GET /api/v1/stores/resolve."""
 
-from retrieval_core.api.lambda_handler import build_handler
-from retrieval_core.api.routers import stores
+from retrieval_core.cold_start import collector_paused
 
-handler = build_handler(stores.router)
+with collector_paused():
+    from retrieval_core.api.lambda_handler import build_handler
+    from retrieval_core.api.routers import stores
+
+    handler = build_handler(stores.router)

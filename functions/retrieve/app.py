@@ -1,6 +1,9 @@
 """Lambda: POST /api/v1/rag/retrieve, /rag/retrieve/batch, /knowledge/search and GET /api/v1/health."""
 
-from retrieval_core.api.lambda_handler import build_handler
-from retrieval_core.api.routers import health, knowledge, retrieve
+from retrieval_core.cold_start import collector_paused
 
-handler = build_handler(retrieve.router, knowledge.router, health.router)
+with collector_paused():
+    from retrieval_core.api.lambda_handler import build_handler
+    from retrieval_core.api.routers import health, knowledge, retrieve
+
+    handler = build_handler(retrieve.router, knowledge.router, health.router)

@@ -1,5 +1,8 @@
 """Lambda: retrieve jobs from SQS, one reply per job (see README "Queue-triggered retrieval")."""
 
-from retrieval_core.queue import build_queue_handler
+from retrieval_core.cold_start import collector_paused
 
-handler = build_queue_handler()
+with collector_paused():
+    from retrieval_core.queue import build_queue_handler
+
+    handler = build_queue_handler()
