@@ -196,6 +196,10 @@ def save(model: Any, path: Path) -> None:
 def quantize_int8(fp32_path: Path, int8_path: Path, **options: Any) -> None:
     """Dynamic int8 quantisation of the weight MatMuls (activations are quantised per batch)."""
     import onnx
+
+    from .minilm_onnx import quiet_onnxruntime
+
+    quiet_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(fp32_path))
