@@ -6,6 +6,7 @@ msmarco-5k passages (batch 64) with LocalEmbedder in a fresh subprocess per runt
 the median of the rounds (the machine is shared: single rounds vary). The ONNX files are built (and
 timed) before the workers start, so a worker's load time is that of a process finding them cached.
 The torch runtime needs the `torch` extra; it is skipped when torch is not installed.
+`--interleaved numpy onnx ...` measures throughput only, all in one process with rounds alternated.
 """
 
 from __future__ import annotations
@@ -88,13 +89,50 @@ def measure(runtime: str, sort_by_length: bool, rounds: int) -> dict[str, float]
     }
 
 
+def interleaved(runtimes: list[str], rounds: int) -> None:
+    """Every torch-free runtime loaded in this one process, their rounds alternated: on a shared machine
+    each round of each runtime meets the same load, so their ratios are fair where separate runs drift."""
+    from bench.common import load_passages
+    from retrieval_core.embeddings.local import LocalEmbedder
+
+    passages = load_passages(limit=PASSAGES)
+    embedders = {name: LocalEmbedder(batch_size=BATCH, runtime=name) for name in runtimes}  # type: ignore[arg-type]
+    for embedder in embedders.values():
+        embedder.embed(passages[:BATCH], "document")
+    rates: dict[str, list[float]] = {name: [] for name in runtimes}
+    for _ in range(rounds):
+        for name, embedder in embedders.items():
+            start = time.perf_counter()
+            embedder.embed(passages, "document")
+            rates[name].append(len(passages) / (time.perf_counter() - start))
+    base = statistics.median(rates[runtimes[0]])
+    print(
+        f"{PASSAGES} msmarco-5k passages, batch {BATCH}, {rounds} interleaved rounds in one process; "
+        f"{machine()}\n"
+    )
+    print(f"| runtime | passages/s (median) | rounds | vs {runtimes[0]} |")
+    print("|---|---:|---|---:|")
+    for name, values in rates.items():
+        median = statistics.median(values)
+        print(f"| {name} | {median:.1f} | {[round(v, 1) for v in values]} | {median / base:.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", choices=WORKER_RUNTIMES, help="measure one runtime, print JSON")
     parser.add_argument("--unsorted", action="store_true", help="batch texts in the order given")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of 1,000 passages per runtime")
     parser.add_argument("--runtimes", nargs="+", choices=list(RUNS), default=list(RUNS))
+    parser.add_argument(
+        "--interleaved",
+        nargs="+",
+        choices=WORKER_RUNTIMES[1:],
+        help="only throughput: these torch-free runtimes in one process, rounds alternated",
+    )
     args = parser.parse_args()
+    if args.interleaved:
+        interleaved(args.interleaved, args.rounds)
+        return
     if args.worker:
         print(json.dumps(measure(args.worker, not args.unsorted, args.rounds)))
         return
