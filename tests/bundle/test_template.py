@@ -825,6 +825,47 @@ def test_the_dashboard_shows_the_api_functions_service_metrics_and_queues(create
     assert (database <= shown) is create_database and (bool(database & shown)) is create_database
 
 
+@SHAPES
+def test_the_local_provider_puts_the_embedder_layer_on_the_functions_that_embed_only(
+    create_database: bool,
+) -> None:
+    def carrying(resources: dict[str, Any]) -> set[str]:
+        layers = {name for name in of_type(resources, "AWS::Lambda::LayerVersion") if "EmbedderLayer" in name}
+        return {
+            name
+            for name, function in of_type(resources, "AWS::Lambda::Function").items()
+            if {ref["Ref"] for ref in function["Properties"]["Layers"]} & layers
+        }
+
+    local = deployed(shape(create_database) | {"EmbeddingProvider": "local"})
+    assert carrying(local) == set(EMBEDDING_FUNCTIONS)
+    for name in of_type(local, "AWS::Lambda::Function"):
+        variables = environment(local, name)
+        if name in EMBEDDING_FUNCTIONS:
+            assert variables["EMBEDDING_PROVIDER"] == "local"
+            assert variables["LOCAL_EMBEDDER_RUNTIME"] == "onnx-w8"
+            assert variables["LOCAL_MODEL_DIR"] == "/opt/models/all-MiniLM-L6-v2"
+        else:
+            assert not {"LOCAL_EMBEDDER_RUNTIME", "LOCAL_MODEL_DIR"} & set(variables), name
+    # No key to keep, and no provider to call.
+    assert "EmbeddingApiKeySecret" not in local
+    remote = deployed(shape(create_database))
+    assert not [name for name in remote if "EmbedderLayer" in name]
+    for name in of_type(remote, "AWS::Lambda::Function"):
+        assert not {"LOCAL_EMBEDDER_RUNTIME", "LOCAL_MODEL_DIR"} & set(environment(remote, name)), name
+
+
+def test_the_local_provider_takes_only_its_own_model() -> None:
+    local = shape(False) | {"EmbeddingProvider": "local"}
+    assert rules_refusing(local) == set()
+    assert rules_refusing(
+        local | {"EmbeddingModel": "amazon.titan-embed-text-v2:0", "EmbeddingDimension": "1024"}
+    ) == {
+        "EmbeddingProvider local embeds with all-MiniLM-L6-v2; set EmbeddingModel to it.",
+        "EmbeddingProvider local makes 384-dimensional vectors; set EmbeddingDimension to 384.",
+    }
+
+
 def test_rules_tie_the_network_parameters_to_the_database_shape() -> None:
     missing = shape(False) | {"DatabaseHost": "", "SubnetIds": "", "SecurityGroupIds": ""}
     assert rules_refusing(missing) == {

@@ -213,7 +213,10 @@ def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
     assert rule["Properties"]["EventPattern"]["detail-type"] == ["Object Created", "Object Deleted"]
 
     assert function["CodeUri"] == "functions/ingest/" and function["Handler"] == "app.handler"
-    assert function["Layers"] == [{"Ref": "ParsersLayer"}]
+    assert function["Layers"] == [
+        {"Ref": "ParsersLayer"},
+        {"Fn::If": ["UseLocalEmbedder", {"Ref": "EmbedderLayer"}, {"Ref": "AWS::NoValue"}]},
+    ]
     ((source),) = function["Events"].values()
     assert source["Type"] == "SQS" and source["Properties"]["Queue"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]}
     assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]

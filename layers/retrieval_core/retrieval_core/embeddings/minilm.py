@@ -82,13 +82,11 @@ class EncoderLayer:
     output_norm_bias: Floats
 
 
-class MiniLMEncoder:
-    """The BERT encoder of all-MiniLM-L6-v2 plus its sentence-transformers head, in numpy float32."""
+class TokenBatchEncoder:
+    """all-MiniLM-L6-v2's tokenizer and batching; a subclass embeds one padded batch (`_embed_batch`)."""
 
     def __init__(self, model_dir: Path, batch_size: int = 64, sort_by_length: bool = True) -> None:
-        from safetensors.numpy import load_file
-
-        config = json.loads((model_dir / "config.json").read_text())
+        self.config = config = json.loads((model_dir / "config.json").read_text())
         self.max_seq_length = int(
             json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"]
         )
@@ -102,6 +100,43 @@ class MiniLMEncoder:
         self.eps = float(config["layer_norm_eps"])
         self.tokenizer = _load_tokenizer(model_dir / "tokenizer.json", self.max_seq_length)
 
+    def encode(self, texts: Sequence[str]) -> Floats:
+        """Unit-length embeddings, one row per text, in the order given."""
+        result = np.zeros((len(texts), self.hidden), dtype=np.float32)
+        if not texts:
+            return result
+        encodings = self.tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encodings]
+        order = list(range(len(texts)))
+        if self.sort_by_length:
+            # Texts of similar length share a batch, so little of each batch is padding.
+            order.sort(key=lambda i: -lengths[i])
+        for start in range(0, len(order), self.batch_size):
+            chosen = order[start : start + self.batch_size]
+            width = max(lengths[i] for i in chosen)
+            ids = np.zeros((len(chosen), width), dtype=np.int64)
+            types = np.zeros((len(chosen), width), dtype=np.int64)
+            mask = np.zeros((len(chosen), width), dtype=np.int64)
+            for row, i in enumerate(chosen):
+                ids[row, : lengths[i]] = encodings[i].ids
+                types[row, : lengths[i]] = encodings[i].type_ids
+                mask[row, : lengths[i]] = 1
+            result[chosen] = self._embed_batch(ids, types, mask)
+        return result
+
+    def _embed_batch(self, ids: Ints, types: Ints, mask: Ints) -> Floats:
+        """Unit-length sentence embeddings of one padded batch (mask: 1 for real tokens, 0 for padding)."""
+        raise NotImplementedError
+
+
+class MiniLMEncoder(TokenBatchEncoder):
+    """The BERT encoder of all-MiniLM-L6-v2 plus its sentence-transformers head, in numpy float32."""
+
+    def __init__(self, model_dir: Path, batch_size: int = 64, sort_by_length: bool = True) -> None:
+        from safetensors.numpy import load_file
+
+        super().__init__(model_dir, batch_size, sort_by_length)
+        config = self.config
         weights = load_file(str(model_dir / "model.safetensors"))
 
         def get(name: str) -> Floats:
@@ -139,35 +174,12 @@ class MiniLMEncoder:
                 )
             )
 
-    def encode(self, texts: Sequence[str]) -> Floats:
-        """Unit-length embeddings, one row per text, in the order given."""
-        result = np.zeros((len(texts), self.hidden), dtype=np.float32)
-        if not texts:
-            return result
-        encodings = self.tokenizer.encode_batch(list(texts))
-        lengths = [len(e.ids) for e in encodings]
-        order = list(range(len(texts)))
-        if self.sort_by_length:
-            # Texts of similar length share a batch, so little of each batch is padding.
-            order.sort(key=lambda i: -lengths[i])
-        for start in range(0, len(order), self.batch_size):
-            chosen = order[start : start + self.batch_size]
-            width = max(lengths[i] for i in chosen)
-            ids = np.zeros((len(chosen), width), dtype=np.int64)
-            types = np.zeros((len(chosen), width), dtype=np.int64)
-            mask = np.zeros((len(chosen), width), dtype=np.float32)
-            for row, i in enumerate(chosen):
-                ids[row, : lengths[i]] = encodings[i].ids
-                types[row, : lengths[i]] = encodings[i].type_ids
-                mask[row, : lengths[i]] = 1.0
-            result[chosen] = self._embed_batch(ids, types, mask)
-        return result
-
-    def _embed_batch(self, ids: Ints, types: Ints, mask: Floats) -> Floats:
-        hidden = self.forward(ids, types, mask)
+    def _embed_batch(self, ids: Ints, types: Ints, mask: Ints) -> Floats:
+        real = mask.astype(np.float32)
+        hidden = self.forward(ids, types, real)
         # Mean pooling over real tokens, then L2 normalisation (modules 1_Pooling and 2_Normalize).
-        summed = (hidden * mask[:, :, None]).sum(axis=1)
-        pooled: Floats = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
+        summed = (hidden * real[:, :, None]).sum(axis=1)
+        pooled: Floats = summed / np.maximum(real.sum(axis=1, keepdims=True), np.float32(1e-9))
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         pooled /= np.maximum(norms, np.float32(1e-12))
         return pooled

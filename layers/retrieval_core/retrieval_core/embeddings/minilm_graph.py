@@ -1,0 +1,218 @@
+"""Build the ONNX graph of all-MiniLM-L6-v2 from the packaged `model.safetensors`, with the `onnx` package.
+
+No torch and no download: every node is written here, every weight read from the safetensors file. The
+graph takes `input_ids`, `token_type_ids` and `attention_mask` (int64, batch x tokens) and returns the
+sentence embeddings (batch x 384): BERT, mean pooling over real tokens and L2 normalisation, as the
+sentence-transformers pipeline. `quantize_int8` makes the int8 variant with onnxruntime's dynamic
+quantisation. Only the ONNX runtime (`minilm_onnx.py`) imports this module, and only when no built file
+is at hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Opset 20: LayerNormalization (17), reduce ops taking their axes as an input (18), Gelu (20).
+OPSET = 20
+# Bumped whenever the graph changes, so that files built by an older builder are not reused.
+GRAPH_VERSION = 1
+
+
+class _Graph:
+    """Nodes and initializers, named uniquely as they are added."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+        self._count = 0
+
+    def name(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}_{self._count}"
+
+    def const(self, hint: str, value: Any) -> str:
+        from onnx import numpy_helper
+
+        name = self.name(hint)
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        out = self.name(hint or op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+
+def build_fp32(model_dir: Path, int8_weights: bool = False) -> Any:
+    """The float32 graph (an `onnx.ModelProto`) of the model in `model_dir`.
+
+    `int8_weights`: the dense kernels and the word embeddings are stored as int8 with one scale per
+    output channel (a quarter of the size) and dequantised by the graph; the arithmetic stays float32.
+    """
+    from onnx import TensorProto, checker, helper
+    from safetensors.numpy import load_file
+
+    config = json.loads((model_dir / "config.json").read_text())
+    hidden = int(config["hidden_size"])
+    heads = int(config["num_attention_heads"])
+    head_size = hidden // heads
+    eps = float(config["layer_norm_eps"])
+    weights = load_file(str(model_dir / "model.safetensors"))
+    g = _Graph()
+
+    def w(name: str) -> str:
+        return g.const(name.replace(".", "_"), weights[name].astype(np.float32))
+
+    def stored(hint: str, value: Any, channel_axis: int) -> str:
+        if not int8_weights:
+            return g.const(hint, value)
+        # Symmetric per-channel int8: scale = max |w| / 127 along each channel.
+        reduce_axis = 1 - channel_axis
+        scale = np.maximum(np.abs(value).max(axis=reduce_axis), np.float32(1e-12)) / np.float32(127.0)
+        shaped = np.expand_dims(scale, reduce_axis)
+        quantised = np.clip(np.rint(value / shaped), -127, 127).astype(np.int8)
+        zero = np.zeros_like(scale, dtype=np.int8)
+        return g.op(
+            "DequantizeLinear",
+            [
+                g.const(hint + "_q", quantised),
+                g.const(hint + "_scale", scale.astype(np.float32)),
+                g.const(hint + "_zero", zero),
+            ],
+            axis=channel_axis,
+        )
+
+    def dense(x: str, prefix: str) -> str:
+        # torch's Linear keeps (out, in); MatMul wants (in, out).
+        kernel = stored(prefix.replace(".", "_") + "_kernel", weights[f"{prefix}.weight"].T.copy(), 1)
+        hint = prefix.replace(".", "_")
+        return g.op("Add", [g.op("MatMul", [x, kernel], hint=hint), w(f"{prefix}.bias")])
+
+    def layer_norm(x: str, prefix: str) -> str:
+        return g.op(
+            "LayerNormalization", [x, w(f"{prefix}.weight"), w(f"{prefix}.bias")], axis=-1, epsilon=eps
+        )
+
+    # Embeddings: word + position (0..tokens-1) + token type, then LayerNorm.
+    shape = g.op("Shape", ["input_ids"])
+    tokens = g.op("Gather", [shape, g.const("one", np.array([1], dtype=np.int64))], axis=0)
+    positions = g.op(
+        "Slice",
+        [
+            w("embeddings.position_embeddings.weight"),
+            g.const("zero", np.array([0], dtype=np.int64)),
+            tokens,
+            g.const("axis0", np.array([0], dtype=np.int64)),
+        ],
+    )
+    vocabulary = stored("word_embeddings", weights["embeddings.word_embeddings.weight"].astype(np.float32), 0)
+    words = g.op("Gather", [vocabulary, "input_ids"], axis=0)
+    types = g.op("Gather", [w("embeddings.token_type_embeddings.weight"), "token_type_ids"], axis=0)
+    x = layer_norm(g.op("Add", [g.op("Add", [words, positions]), types]), "embeddings.LayerNorm")
+
+    # Padding keys get the most negative float added to their scores, as transformers does.
+    mask = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    one = g.const("one_f", np.float32(1.0))
+    padding = g.op("Sub", [one, mask])
+    key_bias = g.op(
+        "Unsqueeze",
+        [
+            g.op("Mul", [padding, g.const("float_min", np.float32(np.finfo(np.float32).min))]),
+            g.const("axes12", np.array([1, 2], dtype=np.int64)),
+        ],
+    )
+    split_heads = g.const("split_heads", np.array([0, 0, heads, head_size], dtype=np.int64))
+    merge_heads = g.const("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
+    scale = g.const("scale", np.float32(1.0 / math.sqrt(head_size)))
+
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"encoder.layer.{i}."
+
+        def heads_of(part: str, perm: list[int], x: str = x, p: str = p) -> str:
+            projected = dense(x, f"{p}attention.self.{part}")
+            return g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
+
+        q = heads_of("query", [0, 2, 1, 3])
+        k = heads_of("key", [0, 2, 3, 1])
+        v = heads_of("value", [0, 2, 1, 3])
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), key_bias])
+        probabilities = g.op("Softmax", [scores], axis=-1)
+        context = g.op("Transpose", [g.op("MatMul", [probabilities, v])], perm=[0, 2, 1, 3])
+        attended = dense(g.op("Reshape", [context, merge_heads]), f"{p}attention.output.dense")
+        x = layer_norm(g.op("Add", [attended, x]), f"{p}attention.output.LayerNorm")
+        # GELU, exact (erf) form as BERT.
+        gelu = g.op("Gelu", [dense(x, f"{p}intermediate.dense")])
+        output = dense(gelu, f"{p}output.dense")
+        x = layer_norm(g.op("Add", [output, x]), f"{p}output.LayerNorm")
+
+    # Mean pooling over real tokens, then L2 normalisation (modules 1_Pooling and 2_Normalize).
+    token_mask = g.op("Unsqueeze", [mask, g.const("axis2", np.array([2], dtype=np.int64))])
+    summed = g.op(
+        "ReduceSum",
+        [g.op("Mul", [x, token_mask]), g.const("axis1", np.array([1], dtype=np.int64))],
+        keepdims=0,
+    )
+    counts = g.op("ReduceSum", [token_mask, g.const("axis1", np.array([1], dtype=np.int64))], keepdims=0)
+    pooled = g.op("Div", [summed, g.op("Max", [counts, g.const("tiny", np.float32(1e-9))])])
+    norm = g.op("Sqrt", [g.op("ReduceSumSquare", [pooled, g.const("axis1", np.array([1], dtype=np.int64))])])
+    g.nodes.append(
+        helper.make_node(
+            "Div", [pooled, g.op("Max", [norm, g.const("eps", np.float32(1e-12))])], ["sentence_embedding"]
+        )
+    )
+
+    def int_input(name: str) -> Any:
+        return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"])
+
+    graph = helper.make_graph(
+        g.nodes,
+        "all-MiniLM-L6-v2",
+        [int_input("input_ids"), int_input("token_type_ids"), int_input("attention_mask")],
+        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
+        g.initializers,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="retrieval_core.minilm_graph"
+    )
+    model.ir_version = 9
+    checker.check_model(model)
+    return model
+
+
+def save(model: Any, path: Path) -> None:
+    """Write `model` to `path` as one file (90 MB: under protobuf's 2 GB limit)."""
+    import onnx
+
+    onnx.save(model, str(path))
+
+
+def quantize_int8(fp32_path: Path, int8_path: Path, **options: Any) -> None:
+    """Dynamic int8 quantisation of the weight MatMuls (activations are quantised per batch)."""
+    import onnx
+
+    from .minilm_onnx import quiet_onnxruntime
+
+    quiet_onnxruntime()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = onnx.load(str(fp32_path))
+    constants = {tensor.name for tensor in model.graph.initializer}
+    # Attention's two MatMuls multiply activations by activations: left in float32.
+    activations_only = [
+        node.name for node in model.graph.node if node.op_type == "MatMul" and not set(node.input) & constants
+    ]
+    settings = {
+        "per_channel": True,
+        "reduce_range": True,
+        "op_types_to_quantize": ["MatMul", "Gather"],
+        **options,
+    }
+    settings["nodes_to_exclude"] = activations_only + list(settings.get("nodes_to_exclude", []))
+    quantize_dynamic(fp32_path, int8_path, weight_type=QuantType.QInt8, **settings)
