@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import first_request
-from bench.common import find_python312
+from bench.common import find_python312, run_isolated
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO / ".aws-sam" / "build"
@@ -199,15 +199,7 @@ def measure(python: str, target: Target, cwd: Path) -> None:
         **target.env,
     }
     started = datetime.now(UTC)
-    proc = subprocess.run(
-        [python, "-S", "-s", "-P", "-c", PROBE, target.handler],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = run_isolated(python, ["-c", PROBE, target.handler], env, cwd)
     wall_ms = (datetime.now(UTC) - started).total_seconds() * 1000
     if proc.returncode != 0:
         raise SystemExit(f"{target.label} failed to import:\n{proc.stderr[-3000:]}")
@@ -225,15 +217,8 @@ def import_times(python: str, target: Target, cwd: Path) -> dict[str, float]:
         "PYTHONDONTWRITEBYTECODE": "1",
         **target.env,
     }
-    proc = subprocess.run(
-        [python, "-S", "-s", "-P", "-X", "importtime", "-c", PROBE, target.handler],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    proc = run_isolated(python, ["-X", "importtime", "-c", PROBE, target.handler], env, cwd)
+    proc.check_returncode()
     times: dict[str, float] = {}
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:

@@ -108,3 +108,19 @@ def load_passages(limit: int | None = None) -> list[str]:
                 if limit is not None and len(passages) == limit:
                     return passages
     return passages
+
+
+def run_isolated(
+    python: str, args: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """`python -S -s -P` with `args`: an interpreter that sees no site-packages, only what `env` puts
+    on its path (output captured, two minutes at most, the exit status left to the caller)."""
+    return subprocess.run(
+        [python, "-S", "-s", "-P", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

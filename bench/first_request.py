@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import tempfile
 import textwrap
 import warnings
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.common import run_isolated
 from tests.servers import MotoServer
 
 FUNCTION = "SimilaritySearchFunction"
@@ -130,15 +130,7 @@ def measure(python: str, code: Path, path: list[Path], env: dict[str, str], runs
 
 
 def _sample(python: str, env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        [python, "-S", "-s", "-P", "-c", PROBE, "app.handler", str(EVENT), TRACE_HEADER],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = run_isolated(python, ["-c", PROBE, "app.handler", str(EVENT), TRACE_HEADER], env, cwd)
     if proc.returncode != 0:
         raise SystemExit(f"the first request failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])

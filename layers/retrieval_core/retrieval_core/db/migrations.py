@@ -194,18 +194,13 @@ MIGRATIONS: list[Migration] = [
             FROM (SELECT store_id, count(*) AS n FROM chunks GROUP BY store_id) AS counted
             WHERE stores.id = counted.store_id;
 
-        CREATE FUNCTION count_inserted_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+        -- One function for both triggers: each names its transition table changed_chunks.
+        CREATE FUNCTION count_changed_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            UPDATE stores SET chunk_count = stores.chunk_count + added.n
-                FROM (SELECT store_id, count(*) AS n FROM inserted_chunks GROUP BY store_id) AS added
-                WHERE stores.id = added.store_id;
-            RETURN NULL;
-        END $$;
-        CREATE FUNCTION count_deleted_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            UPDATE stores SET chunk_count = stores.chunk_count - removed.n
-                FROM (SELECT store_id, count(*) AS n FROM deleted_chunks GROUP BY store_id) AS removed
-                WHERE stores.id = removed.store_id;
+            UPDATE stores SET chunk_count = stores.chunk_count
+                    + CASE TG_OP WHEN 'INSERT' THEN changed.n ELSE -changed.n END
+                FROM (SELECT store_id, count(*) AS n FROM changed_chunks GROUP BY store_id) AS changed
+                WHERE stores.id = changed.store_id;
             RETURN NULL;
         END $$;
         CREATE FUNCTION count_no_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -214,11 +209,11 @@ MIGRATIONS: list[Migration] = [
             RETURN NULL;
         END $$;
         CREATE TRIGGER chunks_count_inserted AFTER INSERT ON chunks
-            REFERENCING NEW TABLE AS inserted_chunks
-            FOR EACH STATEMENT EXECUTE FUNCTION count_inserted_chunks();
+            REFERENCING NEW TABLE AS changed_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION count_changed_chunks();
         CREATE TRIGGER chunks_count_deleted AFTER DELETE ON chunks
-            REFERENCING OLD TABLE AS deleted_chunks
-            FOR EACH STATEMENT EXECUTE FUNCTION count_deleted_chunks();
+            REFERENCING OLD TABLE AS changed_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION count_changed_chunks();
         CREATE TRIGGER chunks_count_truncated AFTER TRUNCATE ON chunks
             FOR EACH STATEMENT EXECUTE FUNCTION count_no_chunks();
         """,
