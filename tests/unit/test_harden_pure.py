@@ -49,6 +49,13 @@ def test_limits_unit_vector_of_a_vector_longer_than_the_largest_double() -> None
     assert unit_vector([1e308, -1e308, 1e308, 1e308]) == pytest.approx([0.5, -0.5, 0.5, 0.5])
 
 
+def test_limits_unit_vector_leaves_a_unit_vector_as_it_is() -> None:
+    vector = [0.6, -0.8, 0.0]
+    assert unit_vector(vector) is vector
+    assert unit_vector((0.6, -0.8)) == [0.6, -0.8]
+    assert unit_vector([0.6 * 1.01, -0.8 * 1.01]) == pytest.approx([0.6, -0.8])
+
+
 def test_limits_unit_vector_refuses_the_zero_vector() -> None:
     with pytest.raises(ValueError, match="zero vector"):
         unit_vector([0.0, -0.0])

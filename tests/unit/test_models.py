@@ -75,10 +75,18 @@ def test_naive_engine_accepts_a_disabled_rerank_object() -> None:
     assert RetrieveRequest.model_validate(body).rerank is not None
 
 
-@pytest.mark.parametrize("bad", [[float("nan")], [float("inf")], []])
+@pytest.mark.parametrize(
+    "bad",
+    [[float("nan")], [float("inf")], [1.0, float("-inf"), float("nan")], [1e308, 1e308, float("nan")], []],
+)
 def test_similarity_search_refuses_non_finite_or_empty_embeddings(bad: list[float]) -> None:
     with pytest.raises(ValidationError):
         SimilaritySearchRequest.model_validate({"queryEmbedding": bad})
+
+
+def test_similarity_search_accepts_finite_components_whose_length_exceeds_a_double() -> None:
+    request = SimilaritySearchRequest.model_validate({"queryEmbedding": [1e308, -1e308, 1e308]})
+    assert request.query_embedding == [1e308, -1e308, 1e308]
 
 
 def test_response_serialises_camel_case() -> None:

@@ -264,8 +264,9 @@ class RetrieveRequest(RequestModel):
 
 
 def _finite(values: list[float]) -> list[float]:
-    # map keeps the loop in C: about 10x faster than a generator over a 384-float vector.
-    if not all(map(math.isfinite, values)):
+    # The length is finite for almost every vector of finite components (2 µs for 384 floats); only
+    # when it is not are the components checked one by one (7 µs, the loop kept in C by map).
+    if not math.isfinite(math.hypot(*values)) and not all(map(math.isfinite, values)):
         raise ValueError("every component must be a finite number")
     # A zero vector has no direction: its cosine distance to anything is undefined (NaN).
     if not any(values):

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs about 1 µs more per row, 10 per search.
+@dataclass(slots=True)
 class ScoredChunk:
     """A chunk with its similarity to the query and everything stored beside it."""
 
@@ -51,6 +52,8 @@ def apply_threshold(chunks: Iterable[ScoredChunk], grade: float) -> list[ScoredC
 def unit_vector(values: Sequence[float]) -> list[float]:
     """`values` scaled to length 1 (cosine distance ignores length), computed without overflow.
 
+    A vector already of length 1 within 1e-6 (what embedding models return) is returned as it is.
+
     pgvector stores single-precision floats and accumulates in them: a caller's vector with
     components near 1e30 would overflow there and score NaN, and one near 1e300 cannot be stored.
     Scaling by the largest component first keeps every step finite. A zero vector is the caller's
@@ -58,6 +61,8 @@ def unit_vector(values: Sequence[float]) -> list[float]:
     """
     # math.hypot scales internally: it overflows only when the length itself exceeds a double.
     norm = math.hypot(*values)
+    if abs(norm - 1.0) <= 1e-6:
+        return values if isinstance(values, list) else list(values)
     if norm == 0.0:
         raise ValueError("a zero vector has no direction")
     if math.isinf(norm):
