@@ -191,7 +191,11 @@ SearchOverride = Annotated[
 
 
 class RetrieveRequest(RequestModel):
-    """POST /api/v1/rag/retrieve."""
+    """POST /api/v1/rag/retrieve.
+
+    Every option sent takes effect: one that the rest of the request makes pointless ("Needs ..." in
+    its description) is a 422 naming what it needs, even when sent with its default value.
+    """
 
     query: Text = Field(min_length=1, max_length=8000, description="Natural-language query.")
     grade: float = Field(
@@ -254,7 +258,8 @@ class RetrieveRequest(RequestModel):
         default=None,
         ge=0.0,
         le=1.0,
-        description="Needs useHybrid. Minimum fusedScore (0-1) a chunk must reach, applied with grade.",
+        description="Needs useHybrid. Minimum fusedScore (0-1) a chunk must reach, applied where grade is. "
+        "Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.",
     )
     mmr_lambda: float = Field(
         default=0.7,
