@@ -302,6 +302,13 @@ def test_retrieve_backend_gemini_resolves_a_display_name(client: TestClient, gem
         ({"docIds": ["a"]}, "docIds"),
         ({"useHybrid": True}, "useHybrid"),
         ({"rerank": {"strategy": "mmr"}}, "rerank"),
+        # Accepted before and ignored: the same Gemini call and the same answer with or without them.
+        ({"rerank": {"enabled": False, "topK": 1}}, "rerank.topK"),
+        ({"engineName": "naive"}, "engineName"),
+        ({"engineName": "default"}, "engineName"),
+        ({"search": {"efSearch": 400}}, "search"),
+        ({"fusion": "weighted"}, "fusion"),
+        ({"mmrLambda": 0.1}, "mmrLambda"),
     ],
 )
 def test_retrieve_on_gemini_refuses_what_gemini_cannot_do(

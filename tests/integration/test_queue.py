@@ -369,6 +369,24 @@ def test_permanent_failures_get_an_error_reply_and_are_acknowledged(
     ]
 
 
+def test_an_option_that_would_do_nothing_gets_an_error_reply_naming_what_it_needs(
+    queue_handler: Handler, queues: Queues
+) -> None:
+    send(
+        queues, [job("mmr-lambda-alone", mmrLambda=0.2), job("min-fused", useHybrid=True, minFusedScore=0.3)]
+    )
+    event = receive_event(queues)
+    response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []  # permanent: answered with an error, not retried
+    acknowledge(queues, event, response)
+    replies = {r.body["requestId"]: r.body for r in drain(queues, queues.results)}
+    refused = replies["mmr-lambda-alone"]
+    assert refused["status"] == "error" and refused["error"]["code"] == "validation_error"
+    assert refused["error"]["message"].startswith('mmrLambda: applies only with rerank.strategy "mmr"')
+    assert refused["error"]["details"]["errors"][0]["field"] == "mmrLambda"
+    assert replies["min-fused"]["status"] == "ok"
+
+
 def test_without_its_idempotency_table_a_job_is_retried_rather_than_answered_unguarded(
     queue_handler: Handler, queues: Queues, moto: MotoServer
 ) -> None:

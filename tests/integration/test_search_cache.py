@@ -170,6 +170,34 @@ def test_requests_differing_in_one_option_both_miss(harness: Harness, change: di
     assert post(harness, QUERY)[0] == "hit"
 
 
+HYBRID = {**QUERY, "useHybrid": True}
+WEIGHTED = {**HYBRID, "fusion": "weighted"}
+
+
+@pytest.mark.parametrize(
+    ("base", "change"),
+    [
+        (HYBRID, {"rrfK": 10}),
+        (HYBRID, {"minFusedScore": 0.1}),
+        (WEIGHTED, {"normalization": "max"}),
+        (WEIGHTED, {"vectorWeight": 0.5}),
+        (HYBRID, {"fusion": "weighted"}),
+    ],
+)
+def test_hybrid_requests_differing_in_one_fusion_option_both_miss(
+    harness: Harness, base: dict[str, Any], change: dict[str, Any]
+) -> None:
+    assert post(harness, base)[0] == "miss"
+    assert post(harness, {**base, **change})[0] == "miss"
+    assert post(harness, base)[0] == "hit"
+
+
+def test_a_fusion_option_sent_with_its_default_value_shares_the_entry(harness: Harness) -> None:
+    # The key is made of values, so the same request spelled out in full is the same answer.
+    assert post(harness, HYBRID)[0] == "miss"
+    assert post(harness, {**HYBRID, "fusion": "rrf", "rrfK": 60})[0] == "hit"
+
+
 def test_similarity_search_is_cached_too(harness: Harness, service) -> None:  # type: ignore[no-untyped-def]
     body = {"queryEmbedding": service.embedder.embed(["espresso"], "query")[0], "topK": 2}
     assert post(harness, body, SEARCH)[0] == "miss"

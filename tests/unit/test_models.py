@@ -75,6 +75,96 @@ def test_naive_engine_accepts_a_disabled_rerank_object() -> None:
     assert RetrieveRequest.model_validate(body).rerank is not None
 
 
+HYBRID = {"useHybrid": True}
+WEIGHTED = {"useHybrid": True, "fusion": "weighted"}
+MMR = {"rerank": {"strategy": "mmr"}}
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "says"),
+    [
+        # Each was accepted and did nothing before: the answer was the same with or without it.
+        ({"fusion": "weighted"}, "fusion", "applies only with useHybrid true"),
+        ({"fusion": "rrf"}, "fusion", "applies only with useHybrid true"),
+        ({"vectorWeight": 0.1}, "vectorWeight", 'applies only with useHybrid true and fusion "weighted"'),
+        ({**HYBRID, "vectorWeight": 0.1}, "vectorWeight", 'and fusion "weighted"'),
+        ({**HYBRID, "fusion": "rrf", "keywordWeight": 0.9}, "keywordWeight", 'and fusion "weighted"'),
+        ({"mmrLambda": 0.1}, "mmrLambda", 'applies only with rerank.strategy "mmr"'),
+        ({"rerank": {"enabled": False}, "mmrLambda": 0.1}, "mmrLambda", 'rerank.strategy "mmr"'),
+        ({"rerank": {"strategy": "bge"}, "mmrLambda": 0.1}, "mmrLambda", 'rerank.strategy "mmr"'),
+        ({"engineName": "naive", "rerank": {"enabled": False, "topK": 2}}, "rerank.topK", "engineName"),
+        ({"rerank": {"enabled": False, "strategy": "llm"}}, "rerank.strategy", "rerank.enabled true"),
+        ({"rerank": {"enabled": False, "score": 0.5}}, "rerank.score", "rerank.enabled true"),
+        # The options added with them.
+        ({"rrfK": 10}, "rrfK", 'applies only with useHybrid true and fusion "rrf"'),
+        ({**WEIGHTED, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
+        ({"normalization": "max"}, "normalization", 'fusion "weighted"'),
+        ({**HYBRID, "normalization": "minmax"}, "normalization", 'fusion "weighted"'),
+        ({"minFusedScore": 0.5}, "minFusedScore", "applies only with useHybrid true"),
+        ({"useHybrid": False, "minFusedScore": 0.5}, "minFusedScore", "useHybrid true"),
+    ],
+)
+def test_an_option_that_would_do_nothing_is_refused_naming_what_it_needs(
+    options: dict[str, object], field: str, says: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **options})
+    errors = info.value.errors()
+    assert [".".join(map(str, e["loc"])) for e in errors] == [field]
+    assert says in errors[0]["msg"]
+
+
+def test_an_option_sent_with_its_default_value_is_refused_too() -> None:
+    # vectorWeight 0.7 is the default, yet sending it with rrf asks for a weighting rrf never makes.
+    with pytest.raises(ValidationError, match="vectorWeight"):
+        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **HYBRID, "vectorWeight": 0.7})
+
+
+def test_every_inapplicable_option_is_listed_at_once() -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrieveRequest.model_validate(
+            {"query": "q", "grade": 0.5, "fusion": "weighted", "vectorWeight": 0.5, "mmrLambda": 0.3}
+        )
+    assert [e["loc"] for e in info.value.errors()] == [("fusion",), ("vectorWeight",), ("mmrLambda",)]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {**HYBRID, "rrfK": 1, "minFusedScore": 0.0},
+        {**HYBRID, "fusion": "rrf", "rrfK": 1000, "minFusedScore": 1.0},
+        {**WEIGHTED, "normalization": "max", "vectorWeight": 1, "keywordWeight": 1, "minFusedScore": 0.4},
+        {**MMR, "mmrLambda": 0.5},
+        {**HYBRID, **MMR, "mmrLambda": 0.5},
+        {"useHybrid": False, "rerank": {"enabled": False, "topK": 3}},
+    ],
+)
+def test_options_that_take_effect_are_accepted(options: dict[str, object]) -> None:
+    RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **options})
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({**HYBRID, "rrfK": 0}, "rrfK"),
+        ({**HYBRID, "rrfK": 1001}, "rrfK"),
+        ({**HYBRID, "rrfK": 2.5}, "rrfK"),
+        ({**WEIGHTED, "normalization": "zscore"}, "normalization"),
+        ({**HYBRID, "minFusedScore": 1.01}, "minFusedScore"),
+        ({**HYBRID, "minFusedScore": -0.1}, "minFusedScore"),
+    ],
+)
+def test_new_hybrid_options_are_bounded(options: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **options})
+    assert field in {str(e["loc"][0]) for e in info.value.errors()}
+
+
+def test_the_defaults_of_use_hybrid_stay_rrf_with_k_60() -> None:
+    request = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **HYBRID})
+    assert (request.fusion, request.rrf_k, request.min_fused_score) == ("rrf", 60, None)
+
+
 @pytest.mark.parametrize(
     "bad",
     [[float("nan")], [float("inf")], [1.0, float("-inf"), float("nan")], [1e308, 1e308, float("nan")], []],

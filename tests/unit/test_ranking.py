@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from retrieval_core.ranking import ScoredChunk, apply_threshold, similarity_from_distance
+from retrieval_core.ranking import ScoredChunk, apply_threshold, at_least, similarity_from_distance
 
 
 def chunk(doc: str, index: int, score: float) -> ScoredChunk:
@@ -25,3 +25,10 @@ def test_threshold_nothing_meets_is_empty_not_error() -> None:
 
 def test_chunk_id_is_document_id_plus_index() -> None:
     assert chunk("doc-1", 3, 0.1).chunk_id == "doc-1#3"
+
+
+def test_at_least_keeps_chunks_whose_own_score_reaches_the_minimum_whatever_their_similarity() -> None:
+    low_similarity, high_similarity = chunk("a", 0, 0.1), chunk("b", 0, 0.9)
+    fused = {("a", 0): 1.0, ("b", 0): 0.49}
+    assert at_least([high_similarity, low_similarity], fused, 0.5) == [low_similarity]
+    assert at_least([high_similarity, low_similarity], fused, 0.49) == [high_similarity, low_similarity]

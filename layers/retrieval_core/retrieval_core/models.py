@@ -16,10 +16,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .exceptions import InvalidRequestError
 from .filters import MetadataValue
-from .fusion import Fusion
+from .fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
 from .index_knobs import (
     EF_SEARCH_MAX,
     EF_SEARCH_MIN,
@@ -190,7 +191,11 @@ SearchOverride = Annotated[
 
 
 class RetrieveRequest(RequestModel):
-    """POST /api/v1/rag/retrieve."""
+    """POST /api/v1/rag/retrieve.
+
+    Every option sent takes effect: one that the rest of the request makes pointless ("Needs ..." in
+    its description) is a 422 naming what it needs, even when sent with its default value.
+    """
 
     query: Text = Field(min_length=1, max_length=8000, description="Natural-language query.")
     grade: float = Field(
@@ -218,13 +223,49 @@ class RetrieveRequest(RequestModel):
     )
     fusion: Fusion = Field(
         default="rrf",
-        description="How hybrid results are fused: rrf (reciprocal rank fusion, k=60) or weighted "
-        "(min-max normalised similarity and keyword scores, weighted by vectorWeight and keywordWeight).",
+        description="Needs useHybrid. How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) "
+        "or weighted (a weighted sum of the similarity and the keyword score, each scaled to 0-1 by "
+        "`normalization`).",
     )
-    vector_weight: float = Field(default=0.7, ge=0.0, le=1.0, description="Weight of vector similarity.")
-    keyword_weight: float = Field(default=0.3, ge=0.0, le=1.0, description="Weight of the keyword score.")
+    rrf_k: int = Field(
+        default=RRF_K,
+        ge=RRF_K_MIN,
+        le=RRF_K_MAX,
+        description="Needs useHybrid and fusion rrf. RRF's k in 1 / (k + rank): smaller lets the first "
+        "ranks count more.",
+    )
+    normalization: Normalization = Field(
+        default="minmax",
+        description="Needs useHybrid and fusion weighted. How each score is scaled to 0-1 before "
+        "weighting: minmax ((s - lowest) / (highest - lowest) over the candidates) or max (s / highest, "
+        "the lowest taken as 0).",
+    )
+    vector_weight: float = Field(
+        default=0.7,
+        ge=0.0,
+        le=1.0,
+        description="Needs useHybrid and fusion weighted. Weight of the vector similarity; the weights "
+        "are relative (divided by their sum).",
+    )
+    keyword_weight: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="Needs useHybrid and fusion weighted. Weight of the keyword score; the weights are "
+        "relative (divided by their sum).",
+    )
+    min_fused_score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Needs useHybrid. Minimum fusedScore (0-1) a chunk must reach, applied where grade is. "
+        "Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.",
+    )
     mmr_lambda: float = Field(
-        default=0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 is pure relevance, 0 pure diversity."
+        default=0.7,
+        ge=0.0,
+        le=1.0,
+        description='Needs rerank.strategy "mmr". MMR trade-off: 1 is pure relevance, 0 pure diversity.',
     )
     cache_ttl_ms: CacheTtl = None
     backend: Literal["pgvector", "gemini"] | None = Field(
@@ -234,13 +275,10 @@ class RetrieveRequest(RequestModel):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> RetrieveRequest:
-        if self.engine_name == "naive" and self.rerank is not None and self.rerank.enabled:
-            raise ValueError("the naive engine does not rerank; use engineName 'default' or drop rerank")
-        if self.rerank is not None and self.rerank.strategy == "mmr" and self.rerank.score is not None:
-            raise ValueError("rerank.score does not apply to mmr, which gives no score")
-        if self.use_hybrid and self.fusion == "weighted" and self.vector_weight + self.keyword_weight == 0:
-            raise ValueError("vectorWeight and keywordWeight cannot both be 0")
+    def _every_option_applies(self) -> RetrieveRequest:
+        errors = inapplicable_options(self)
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
 
     @property
@@ -261,6 +299,79 @@ class RetrieveRequest(RequestModel):
         return bool(self.store and self.store.startswith(GEMINI_STORE_PREFIX))
 
     search: SearchOverride = None
+
+
+def _not_applicable(
+    loc: tuple[str, ...], message: str, value: Any, kind: str = "not_applicable"
+) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input=value)
+
+
+# Each hybrid option and the fusion it needs (None: either).
+_HYBRID_OPTIONS: dict[str, Fusion | None] = {
+    "fusion": None,
+    "min_fused_score": None,
+    "rrf_k": "rrf",
+    "normalization": "weighted",
+    "vector_weight": "weighted",
+    "keyword_weight": "weighted",
+}
+
+
+def inapplicable_options(request: RetrieveRequest) -> list[InitErrorDetails]:
+    """An error for each option the request sets that would have no effect, or that contradicts another.
+
+    An option counts as sent when it is in the body, even with its default value: `vectorWeight: 0.7`
+    with rrf asks for a weighting rrf never makes. Options that ask for what happens anyway
+    (`useHybrid: false`, `rerank: {"enabled": false}`) are accepted.
+    """
+    sent = request.model_fields_set
+    errors: list[InitErrorDetails] = []
+
+    def refuse(field: str, message: str, kind: str = "not_applicable") -> None:
+        name = RetrieveRequest.model_fields[field].alias or field
+        errors.append(_not_applicable((name,), message, getattr(request, field), kind))
+
+    for field, fusion in _HYBRID_OPTIONS.items():
+        if field in sent and not (request.use_hybrid and fusion in (None, request.fusion)):
+            refuse(field, "applies only with useHybrid true" + (f' and fusion "{fusion}"' if fusion else ""))
+    weighted = request.use_hybrid and request.fusion == "weighted"
+    if weighted and request.vector_weight + request.keyword_weight == 0:
+        refuse("vector_weight", "vectorWeight and keywordWeight cannot both be 0", "value_error")
+    rerank = request.rerank
+    uses_mmr = rerank is not None and rerank.enabled and rerank.strategy == "mmr"
+    if "mmr_lambda" in sent and not uses_mmr:
+        refuse("mmr_lambda", 'applies only with rerank.strategy "mmr" (enabled, default engine)')
+    if rerank is not None:
+        errors.extend(_inapplicable_rerank_options(request.engine_name, rerank))
+    return errors
+
+
+def _inapplicable_rerank_options(engine: EngineName, rerank: RerankOptions) -> list[InitErrorDetails]:
+    if engine == "naive" and rerank.enabled:
+        return [
+            _not_applicable(
+                ("rerank",),
+                "the naive engine does not rerank; use engineName 'default' or drop rerank",
+                rerank.model_dump(by_alias=True),
+            )
+        ]
+    sent = rerank.model_fields_set
+    errors: list[InitErrorDetails] = []
+    for field in ("strategy", "score", "top_k"):
+        if field not in sent:
+            continue
+        name = RerankOptions.model_fields[field].alias or field
+        value = getattr(rerank, field)
+        if engine == "naive":
+            errors.append(_not_applicable(("rerank", name), 'applies only with engineName "default"', value))
+        elif not rerank.enabled and field != "top_k":
+            errors.append(_not_applicable(("rerank", name), "applies only with rerank.enabled true", value))
+    if rerank.enabled and rerank.strategy == "mmr" and rerank.score is not None:
+        errors.append(
+            _not_applicable(("rerank", "score"), "does not apply to mmr, which gives no score", rerank.score)
+        )
+    return errors
 
 
 def _finite(values: list[float]) -> list[float]:
@@ -305,7 +416,10 @@ class ChunkResult(ResponseModel):
         default=None, description="Hybrid only: PostgreSQL ts_rank_cd of the chunk (0: no query term)."
     )
     fused_score: float | None = Field(
-        default=None, description="Hybrid only: the fused score the chunk was ranked by, higher is better."
+        default=None,
+        description="Hybrid only: the fused score the chunk was ranked by, 0-1, higher is better. rrf: "
+        "RRF divided by its maximum 2 / (rrfK + 1), so 1 is first in both lists and 0.5 first in one; "
+        "weighted: the weighted mean of the two scaled scores. Compared with minFusedScore.",
     )
     rerank_score: float | None = Field(
         default=None, description="Reranked only: the reranker's relevance score, higher is better."

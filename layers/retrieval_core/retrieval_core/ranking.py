@@ -7,7 +7,7 @@ is `1 - cosine distance`, in [-1, 1]; for unit-length embeddings usually in [0, 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,13 @@ def similarity_from_distance(cosine_distance: float) -> float:
 def apply_threshold(chunks: Iterable[ScoredChunk], grade: float) -> list[ScoredChunk]:
     """Keep chunks whose similarity is at least `grade`, in their given order. None met it: empty list."""
     return [c for c in chunks if c.score >= grade]
+
+
+def at_least(
+    chunks: Iterable[ScoredChunk], scores: Mapping[tuple[str, int], float], minimum: float
+) -> list[ScoredChunk]:
+    """Keep chunks whose score in `scores` (e.g. the fused score) is at least `minimum`, in their order."""
+    return [c for c in chunks if scores[c.key] >= minimum]
 
 
 def unit_vector(values: Sequence[float]) -> list[float]:

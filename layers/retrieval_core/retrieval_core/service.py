@@ -47,7 +47,7 @@ from .models import (
     Timings,
     validation_error,
 )
-from .ranking import ScoredChunk, apply_threshold, unit_vector
+from .ranking import ScoredChunk, apply_threshold, at_least, unit_vector
 from .search_plan import FilterSizes, exact_scan_limit
 
 if TYPE_CHECKING:
@@ -293,12 +293,21 @@ class RetrievalService:
                 knobs=self.knobs_for(request.search),
             )
         fused = (
-            fuse(candidates, request.fusion, request.vector_weight, request.keyword_weight)
+            fuse(
+                candidates,
+                request.fusion,
+                request.vector_weight,
+                request.keyword_weight,
+                rrf_k=request.rrf_k,
+                normalization=request.normalization,
+            )
             if request.use_hybrid
             else {}
         )
         ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
         kept = apply_threshold(ranked, request.grade)
+        if request.min_fused_score is not None:
+            kept = at_least(kept, fused, request.min_fused_score)
         pipeline = Pipeline(
             candidates_considered=len(candidates),
             hybrid=request.use_hybrid,

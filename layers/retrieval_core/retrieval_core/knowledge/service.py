@@ -130,12 +130,18 @@ class KnowledgeService:
         `grant` is checked as in `search`.
         """
         grant.require_scope("read")
+        sent = request.model_fields_set
+        rerank = request.rerank
+        # Each option Gemini would ignore; hybrid and MMR options are refused with useHybrid and rerank.
         unsupported = {
             "docIds": "use metadataFilter" if request.doc_ids else None,
             "useHybrid": "Gemini runs its own retrieval" if request.use_hybrid else None,
-            "rerank": "Gemini ranks its own chunks"
-            if request.rerank is not None and request.rerank.enabled
+            "rerank": "Gemini ranks its own chunks" if rerank is not None and rerank.enabled else None,
+            "rerank.topK": "every graded chunk is returned"
+            if rerank is not None and "top_k" in rerank.model_fields_set
             else None,
+            "engineName": "Gemini File Search is the engine" if "engine_name" in sent else None,
+            "search": "the index knobs are pgvector's" if request.search is not None else None,
         }
         for field, hint in unsupported.items():
             if hint is not None:
