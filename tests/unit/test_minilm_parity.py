@@ -214,7 +214,7 @@ except ConfigurationError as exc:
     [
         ("sentence_transformers", "torch", "make install-torch"),
         ("onnxruntime", "onnx", "pip install -e '.[local]'"),
-        ("tokenizers", "onnx-w8", "--no-deps tokenizers"),
+        ("tokenizers", "onnx-w8", "--no-deps onnxruntime tokenizers"),
     ],
 )
 def test_a_runtime_that_is_not_installed_says_how_to_install_it(
@@ -231,12 +231,13 @@ def test_a_missing_model_folder_is_a_configuration_error(tmp_path: Path) -> None
     assert os.listdir(tmp_path) == []
 
 
-# `make serve` installs neither onnx (our writer makes the ONNX file) nor huggingface_hub and hf_xet
-# (tokenizers is installed with --no-deps: they serve only hub downloads). Blocked here as if absent,
-# with an empty cache, so that the file is built too.
+# `make serve` installs neither onnx (our writer makes the ONNX file) nor what tokenizers and onnxruntime
+# declare (both are installed with --no-deps): huggingface_hub and hf_xet serve only hub downloads,
+# protobuf, flatbuffers and packaging onnxruntime's model tools. Blocked here as if absent, with an
+# empty cache, so that the file is built too.
 WITHOUT_ONNX_OR_HUB = """
 import json, sys
-for name in ("onnx", "huggingface_hub", "hf_xet"):
+for name in ("onnx", "huggingface_hub", "hf_xet", "google.protobuf", "flatbuffers", "packaging"):
     sys.modules[name] = None  # as if not installed
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.exceptions import ConfigurationError
