@@ -213,7 +213,7 @@ except ConfigurationError as exc:
     ("missing", "runtime", "advice"),
     [
         ("sentence_transformers", "torch", "make install-torch"),
-        ("onnxruntime", "onnx", "pip install -e '.[local]'"),
+        ("onnxruntime", "onnx", "make install-local (pip install --no-deps onnxruntime tokenizers"),
         ("tokenizers", "onnx-w8", "--no-deps onnxruntime tokenizers"),
     ],
 )
