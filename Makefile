@@ -12,9 +12,13 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev install-torch validate build deploy coldstart
 
+# python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
+# our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
+# torch packages that need it declare it, so pip installs it back for them. (3.12's venv has none.)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip uninstall -q -y setuptools
 
 # No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). Three
 # packages are installed with --no-deps, for what their wheels declare but the service never imports
