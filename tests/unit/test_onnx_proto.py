@@ -63,6 +63,7 @@ def test_a_tensor_of_another_dtype_is_refused() -> None:
         ("transpose_4", {"perm": [0, 2, 3, 1]}),
         ("cast_5", {"to": TensorProto.FLOAT}),
         ("reducesum_6", {"keepdims": 0}),
+        ("numpy_7", {"axis": np.int64(-1), "epsilon": np.float32(1e-5)}),
         (None, {}),
     ],
 )

@@ -52,7 +52,7 @@ class _Graph:
 
 
 def build_fp32(model_dir: Path, int8_weights: bool = False) -> bytes:
-    """The float32 graph of the model in `model_dir`: the bytes of its ONNX file (90 MB).
+    """The float32 graph of the model in `model_dir`: the bytes of its ONNX file (90 MB; 23.5 MB w8).
 
     `int8_weights`: the dense kernels and the word embeddings are stored as int8 with one scale per
     output channel (a quarter of the size) and dequantised by the graph; the arithmetic stays float32.

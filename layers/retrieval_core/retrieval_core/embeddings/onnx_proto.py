@@ -9,6 +9,7 @@ field-number order and only when set, as the official encoder does, so the bytes
 
 from __future__ import annotations
 
+import numbers
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -31,7 +32,7 @@ _VARINT = 0
 _FIXED32 = 5
 _LENGTH = 2
 
-AttributeValue = int | float | Sequence[int]
+AttributeValue = int | float | np.number[Any] | Sequence[int]
 
 
 def _varint(value: int) -> bytes:
@@ -78,12 +79,15 @@ def tensor(name: str, value: Any) -> bytes:
 
 
 def _attribute(name: str, value: AttributeValue) -> bytes:
-    if isinstance(value, bool):
+    # As onnx.helper.make_attribute: any integral number is an int, any other real a float.
+    if isinstance(value, bool | np.bool_):
         raise TypeError(f"attribute {name}: bool is not an ONNX attribute type")
-    if isinstance(value, int):
-        return _string(1, name) + _int(3, value) + _int(20, _ATTR_INT)
-    if isinstance(value, float):
+    if isinstance(value, numbers.Integral):
+        return _string(1, name) + _int(3, int(value)) + _int(20, _ATTR_INT)
+    if isinstance(value, numbers.Real):
         return _string(1, name) + _key(2, _FIXED32) + struct.pack("<f", value) + _int(20, _ATTR_FLOAT)
+    if not isinstance(value, Sequence):
+        raise TypeError(f"attribute {name}: {type(value).__name__} is not written by onnx_proto")
     ints = b"".join(_int(8, int(item)) for item in value)
     return _string(1, name) + ints + _int(20, _ATTR_INTS)
 
