@@ -78,11 +78,13 @@ def evaluate(folder: Path, fresh: bool, command: str) -> str:
     from retrieval_core.evaluation import beir
     from retrieval_core.evaluation.runner import evaluate_store
     from retrieval_core.runtime import get_service
+    from retrieval_core.settings import get_settings
 
     started = time.perf_counter()
     load_before = os.getloadavg()
     name, load_s = load(folder, fresh)
     service = get_service()
+    settings = get_settings()
     anchor = bm25_method(folder / "corpus.jsonl")
     embedder = CachedEmbedder(service.embedder, VECTORS)
     report = evaluate_store(
@@ -103,7 +105,8 @@ def evaluate(folder: Path, fresh: bool, command: str) -> str:
             f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}, with other work running "
             f"(load average {load_before[0]:.2f} before, {load_after[0]:.2f} after). Command: `{command}`. "
             f"Took {total_s:.0f} s, of which {load_s:.0f} s loading the store. Embeddings: the local "
-            f"{service.embedder.model}.",
+            f"{service.embedder.model}; chunks of at most {settings.chunk_size:,} characters overlapping by "
+            f"{settings.chunk_overlap}.",
             "",
             report.markdown(),
         ]

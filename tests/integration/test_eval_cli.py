@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from retrieval_core.cli import main
-from retrieval_core.evaluation.runner import DEFAULT_METHODS
+from retrieval_core.evaluation.runner import DEFAULT_METHODS, MethodSpec, Query, service_method
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.models import RetrieveRequest
@@ -110,3 +110,17 @@ def test_depth_goes_past_the_api_cap_which_stays_50(service: Any) -> None:
     assert len(response.results) == 60
     with pytest.raises(ValidationError, match=r"similarity_top_k|similarityTopK"):
         RetrieveRequest.model_validate({"query": "rivers", "grade": 0.0, "similarityTopK": 51})
+
+
+def test_every_method_is_scored_on_its_first_depth_chunks(service: Any, tiny_store: str) -> None:
+    # The vector points at the volcano, the words at chess: a naive hybrid answer holds both lists.
+    [volcano] = service.embedder.embed([DOCUMENTS["volcano"]], "query")
+    query = Query("q", "castling rook king", volcano)
+    options = {"engineName": "naive", "useHybrid": True, "fusion": "rrf"}
+    request = RetrieveRequest.model_validate({**options, "query": query.text, "grade": 0.0, "store": STORE})
+    response, _ = service.retrieve(request, lambda _: volcano, grant=OPEN_GRANT, depth=1)
+    assert {r.metadata["documentId"] for r in response.results} == {"volcano", "chess"}
+    assert service_method(service, STORE, MethodSpec("rrf", options), depth=1).rank(query) in (
+        ["volcano"],
+        ["chess"],
+    )

@@ -106,7 +106,9 @@ def service_method(service: RetrievalService, store: str, spec: MethodSpec, dept
         results = response.results
         if spec.keyword_hits_only:
             results = [r for r in results if r.keyword_score is not None]
-        return documents_of(str(r.metadata["documentId"]) for r in results)
+        # A naive hybrid answer is the union of both lists (up to twice `depth`): every method is
+        # scored on its first `depth` chunks.
+        return documents_of(str(r.metadata["documentId"]) for r in results[:depth])
 
     return Method(spec.name, json.dumps(dict(spec.options), separators=(", ", ": ")), rank)
 
