@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME=JSON",
-        help='also run a retrieve request\'s options, e.g. \'rrf-30={"useHybrid": true, "fusion": "rrf"}\'',
+        help="also run a retrieve request's options (camelCase, as over HTTP), e.g. "
+        '\'w6={"useHybrid": true, "fusion": "weighted", "vectorWeight": 0.6, "keywordWeight": 0.4}\'',
     )
     p_eval.add_argument(
         "--no-exact", action="store_true", help="skip exact search (it loads every embedding into memory)"
