@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -79,9 +79,14 @@ bench-cache: $(VENV)/.dev-installed
 bench-queue: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.queue
 
-# Retrieval quality on ../shared/eval/msmarco-5k; writes docs/quality.md.
+# Retrieval quality of every method on a BEIR-format folder (default ../shared/eval/msmarco-5k):
+# `make eval DATASET=../shared/eval/scifact`. eval-all runs every folder under ../shared/eval. Each
+# writes its set's block of docs/quality.md; vectors are cached under .data/vectors, so a re-run searches.
 eval: $(VENV)/.dev-installed
-	$(BIN)/python -m bench.eval $(ARGS)
+	$(BIN)/python -m bench.eval $(DATASET) $(ARGS)
+
+eval-all: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.eval --all $(ARGS)
 
 bench-load: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.load $(ARGS)

@@ -1,180 +1,160 @@
-"""Retrieval quality on msmarco-5k (BEIR format). Run with `make eval`; writes docs/quality.md.
+"""Retrieval quality on BEIR-format sets: `make eval [DATASET=folder]`, `make eval-all`; writes
+docs/quality.md.
 
-Every method ranks the same 5,000 passages for the same 50 TREC-DL queries through the service's own
-search code (`RetrievalService.search_chunks` and `fusion.fuse`), 100 candidates deep:
+Each set is loaded into store `eval-<folder name>` of the embedded PostgreSQL under .data (unchanged
+documents are skipped on a re-run, and every vector comes from the cache under .data/vectors when it
+was embedded before), then `retrieval_core.evaluation` runs every method, the same code as
+`retrieval eval`, with one extra row: the BM25 anchor computed by bm25s (bench/bm25_anchor.py).
 
-- dense, exact: every passage scored in numpy, the reference the HNSW index is held to;
-- dense (HNSW): the naive engine's vector search;
-- keyword: PostgreSQL full-text search alone (websearch_to_tsquery, ts_rank_cd);
-- hybrid RRF and hybrid weighted: both lists fused, as `useHybrid` does;
-- MMR: the dense candidates re-ordered by maximal marginal relevance over their stored embeddings.
-
-Metrics: nDCG@10 with gains 2^grade - 1 (the formulation the anchors in docs/quality.md were measured
-with: exact dense search gives 0.704 with it, 0.798 with linear gains), and recall@100 with a passage
-relevant when its grade is at least 1. Nothing is tuned per query. The weighted fusion
-sweep uses the same queries it is reported on (there is no held-out split in this set); the README
-default stays seed 004's 0.7 / 0.3.
+The weighted-fusion sweep is reported on the same queries it sweeps (the sets have no held-out split).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tqdm import tqdm
+from bench.common import EVAL_DIR, REPO, machine
 
-from bench.common import EVAL_DIR, REPO, load_queries, machine
-from bench.core import STORE, ingest
-
-DEPTH = 100
-WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
-MMR_LAMBDA = 0.7
 OUT = REPO / "docs" / "quality.md"
-
-Ranking = list[str]
-
-
-def load_qrels() -> dict[str, dict[str, int]]:
-    """query id -> {document id: grade}; the file has no header."""
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (EVAL_DIR / "qrels" / "test.tsv").read_text().splitlines():
-        query_id, doc_id, grade = line.split("\t")
-        qrels.setdefault(query_id, {})[doc_id] = int(grade)
-    return qrels
+VECTORS = REPO / ".data" / "vectors"
+NOTES = "<!-- notes -->"
 
 
-def gain(grade: int) -> float:
-    """Exponential gain: a grade-3 passage is worth 7 grade-1 ones."""
-    return float(2**grade - 1)
+def store_name(folder: Path) -> str:
+    """The store a set is loaded into: `eval-` and the folder's name, in the characters a name may hold."""
+    return "eval-" + re.sub(r"[^a-z0-9-]+", "-", folder.name.lower()).strip("-")
 
 
-def ndcg_at(ranking: Ranking, judged: dict[str, int], k: int = 10) -> float:
-    """nDCG@k, gains 2^grade - 1, discount log2(rank + 1)."""
-    dcg = sum(gain(judged.get(doc, 0)) / math.log2(i + 2) for i, doc in enumerate(ranking[:k]))
-    ideal = sorted(judged.values(), reverse=True)[:k]
-    best = sum(gain(g) / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / best if best > 0 else 0.0
+def qrels_file(folder: Path) -> Path:
+    """The set's test judgments: qrels/test.tsv (BEIR's name for the split every set here provides)."""
+    path = folder / "qrels" / "test.tsv"
+    if not path.exists():
+        raise SystemExit(f"{folder}: no qrels/test.tsv")
+    return path
 
 
-def recall_at(ranking: Ranking, judged: dict[str, int], k: int = DEPTH) -> float:
-    """Share of the relevant (grade >= 1) documents found in the top k."""
-    relevant = {doc for doc, grade in judged.items() if grade >= 1}
-    return len(relevant & set(ranking[:k])) / len(relevant) if relevant else 0.0
+def load(folder: Path, fresh: bool) -> tuple[str, float]:
+    """Load the set's corpus into its store (through the vector cache); the store name and seconds taken."""
+    from bench.vector_cache import CachedEmbedder
+    from retrieval_core.evaluation.beir import read_corpus
+    from retrieval_core.exceptions import StoreNotFoundError
+    from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+    from retrieval_core.runtime import get_document_service, get_service
+    from retrieval_core.settings import get_settings
+
+    service = get_service()
+    settings = get_settings()
+    name = store_name(folder)
+    if fresh:
+        with contextlib.suppress(StoreNotFoundError):
+            get_document_service().delete_store(name)
+    embedder = CachedEmbedder(service.embedder, VECTORS)
+    start = time.perf_counter()
+    store = ensure_store(service.database, embedder, name)
+    documents = (SourceDocument(i, text, title) for i, title, text in read_corpus(folder / "corpus.jsonl"))
+    report = ingest_documents(
+        service.database, embedder, store, documents, settings.chunk_size, settings.chunk_overlap
+    )
+    seconds = time.perf_counter() - start
+    print(
+        f"{name}: {report.documents_written} documents written ({report.chunks_written} chunks), "
+        f"{report.documents_unchanged} unchanged, {report.documents_empty} empty; vectors: "
+        f"{embedder.hits} from the cache, {embedder.misses} embedded; {seconds:.1f} s"
+    )
+    embedder.close()
+    return name, seconds
 
 
-def documents(keys: Sequence[tuple[str, int]]) -> Ranking:
-    """Chunk keys to document ids, first occurrence kept (a document ranks by its best chunk)."""
-    return list(dict.fromkeys(doc for doc, _ in keys))
+def evaluate(folder: Path, fresh: bool, command: str) -> str:
+    """The Markdown block of one set: what was run, when and how, and the table."""
+    from bench.bm25_anchor import bm25_method
+    from bench.vector_cache import CachedEmbedder
+    from retrieval_core.evaluation import beir
+    from retrieval_core.evaluation.runner import evaluate_store
+    from retrieval_core.runtime import get_service
+    from retrieval_core.settings import get_settings
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    name, load_s = load(folder, fresh)
+    service = get_service()
+    settings = get_settings()
+    anchor = bm25_method(folder / "corpus.jsonl")
+    embedder = CachedEmbedder(service.embedder, VECTORS)
+    report = evaluate_store(
+        service,
+        name,
+        beir.read_queries(folder / "queries.jsonl"),
+        beir.read_qrels(qrels_file(folder)),
+        extra=[anchor],
+        embedder=embedder,
+    )
+    embedder.close()
+    total_s = time.perf_counter() - started
+    load_after = os.getloadavg()
+    return "\n".join(
+        [
+            f"### {folder.name}",
+            "",
+            f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}, with other work running "
+            f"(load average {load_before[0]:.2f} before, {load_after[0]:.2f} after). Command: `{command}`. "
+            f"Took {total_s:.0f} s, of which {load_s:.0f} s loading the store. Embeddings: the local "
+            f"{service.embedder.model}; chunks of at most {settings.chunk_size:,} characters overlapping by "
+            f"{settings.chunk_overlap}.",
+            "",
+            report.markdown(),
+        ]
+    )
+
+
+def write_block(folder_name: str, block: str) -> None:
+    """Replace the set's block of docs/quality.md (between its markers), or add it before the notes."""
+    start, end = f"<!-- eval:{folder_name}:start -->", f"<!-- eval:{folder_name}:end -->"
+    text = OUT.read_text() if OUT.exists() else f"# Retrieval quality\n\n{NOTES}\n"
+    marked = f"{start}\n{block}\n{end}"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        text = before + marked + rest.split(end, 1)[1]
+    elif NOTES in text:
+        before, after = text.split(NOTES, 1)
+        text = f"{before}{marked}\n\n{NOTES}{after}"
+    else:
+        text = f"{text.rstrip()}\n\n{marked}\n"
+    OUT.write_text(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--no-write", action="store_true", help="print the table, leave docs/quality.md alone"
+        "dataset",
+        nargs="*",
+        type=Path,
+        help="BEIR folders (corpus.jsonl, queries.jsonl, qrels/test.tsv); default ../shared/eval/msmarco-5k",
     )
+    parser.add_argument("--all", action="store_true", help="every folder under ../shared/eval")
+    parser.add_argument("--fresh", action="store_true", help="drop each set's store and load it again")
+    parser.add_argument("--no-write", action="store_true", help="print the tables, leave docs alone")
     args = parser.parse_args()
-
-    import numpy as np
-
-    from retrieval_core.fusion import fuse, ordered
-    from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.ranking import ScoredChunk
-    from retrieval_core.rerank.mmr import maximal_marginal_relevance
-    from retrieval_core.runtime import get_service
-
-    ingest(fresh=False)
-    service = get_service()
-    store = service.get_store(STORE)
-    queries = load_queries()
-    qrels = load_qrels()
-    query_ids = [q for q in queries if q in qrels]
-    vectors = dict(
-        zip(query_ids, service.embedder.embed([queries[q] for q in query_ids], "query"), strict=True)
-    )
-
-    with service.database.connection() as conn:
-        rows = conn.execute(
-            "SELECT document_id, chunk_index, embedding FROM chunks WHERE store_id = %s", (store.id,)
-        ).fetchall()
-    keys = [(r[0], r[1]) for r in rows]
-    matrix = np.array([r[2].to_list() for r in rows], dtype=np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-
-    def exact(query_id: str) -> Ranking:
-        query = np.asarray(vectors[query_id], dtype=np.float32)
-        scores = matrix @ (query / np.linalg.norm(query))
-        return documents([keys[i] for i in np.argsort(-scores, kind="stable")[:DEPTH]])
-
-    def dense(candidates: list[ScoredChunk]) -> Ranking:
-        return documents([c.key for c in candidates if c.vector_hit])
-
-    def keyword(candidates: list[ScoredChunk]) -> Ranking:
-        hits = {c.key: c.keyword_score for c in candidates if c.keyword_score is not None}
-        return documents(ordered(hits))
-
-    def fused(mode: str, vector_weight: float = 0.5) -> Callable[[list[ScoredChunk]], Ranking]:
-        def rank(candidates: list[ScoredChunk]) -> Ranking:
-            return documents(ordered(fuse(candidates, mode, vector_weight, 1 - vector_weight)))  # type: ignore[arg-type]
-
-        return rank
-
-    def mmr(query_id: str, candidates: list[ScoredChunk]) -> Ranking:
-        nearest = [c for c in candidates if c.vector_hit]
-        order = maximal_marginal_relevance(
-            vectors[query_id], [c.embedding for c in nearest if c.embedding is not None], DEPTH, MMR_LAMBDA
-        )
-        return documents([nearest[i].key for i in order])
-
-    methods: dict[str, Callable[[list[ScoredChunk]], Ranking]] = {
-        "dense (HNSW, naive engine)": dense,
-        "keyword only (PostgreSQL full text)": keyword,
-        "hybrid RRF (k=60)": fused("rrf"),
-        **{f"hybrid weighted {w:.1f} / {1 - w:.1f}": fused("weighted", w) for w in WEIGHTS},
-    }
-    exact_name, mmr_name = "dense, exact (reference)", f"MMR (lambda {MMR_LAMBDA})"
-    rankings: dict[str, dict[str, Ranking]] = {exact_name: {}, mmr_name: {}, **{name: {} for name in methods}}
-    for query_id in tqdm(query_ids, desc="eval queries", unit="query"):
-        _, candidates = service.search_chunks(
-            STORE,
-            vectors[query_id],
-            DEPTH,
-            grant=OPEN_GRANT,
-            query_text=queries[query_id],
-            with_embeddings=True,
-        )
-        rankings[exact_name][query_id] = exact(query_id)
-        rankings[mmr_name][query_id] = mmr(query_id, candidates)
-        for name, method in methods.items():
-            rankings[name][query_id] = method(candidates)
-
-    lines = [
-        "# Retrieval quality",
-        "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
-        "Command: `make eval` (`python -m bench.eval`). Data: `../shared/eval/msmarco-5k` "
-        f"({len(rows):,} chunks, {len(query_ids)} judged queries), embedded with the local all-MiniLM-L6-v2, "
-        f"HNSW ef_search {service.ef_search}.",
-        "",
-        "| method | nDCG@10 | recall@100 |",
-        "|---|---|---|",
-    ]
-    for name, per_query in rankings.items():
-        ndcg = sum(ndcg_at(per_query[q], qrels[q]) for q in query_ids) / len(query_ids)
-        recall = sum(recall_at(per_query[q], qrels[q]) for q in query_ids) / len(query_ids)
-        lines.append(f"| {name} | {ndcg:.3f} | {recall:.3f} |")
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        notes = OUT.read_text().split("<!-- notes -->", 1)[1] if OUT.exists() else "\n"
-        OUT.write_text(f"{table}\n\n<!-- notes -->{notes}")
-        print(f"\nwritten to {OUT.relative_to(REPO)}")
+    if args.all:
+        folders = sorted(p for p in EVAL_DIR.parent.iterdir() if (p / "corpus.jsonl").exists())
+        command = "make eval-all"
+    else:
+        folders = [p.resolve() for p in args.dataset] or [EVAL_DIR]
+        command = f"make eval DATASET={' '.join(map(str, args.dataset))}" if args.dataset else "make eval"
+    for folder in folders:
+        block = evaluate(folder, args.fresh, command)
+        print(block, flush=True)
+        if not args.no_write:
+            write_block(folder.name, block)
+            print(f"\nwritten to {OUT.relative_to(REPO)}")
 
 
 if __name__ == "__main__":
     os.chdir(REPO)
-    Path("docs").mkdir(exist_ok=True)
     main()

@@ -1,4 +1,5 @@
-"""`retrieval`: ingest, sync and delete documents, migrate, list stores, make or hash an API key, serve."""
+"""`retrieval`: ingest, sync and delete documents, migrate, list stores, evaluate a store, make or hash an API
+key, serve."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .exceptions import InvalidRequestError, RetrievalError
@@ -49,6 +51,32 @@ def main(argv: list[str] | None = None) -> int:
 
     p_drop = sub.add_parser("drop-store", help="delete a store with all its documents and chunks")
     p_drop.add_argument("--store", required=True)
+
+    p_eval = sub.add_parser(
+        "eval",
+        help="score every retrieval method (nDCG@10, recall@100, p50 latency, paired difference against "
+        "dense search) on judged queries against a loaded store",
+    )
+    p_eval.add_argument("--store", required=True, help="a store loaded with the documents the qrels name")
+    p_eval.add_argument("--queries", required=True, type=Path, help="BEIR queries.jsonl (_id, text)")
+    p_eval.add_argument(
+        "--qrels",
+        required=True,
+        type=Path,
+        help="BEIR qrels .tsv: query-id, corpus-id, score (a header line is skipped)",
+    )
+    p_eval.add_argument(
+        "--method",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="also run a retrieve request's options (camelCase, as over HTTP), e.g. "
+        '\'w6={"useHybrid": true, "fusion": "weighted", "vectorWeight": 0.6, "keywordWeight": 0.4}\'',
+    )
+    p_eval.add_argument(
+        "--no-exact", action="store_true", help="skip exact search (it loads every embedding into memory)"
+    )
+    p_eval.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
     sub.add_parser("migrate", help="apply pending schema migrations")
     sub.add_parser("stores", help="list stores")
@@ -114,6 +142,39 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dropped store {store.name}")
     elif args.command == "delete":
         return _delete(args.store, args.doc_ids)
+    elif args.command == "eval":
+        return _eval(args)
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .evaluation import beir
+    from .evaluation.runner import DEFAULT_METHODS, MethodSpec, evaluate_store
+    from .runtime import get_service
+
+    specs = list(DEFAULT_METHODS)
+    for text in args.method:
+        name, equals, options = text.partition("=")
+        usage = f"--method {text!r}: give NAME={{retrieve request options as a JSON object}}"
+        if not name or not equals:
+            raise InvalidRequestError(usage)
+        try:
+            parsed = json.loads(options)
+        except json.JSONDecodeError as exc:
+            raise InvalidRequestError(f"{usage}; not JSON ({exc})") from None
+        if not isinstance(parsed, dict):
+            raise InvalidRequestError(usage)
+        specs.append(MethodSpec(name, parsed))
+    report = evaluate_store(
+        get_service(),
+        args.store,
+        beir.read_queries(args.queries),
+        beir.read_qrels(args.qrels),
+        specs=specs,
+        exact=not args.no_exact,
+        progress=not args.no_progress,
+    )
+    print(report.markdown())
     return 0
 
 

@@ -126,6 +126,7 @@ class RetrievalService:
         embed_query: Callable[[str], Sequence[float]] | None = None,
         *,
         grant: Grant,
+        depth: int | None = None,
     ) -> tuple[RetrieveResponse, CacheStatus]:
         """Embed the query, search (vector or hybrid), keep chunks at or above `grade`, then rerank.
 
@@ -133,14 +134,20 @@ class RetrievalService:
         replaces this service's own embedding of `request.query` (the queue function and the batch
         endpoint embed all their queries in one provider call). It is called only when the answer is not
         cached.
+
+        `depth` is internal, for evaluation (`retrieval eval`, `make eval`), and never comes from HTTP:
+        it replaces both the candidate count and the reranked result count, past the API's cap of 50, so
+        that recall@100 can be measured. Such an answer bypasses the cache, whose keys do not hold it.
         """
         grant.require_scope("read")
         # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
         where = self.where_for(request.doc_ids, request.metadata_filter)
 
         def compute(req: RetrieveRequest) -> RetrieveResponse:
-            return self._retrieve(req, where, grant, embed_query)
+            return self._retrieve(req, where, grant, embed_query, depth)
 
+        if depth is not None:
+            return compute(request), CacheStatus.BYPASS
         return self._through_cache("retrieve", request, RetrieveResponse, compute, grant)
 
     def retrieve_batch(self, bodies: Sequence[dict[str, Any]], *, grant: Grant) -> list[BatchItem]:
@@ -274,6 +281,7 @@ class RetrievalService:
         where: Predicate,
         grant: Grant,
         embed_query: Callable[[str], Sequence[float]] | None = None,
+        depth: int | None = None,
     ) -> RetrieveResponse:
         timings = Timings()
         # Embed before touching the database, so a pooled connection is never held during a provider call.
@@ -284,7 +292,7 @@ class RetrievalService:
             store, candidates = self.search_chunks(
                 request.store,
                 query_vector,
-                request.candidate_count,
+                depth or request.candidate_count,
                 where,
                 grant=grant,
                 embedded_by=self.embedder.model,
@@ -318,8 +326,8 @@ class RetrievalService:
         if request.engine_name == "default":
             if strategy is not None and kept:
                 with _stopwatch(timings, "rerank"):
-                    kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores)
-            kept = kept[: request.result_count]
+                    kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores, depth)
+            kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
         return RetrieveResponse(
             results=[_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
@@ -349,6 +357,7 @@ class RetrievalService:
         chunks: list[ScoredChunk],
         pipeline: Pipeline,
         scores: dict[tuple[str, int], float],
+        depth: int | None = None,
     ) -> list[ScoredChunk]:
         """`chunks` in reranked order, recording scores and what happened in `pipeline`.
 
@@ -361,7 +370,7 @@ class RetrievalService:
             vectors = [c.embedding for c in chunks if c.embedding is not None]
             assert len(vectors) == len(chunks), "mmr needs the stored embeddings"
             order = maximal_marginal_relevance(
-                query_vector, vectors, request.result_count, request.mmr_lambda
+                query_vector, vectors, depth or request.result_count, request.mmr_lambda
             )
             pipeline.reranked, pipeline.rerank_strategy = True, "mmr"
             return [chunks[i] for i in order]
