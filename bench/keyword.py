@@ -1,0 +1,162 @@
+"""Keyword scoring on the three dev sets (issue 18): nDCG@10 and p50 latency, keyword against dense.
+
+Needs each set ingested into a store of its name (`retrieval ingest ../shared/eval/<set>/corpus.jsonl
+--store <set>`; `--ingest` does it for missing ones). For every judged query it ranks documents (a
+document ranks by its best chunk, 100 chunks deep) with:
+
+- BM25: the service's keyword search (`repository.keyword_chunks`: stored term weights, IDF per store);
+- ts_rank_cd: the ranking before issue 18 (the same SQL the service runs on a store not yet backfilled);
+- BM25 in SQL from the tsvector: the alternative without stored weights (`ALTERNATIVE_SQL`), with the
+  store's current average length.
+
+and times, in one interleaved run, the keyword-only top-10 against the dense top-10 (HNSW, as the
+naive engine searches), both without embedding the query. nDCG@10 uses gains 2^grade - 1, as
+bench/eval.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from bench.common import REPO, machine, median, timed_ms
+
+EVAL = REPO.parent / "shared" / "eval"
+SETS = ("msmarco-5k", "scifact", "nfcorpus")
+DEPTH = 100
+
+# BM25 computed at query time from the tsvector and the df table, no stored weights: what the stored
+# sparse vectors are compared with. Same formula and constants as keyword_weights in migration 7.
+ALTERNATIVE_SQL = """
+WITH q AS MATERIALIZED (
+    SELECT regexp_replace(websearch_to_tsquery(%(cfg)s::regconfig, %(text)s)::text, ' & (?!!)', ' | ', 'g')
+               ::tsquery AS q,
+           tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(text)s)) AS lexemes),
+idf AS MATERIALIZED (
+    SELECT t.lexeme, ln(1 + (s.keyword_chunk_count - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           s.keyword_length_sum::float8 / s.keyword_chunk_count AS average_length
+    FROM keyword_terms t JOIN stores s ON s.id = t.store_id, q
+    WHERE t.store_id = %(store_id)s AND t.df > 0 AND t.lexeme = ANY(q.lexemes))
+SELECT k.document_id, k.chunk_index,
+       sum(idf.idf * cardinality(u.positions) * 2.2
+           / (cardinality(u.positions) + 1.2 * (0.25 + 0.75 * k.length / idf.average_length))) AS score
+FROM keyword_chunks k, q, LATERAL unnest(k.tsv) AS u JOIN idf ON idf.lexeme = u.lexeme
+WHERE k.store_id = %(store_id)s AND k.tsv @@ q.q
+GROUP BY 1, 2 ORDER BY score DESC, 1, 2 LIMIT %(limit)s
+"""
+
+
+def load(name: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Queries with judgments, and the judgments (query id -> document id -> grade)."""
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (EVAL / name / "qrels" / "test.tsv").read_text().splitlines():
+        query_id, doc_id, grade = line.split("\t")
+        if query_id != "query-id":
+            qrels.setdefault(query_id, {})[doc_id] = int(grade)
+    with (EVAL / name / "queries.jsonl").open() as lines:
+        queries = {str(q["_id"]): q["text"] for q in map(json.loads, lines)}
+    return {q: t for q, t in queries.items() if q in qrels}, qrels
+
+
+def ndcg_at_10(ranking: list[str], judged: dict[str, int]) -> float:
+    """nDCG@10, gains 2^grade - 1."""
+    dcg = sum((2 ** judged.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranking[:10]))
+    ideal = sorted(judged.values(), reverse=True)[:10]
+    best = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / best if best > 0 else 0.0
+
+
+def documents(keys: list[tuple[str, int]]) -> list[str]:
+    """Document ids in order of their best chunk."""
+    return list(dict.fromkeys(doc for doc, _ in keys))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument("--ingest", action="store_true", help="ingest the sets that have no store yet")
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes over the queries")
+    args = parser.parse_args()
+
+    from retrieval_core.db import repository
+    from retrieval_core.exceptions import StoreNotFoundError
+    from retrieval_core.filters import TRUE
+    from retrieval_core.runtime import get_service
+
+    service = get_service()
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {machine()}; load: {os.getloadavg()}")
+    print()
+    print(
+        "| set | chunks | queries | BM25 nDCG@10 | ts_rank_cd | BM25 from tsvector | keyword p50 ms "
+        "| dense p50 ms | BM25 from tsvector p50 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.sets.split(","):
+        try:
+            store = service.get_store(name)
+        except StoreNotFoundError:
+            if not args.ingest:
+                raise
+            corpus = str(EVAL / name / "corpus.jsonl")
+            subprocess.run(
+                [sys.executable, "-m", "retrieval_core.cli", "ingest", corpus, "--store", name], check=True
+            )
+            store = service.get_store(name)
+        queries, qrels = load(name)
+        legacy = replace(store, keyword_ready=False)
+        vectors = dict(zip(queries, service.embedder.embed(list(queries.values()), "query"), strict=True))
+
+        def bm25(text: str, limit: int, s: Any = store) -> list[tuple[str, int, float]]:
+            with service.database.connection() as conn, conn.transaction():
+                repository.set_search_options(conn, service.index_knobs)
+                return repository.keyword_chunks(conn, s, text, limit, TRUE)
+
+        def alternative(text: str, limit: int, store: Any = store) -> list[tuple[str, int]]:
+            with service.database.connection() as conn, conn.transaction():
+                repository.set_search_options(conn, service.index_knobs)
+                repository.allow_bitmap_scans(conn)
+                params = {"cfg": store.text_search, "text": text, "store_id": store.id, "limit": limit}
+                return [(r[0], r[1]) for r in conn.execute(ALTERNATIVE_SQL, params).fetchall()]
+
+        def dense(vector: list[float], limit: int, store: Any = store) -> list[tuple[str, int]]:
+            with service.database.connection() as conn, conn.transaction():
+                repository.set_search_options(conn, service.index_knobs)
+                return [c.key for c in repository.nearest_chunks(conn, store, vector, limit, TRUE)]
+
+        scores: dict[str, list[float]] = {"bm25": [], "legacy": [], "alternative": []}
+        for query_id, text in queries.items():
+            judged = qrels[query_id]
+            scores["bm25"].append(ndcg_at_10(documents([(d, c) for d, c, _ in bm25(text, DEPTH)]), judged))
+            legacy_keys = [(d, c) for d, c, _ in bm25(text, DEPTH, legacy)]
+            scores["legacy"].append(ndcg_at_10(documents(legacy_keys), judged))
+            scores["alternative"].append(ndcg_at_10(documents(alternative(text, DEPTH)), judged))
+        timings: dict[str, list[float]] = {"bm25": [], "dense": [], "alternative": []}
+        for repeat in range(args.repeat):
+            for index, (query_id, text) in enumerate(queries.items()):
+                calls = [
+                    ("bm25", lambda t=text: bm25(t, 10)),
+                    ("dense", lambda v=vectors[query_id]: dense(v, 10)),
+                    ("alternative", lambda t=text: alternative(t, 10)),
+                ]
+                # Rotate the order: the second run of a query finds warmer pages.
+                shift = (repeat + index) % len(calls)
+                for label, call in calls[shift:] + calls[:shift]:
+                    timings[label] += timed_ms(call, 1)
+        mean = {k: sum(v) / len(v) for k, v in scores.items()}
+        print(
+            f"| {name} | {store.chunk_count:,} | {len(queries)} | {mean['bm25']:.3f} | {mean['legacy']:.3f} "
+            f"| {mean['alternative']:.3f} | {median(timings['bm25']):.2f} | {median(timings['dense']):.2f} "
+            f"| {median(timings['alternative']):.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()
