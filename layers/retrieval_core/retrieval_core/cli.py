@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     p_drop.add_argument("--store", required=True)
 
     sub.add_parser("migrate", help="apply pending schema migrations")
+    p_reweigh = sub.add_parser(
+        "reweigh-keywords",
+        help="recompute a store's BM25 term weights with its current average chunk length",
+    )
+    p_reweigh.add_argument("--store", required=True)
     p_stores = sub.add_parser("stores", help="list stores, or create one (stores create)")
     stores_sub = p_stores.add_subparsers(dest="stores_command")
     p_create = stores_sub.add_parser("create", help="create a store (or check that it has this definition)")
@@ -120,6 +125,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dropped store {store.name}")
     elif args.command == "delete":
         return _delete(args.store, args.doc_ids)
+    elif args.command == "reweigh-keywords":
+        from .db.keywords import reweigh_keywords
+
+        store = service.get_store(args.store)
+        with service.database.connection() as conn:
+            done = reweigh_keywords(conn, store.id)
+        print(f"reweighed {done} chunks of store {store.name}")
     return 0
 
 

@@ -98,3 +98,41 @@ def _mark_ready(conn: psycopg.Connection[Any], store_id: int) -> None:
            WHERE id = %s""",
         (store_id,),
     )
+
+
+def reweigh_keywords(conn: psycopg.Connection[Any], store_id: int, batch_chunks: int = BATCH_CHUNKS) -> int:
+    """Recompute the store's term weights with its current average chunk length; the chunks reweighed.
+
+    Weights are computed with the average length of the store when their chunk was written; a store
+    whose chunks grew much longer or shorter since then ranks better after this. In batches, each its
+    own transaction (`conn` in autocommit mode); searches go on meanwhile, and chunks written meanwhile
+    are weighed by their own write.
+    """
+    row = conn.execute(
+        "SELECT keyword_length_sum::float8 / nullif(keyword_chunk_count, 0) FROM stores WHERE id = %s",
+        (store_id,),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return 0
+    average = float(row[0])
+    last: tuple[str, int] = ("", -1)
+    done = 0
+    while True:
+        with conn.transaction():
+            keys = conn.execute(
+                """SELECT document_id, chunk_index FROM keyword_chunks
+                   WHERE store_id = %(store)s AND (document_id, chunk_index) > (%(doc)s, %(index)s)
+                   ORDER BY document_id, chunk_index LIMIT %(n)s""",
+                {"store": store_id, "doc": last[0], "index": last[1], "n": batch_chunks},
+            ).fetchall()
+            if not keys:
+                return done
+            conn.execute(
+                """UPDATE keyword_chunks k SET weights = keyword_weights(k.tsv, %s)
+                   FROM unnest(%s::text[], %s::int[]) AS b (document_id, chunk_index)
+                   WHERE k.store_id = %s AND k.document_id = b.document_id
+                       AND k.chunk_index = b.chunk_index""",
+                (average, [k[0] for k in keys], [k[1] for k in keys], store_id),
+            )
+        done += len(keys)
+        last = (keys[-1][0], keys[-1][1])
