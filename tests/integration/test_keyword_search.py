@@ -4,6 +4,8 @@ search configuration of a store, websearch syntax, and the backfill of chunks ol
 from __future__ import annotations
 
 import math
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,10 +326,8 @@ def test_cli_refuses_to_change_the_text_search_of_a_store(
 # The backfill of chunks written before migration 7.
 
 
-def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_with_ts_rank_cd_before(
-    private_postgres: Any,
-) -> None:
-    dsn = str(private_postgres.get_uri())
+def _old_store(dsn: str) -> None:
+    """Store `old` with CORPUS written at schema version 6, then the schema migrated to the newest."""
     run_migrations(dsn, migrations=MIGRATIONS[:6])
     with psycopg.connect(dsn) as conn:
         conn.execute(
@@ -346,6 +346,13 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
                 (key, text),
             )
     run_migrations(dsn)
+
+
+def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_with_ts_rank_cd_before(
+    private_postgres: Any,
+) -> None:
+    dsn = str(private_postgres.get_uri())
+    _old_store(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         store = repository.find_store(conn, "old")
         assert store is not None and not store.keyword_ready and store.text_search == "english"
@@ -371,3 +378,24 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
             expected = bm25(["cherry"], CORPUS[key].split(), corpus, average=11 / 3)
             assert found[key] == pytest.approx(expected, rel=1e-5)
         assert backfill_keywords(conn).chunks == 0  # nothing left
+
+
+def test_a_chunk_deleted_while_the_backfill_reads_it_leaves_no_keyword_row(private_postgres: Any) -> None:
+    dsn = str(private_postgres.get_uri())
+    _old_store(dsn)
+    with psycopg.connect(dsn) as writer, psycopg.connect(dsn, autocommit=True) as conn:
+        # The writer deletes a document (its chunk goes by cascade) and has not committed yet.
+        writer.execute("DELETE FROM documents WHERE id = 'c'")
+        backfill = threading.Thread(target=backfill_keywords, args=(conn,))
+        backfill.start()
+        time.sleep(0.5)
+        assert backfill.is_alive()  # it waits for the store's row, which the writer's delete locked
+        writer.commit()
+        backfill.join(timeout=10)
+        assert not backfill.is_alive()
+        rows = conn.execute("SELECT document_id FROM keyword_chunks ORDER BY 1").fetchall()
+        terms = dict(conn.execute("SELECT lexeme, df FROM keyword_terms WHERE df > 0").fetchall())
+        ready = conn.execute("SELECT keyword_ready, keyword_chunk_count FROM stores").fetchone()
+    assert rows == [("a",), ("b",), ("d",)]
+    assert terms["cherri"] == 1 and "date" not in terms and "elderberri" not in terms
+    assert ready == (True, 3)

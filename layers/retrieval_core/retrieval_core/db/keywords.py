@@ -66,16 +66,18 @@ def _index_batch(
     conn: psycopg.Connection[Any], store_id: int, after: tuple[str, int], batch_chunks: int
 ) -> tuple[int, tuple[str, int]]:
     """Index up to `batch_chunks` chunks after `after` (key order) that have no keyword row yet."""
-    # The store's row first, as writers lock it (their chunk_count trigger) before keyword_terms.
+    # The store's row first, as every writer of its chunks locks it (the chunk_count trigger) before it
+    # touches keyword_terms or keyword_chunks: a write waits for this batch, or this batch for the
+    # write. A delete that waited finds the keyword rows this batch wrote and removes them; a delete
+    # this batch waited for is committed before the chunks are read. No chunk is locked, so there is no
+    # other lock to wait for in another order (no deadlock with a writer).
     conn.execute("SELECT 1 FROM stores WHERE id = %s FOR UPDATE", (store_id,))
-    # FOR SHARE: a concurrent delete of one of these chunks waits for this batch, then its trigger
-    # removes the keyword row this batch wrote (without the lock, the row could outlive its chunk).
     keys = conn.execute(
         """SELECT c.document_id, c.chunk_index FROM chunks c
            WHERE c.store_id = %(store)s AND (c.document_id, c.chunk_index) > (%(doc)s, %(index)s)
                AND NOT EXISTS (SELECT 1 FROM keyword_chunks k WHERE k.store_id = c.store_id
                                AND k.document_id = c.document_id AND k.chunk_index = c.chunk_index)
-           ORDER BY c.document_id, c.chunk_index LIMIT %(n)s FOR SHARE OF c""",
+           ORDER BY c.document_id, c.chunk_index LIMIT %(n)s""",
         {"store": store_id, "doc": after[0], "index": after[1], "n": batch_chunks},
     ).fetchall()
     if not keys:
