@@ -146,6 +146,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    from psycopg import sql
+
     from retrieval_core.db import repository
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.filters import TRUE
@@ -176,8 +178,13 @@ def main() -> None:
                 raise
             return service.get_store(wanted)
 
-    for name in args.sets.split(","):
-        store = store_for(name)
+    stores = {name: store_for(name) for name in args.sets.split(",")}
+    # Fresh stores: the planner needs their statistics, and the GIN indexes' pending lists are merged,
+    # as autovacuum would do a while after a bulk load.
+    with service.database.connection() as conn:
+        for table in ("chunks", "keyword_chunks", "keyword_terms"):
+            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
+    for name, store in stores.items():
         queries, qrels = load(name)
         legacy = replace(store, keyword_ready=False)
         dense_too = store.embedding_model == service.embedder.model

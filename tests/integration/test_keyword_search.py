@@ -4,6 +4,7 @@ search configuration of a store, websearch syntax, and the backfill of chunks ol
 from __future__ import annotations
 
 import math
+import random
 import threading
 import time
 import uuid
@@ -121,6 +122,28 @@ def test_bm25_scores_match_the_formula(service: Any) -> None:
         assert list(got) == sorted(expected, key=lambda k: -expected[k])  # best first
     assert hits(service, store.name, "kiwi") == {}
     assert_consistent(service, store.name)
+
+
+def test_the_candidate_pruning_keeps_the_exact_top_k(service: Any) -> None:
+    # 60 chunks share common words; a few hold rarer ones. With limit 3 the threshold prunes the common
+    # words from the candidate search; the top 3 must still be the formula's.
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa"]
+    texts = {}
+    for i in range(60):
+        chosen = rng.choices(words[:4], k=rng.randint(2, 9)) + rng.choices(words[4:], k=rng.randint(0, 2))
+        texts[f"doc{i:02d}"] = " ".join(chosen)
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+    corpus = [v.split() for v in texts.values()]
+    for query in ("alpha beta omega", "gamma kappa", "alpha beta gamma delta sigma"):
+        expected = {k: bm25(query.split(), v.split(), corpus) for k, v in texts.items()}
+        best = sorted((k for k in expected if expected[k] > 0), key=lambda k: (-expected[k], k))[:3]
+        got = hits(service, store.name, query, limit=3)
+        assert list(got) == best, query
+        for k in best:
+            assert got[k] == pytest.approx(expected[k], rel=1e-5)
 
 
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:

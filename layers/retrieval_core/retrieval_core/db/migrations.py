@@ -288,6 +288,16 @@ MIGRATIONS: list[Migration] = [
                   GROUP BY 1) AS dimensions
             $f$;
 
+        -- The tsquery matching any of `lexemes`, taken as they are (already normalised): quoted, with
+        -- backslashes and quotes escaped as tsquery input wants them.
+        CREATE FUNCTION keyword_any(lexemes text[]) RETURNS tsquery
+            LANGUAGE sql IMMUTABLE PARALLEL SAFE
+            AS $f$
+            SELECT coalesce(string_agg(quoted, ' | '), '')::tsquery
+            FROM (SELECT '''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''' AS quoted
+                  FROM unnest(lexemes) AS l) AS q
+            $f$;
+
         -- Index chunks: lexemes in their store's configuration, counts first (so the average length
         -- the weights use includes these chunks), then the rows. Called by the insert trigger and the
         -- backfill, with the store's row already locked (lock order: stores, then keyword_terms).

@@ -169,22 +169,46 @@ _LEGACY_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
 
 # BM25: the query's lexemes (in the store's configuration) weighted by their IDF
 # ln(1 + (N - df + 0.5) / (df + 0.5)) form a sparse vector; a chunk's score is its inner product with
-# the chunk's stored term weights, computed for every chunk the GIN index finds for the OR of the
-# query's lexemes. Lexemes no chunk holds (df 0) weigh nothing.
-_BM25_KEYWORD_HITS = """keyword_query AS MATERIALIZED (
+# the chunk's stored term weights, computed exactly for every candidate. Lexemes no chunk holds
+# (df 0) weigh nothing.
+#
+# Candidates (MaxScore pruning, exact): a stored term weight is below k1 + 1 = 2.2, so a lexeme adds
+# less than 2.2 * idf to any score. `threshold` is the `limit`-th best score among the chunks holding
+# the query's rarest lexemes (few chunks, cheap to score); lexemes whose bounds, summed from the most
+# common up, stay below it are left out of the candidate search: a chunk holding only those scores
+# below the threshold, so below the `limit` best. On long queries of common words this skips most of
+# the chunks the OR of all lexemes would read. Every candidate still matches the full tsquery (phrases,
+# -exclusions) and the filters.
+_BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
+               SELECT t.lexeme, t.df, ln(1 + (s.keyword_chunk_count - t.df + 0.5) / (t.df + 0.5)) AS idf
+               FROM keyword_terms t JOIN stores s ON s.id = t.store_id
+               WHERE t.store_id = {store_id} AND t.df > 0 AND t.lexeme = ANY(
+                   tsvector_to_array(to_tsvector(%(text_search)s::regconfig, %(query_text)s)))),
+           keyword_query AS MATERIALIZED (
                SELECT {tsquery} AS q,
                       (SELECT format('{{%%s}}/536870912', string_agg(d.dimension || ':' || d.idf, ','
                                                                       ORDER BY d.dimension))::sparsevec
-                       FROM (SELECT keyword_dimension(t.lexeme) AS dimension,
-                                    sum(ln(1 + (s.keyword_chunk_count - t.df + 0.5) / (t.df + 0.5))) AS idf
-                             FROM keyword_terms t JOIN stores s ON s.id = t.store_id
-                             WHERE t.store_id = {store_id} AND t.df > 0 AND t.lexeme = ANY(
-                                 tsvector_to_array(to_tsvector(%(text_search)s::regconfig, %(query_text)s)))
-                             GROUP BY 1) AS d) AS weights),
+                       FROM (SELECT keyword_dimension(lexeme) AS dimension, sum(idf) AS idf
+                             FROM keyword_terms_of_query GROUP BY 1) AS d) AS weights,
+                      (SELECT keyword_any(array_agg(lexeme)) FROM (
+                           SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) - df AS rarer
+                           FROM keyword_terms_of_query) AS r
+                       WHERE rarer < %(limit)s) AS rarest),
+           keyword_threshold AS MATERIALIZED (
+               SELECT CASE WHEN count(*) < %(limit)s THEN 0 ELSE min(score) END AS score
+               FROM (SELECT -(k.weights <#> kq.weights) AS score
+                     FROM keyword_chunks k, keyword_query kq
+                     WHERE k.store_id = {store_id} AND k.tsv @@ kq.rarest AND k.tsv @@ kq.q{filters}
+                     ORDER BY score DESC LIMIT %(limit)s) AS seeds),
+           keyword_candidates AS MATERIALIZED (
+               SELECT keyword_any(array_agg(lexeme)) AS q
+               FROM (SELECT lexeme, sum(2.2 * idf) OVER (ORDER BY idf, lexeme) AS bound
+                     FROM keyword_terms_of_query) AS b, keyword_threshold th
+               WHERE b.bound >= th.score),
            keyword_hits AS MATERIALIZED (
                SELECT k.document_id, k.chunk_index, -(k.weights <#> kq.weights) AS keyword_score
-               FROM keyword_chunks k, keyword_query kq
-               WHERE k.store_id = {store_id} AND k.tsv @@ kq.q{filters}
+               FROM keyword_chunks k, keyword_query kq, keyword_candidates kc
+               WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q{filters}
                ORDER BY keyword_score DESC, k.document_id, k.chunk_index
                LIMIT %(limit)s)"""
 
