@@ -43,20 +43,20 @@ def backfill_keywords(
     deadline = deadline or Deadline(None)
     done = Backfill()
     pending = conn.execute("SELECT id, name FROM stores WHERE NOT keyword_ready ORDER BY id").fetchall()
-    for store_id, name in pending:
+    for position, (store_id, name) in enumerate(pending):
         last: tuple[str, int] = ("", -1)
-        while True:
+        indexed = batch_chunks
+        while indexed == batch_chunks:
             remaining = deadline.remaining_s()
             if remaining is not None and remaining < _MIN_BATCH_S:
-                done.stores_left += [n for _, n in pending[pending.index((store_id, name)) :]]
+                done.stores_left = [n for _, n in pending[position:]]
                 logger.warning("keyword backfill out of time; stores left: %s", ", ".join(done.stores_left))
                 return done
             with conn.transaction():
                 indexed, last = _index_batch(conn, store_id, last, batch_chunks)
-                done.chunks += indexed
                 if indexed < batch_chunks:
                     _mark_ready(conn, store_id)
-                    break
+            done.chunks += indexed
         done.stores_done.append(name)
         logger.info("keyword index of store %s complete", name)
     return done
