@@ -291,6 +291,23 @@ def test_a_put_object_becomes_searchable_and_its_delete_removes_it(sync: Sync) -
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
 
 
+def test_an_s3_update_and_delete_change_keyword_results_at_once(sync: Sync) -> None:
+    def keyword_hits(query: str) -> list[str]:
+        results = sync.search(query, useHybrid=True)
+        return [r.metadata["documentId"] for r in results if r.keyword_score is not None]
+
+    sync.put("policies/travel.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync()
+    assert keyword_hits("hotel invoices") == ["policies/travel.txt"]
+    sync.put("policies/travel.txt", HANDBOOK_V2.encode(), "text/plain")  # the same key, new text
+    sync.sync()
+    assert keyword_hits("hotel invoices") == []
+    assert keyword_hits("parking taxis") == ["policies/travel.txt"]
+    sync.delete("policies/travel.txt")
+    sync.sync()
+    assert keyword_hits("parking taxis") == []
+
+
 def test_a_pdf_without_a_content_type_is_read_by_its_name_and_bytes(sync: Sync) -> None:
     data = pdf_bytes(["Badges open every door of building A.", HANDBOOK], title="Travel and access")
     sync.put("guides/access.pdf", data)  # boto3 uploads it as binary/octet-stream

@@ -41,6 +41,7 @@ def test_put_creates_then_the_same_definition_is_a_no_op(client: TestClient, ser
         "embeddingModel": service.embedder.model,
         "dimension": service.embedder.dimension,
         "allowedMetadataKeys": ["team", "year"],
+        "textSearch": "english",
         "documentCount": 0,
         "chunkCount": 0,
     }

@@ -79,7 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
     sub.add_parser("migrate", help="apply pending schema migrations")
-    sub.add_parser("stores", help="list stores")
+    p_reweigh = sub.add_parser(
+        "reweigh-keywords",
+        help="recompute a store's BM25 term weights with its current average chunk length",
+    )
+    p_reweigh.add_argument("--store", required=True)
+    p_stores = sub.add_parser("stores", help="list stores, or create one (stores create)")
+    stores_sub = p_stores.add_subparsers(dest="stores_command")
+    p_create = stores_sub.add_parser("create", help="create a store (or check that it has this definition)")
+    p_create.add_argument("name", help="store name")
+    _add_store_arguments(p_create)
 
     p_serve = sub.add_parser("serve", help="run the HTTP API locally")
     p_serve.add_argument("--host", default="127.0.0.1")
@@ -118,6 +127,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "migrate":
         return _migrate()
     service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    if args.command == "stores" and args.stores_command == "create":
+        return _create_store(args)
     if args.command == "stores":
         from .db import repository
 
@@ -142,6 +153,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dropped store {store.name}")
     elif args.command == "delete":
         return _delete(args.store, args.doc_ids)
+    elif args.command == "reweigh-keywords":
+        from .db.keywords import reweigh_keywords
+
+        store = service.get_store(args.store)
+        with service.database.connection() as conn:
+            done = reweigh_keywords(conn, store.id)
+        print(f"reweighed {done} chunks of store {store.name}")
     elif args.command == "eval":
         return _eval(args)
     return 0
@@ -181,18 +199,23 @@ def _eval(args: argparse.Namespace) -> int:
 def _migrate() -> int:
     """Migrate whatever AUTO_MIGRATE says, with no time limit: long migrations run here, not in Lambda."""
     from .db.errors import database_errors
-    from .db.migrations import run_migrations
+    from .db.migrations import run_keyword_backfill, run_migrations
     from .runtime import database_conninfo
     from .settings import get_settings
 
     settings = get_settings()
+    conninfo = database_conninfo(settings)
     with database_errors("migrating the schema"):
-        result = run_migrations(database_conninfo(settings), connect_timeout_s=settings.db_connect_timeout_s)
+        result = run_migrations(conninfo, connect_timeout_s=settings.db_connect_timeout_s)
     state = f"schema version {result.schema_version}, pgvector {result.pgvector_version}"
     if result.applied:
         print(f"applied migrations {', '.join(map(str, result.applied))}: {state}")
     else:
         print(f"schema is up to date: {state}")
+    with database_errors("indexing older chunks for keyword search"):
+        backfill = run_keyword_backfill(conninfo, settings.db_connect_timeout_s, time_budget_s=None)
+    if backfill.chunks:
+        print(f"keyword index: {backfill.chunks} older chunks indexed ({', '.join(backfill.stores_done)})")
     return 0
 
 
@@ -203,12 +226,21 @@ def _add_load_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
     command.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
     command.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_store_arguments(command)
+
+
+def _add_store_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--display-name", help="display name of a new store")
     command.add_argument(
         "--storage",
         choices=("vector", "halfvec"),
         default="vector",
         help="index of a new store: 4-byte floats (vector) or 2-byte floats (halfvec, half the size)",
+    )
+    command.add_argument(
+        "--text-search",
+        help="PostgreSQL text search configuration of a new store's keyword index (english, simple, german, "
+        "...; default english); fixed once the store exists",
     )
 
 
@@ -231,7 +263,9 @@ def _load(args: argparse.Namespace) -> int:
         report = sync.planned_report(plan, args.store, tree.root, prune)
     else:
         report = sync.Report(args.store, tree.root, prune=prune)
-        create = StoreDefinition(display_name=args.display_name, storage=args.storage)
+        create = StoreDefinition(
+            display_name=args.display_name, storage=args.storage, text_search=args.text_search
+        )
         try:
             sync.apply_plan(plan, tree, documents, report, create, progress=not args.no_progress)
         except RetrievalError:
@@ -239,6 +273,20 @@ def _load(args: argparse.Namespace) -> int:
             raise
     _print_report(report, args.json)
     return 1 if report.failed else 0
+
+
+def _create_store(args: argparse.Namespace) -> int:
+    """`stores create`: 0 when created or already so defined (a different definition is an error)."""
+    from .documents import StoreDefinition
+    from .runtime import get_document_service
+
+    definition = StoreDefinition(
+        display_name=args.display_name, storage=args.storage, text_search=args.text_search
+    )
+    info, created = get_document_service().put_store(args.name, definition)
+    state = "created" if created else "exists"
+    print(f"{state}: store '{info.name}' ({info.storage}, text search {info.text_search})")
+    return 0
 
 
 def _delete(store: str, ids: list[str]) -> int:

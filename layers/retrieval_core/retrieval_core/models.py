@@ -413,7 +413,9 @@ class ChunkResult(ResponseModel):
         description="Stored chunk metadata plus documentId and chunkIndex; always travels with the text."
     )
     keyword_score: float | None = Field(
-        default=None, description="Hybrid only: PostgreSQL ts_rank_cd of the chunk (0: no query term)."
+        default=None,
+        description="Hybrid only: the chunk's BM25 score for the query in its store's text search "
+        "configuration (higher is better; null: the keyword query does not match the chunk).",
     )
     fused_score: float | None = Field(
         default=None,

@@ -11,7 +11,7 @@ from .cache.json_cache import JsonCache
 from .cache.search_cache import SearchCache
 from .db.connection import Database, PooledConnections, SingleConnection
 from .db.errors import database_errors
-from .db.migrations import SCHEMA_VERSION, migrate
+from .db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
 from .db.schema import schema_version
 from .embeddings import get_embedder
 from .exceptions import ConfigurationError, SchemaNotReadyError
@@ -143,6 +143,9 @@ def _database_locked() -> Database:
         if settings.auto_migrate:
             with database_errors("migrating the schema"):
                 migrate(conninfo, settings.db_connect_timeout_s)
+            # Locally, chunks older than migration 7 are indexed for keyword search at once.
+            with database_errors("indexing older chunks for keyword search"):
+                run_keyword_backfill(conninfo, settings.db_connect_timeout_s)
         _database = build_database(settings, conninfo)
         _schema_was_behind = False
     return _database

@@ -21,10 +21,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from aws_lambda_powertools.metrics import MetricUnit
 
 from .custom_resource import Outcome, Request, answer
-from .db.migrations import SCHEMA_VERSION, run_migrations
+from .db.migrations import SCHEMA_VERSION, run_keyword_backfill, run_migrations
+from .exceptions import DatabaseUnavailableError
 from .lambda_runtime import LambdaHandler, instrumented, powertools
 from .retry import Deadline
 from .runtime import database_conninfo
@@ -33,6 +35,8 @@ from .settings import get_settings
 logger = logging.getLogger(__name__)
 
 PHYSICAL_RESOURCE_ID = "retrieval-schema"
+# Time kept back from the keyword backfill for answering CloudFormation.
+_BACKFILL_MARGIN_S = 10.0
 ON_TIMEOUT = (
     "the migration, one transaction, is rolled back when cut off: run `retrieval migrate` with "
     "DATABASE_URL set from a host that reaches the database (docs/migrations.md), then deploy again"
@@ -61,6 +65,21 @@ def migrate_schema(request: Request, time_budget_s: float) -> Outcome:
     result = run_migrations(
         conninfo, connect_timeout_s=settings.db_connect_timeout_s, time_budget_s=deadline.remaining_s()
     )
+    # Chunks written before migration 7 get their keyword rows in committed batches, as far as the time
+    # left allows; stores not reached are searched with ts_rank_cd until the next deploy or
+    # `retrieval migrate` finishes them (docs/migrations.md).
+    # The schema is migrated either way: a backfill that cannot go on now fails nothing.
+    try:
+        run_keyword_backfill(
+            conninfo,
+            settings.db_connect_timeout_s,
+            time_budget_s=(deadline.remaining_s() or 0.0) - _BACKFILL_MARGIN_S,
+        )
+    except (psycopg.Error, DatabaseUnavailableError) as exc:
+        logger.warning(
+            "keyword backfill stopped (%s); the next deploy or `retrieval migrate` goes on",
+            type(exc).__name__,
+        )
     return Outcome.success(
         {
             "SchemaVersion": str(result.schema_version),

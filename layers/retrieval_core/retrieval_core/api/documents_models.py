@@ -29,6 +29,14 @@ class StorePutRequest(RequestModel):
     allowed_metadata_keys: list[MetadataKey] | None = Field(
         default=None, max_length=256, description="Keys a metadata filter may name; null: every key."
     )
+    text_search: Text | None = Field(
+        default=None,
+        min_length=1,
+        max_length=127,
+        description="PostgreSQL text search configuration of the keyword index (english, simple, german, "
+        "french, ...: any name in pg_ts_config); stems words and drops stopwords at write and at query time. "
+        "Fixed once created; null or absent: english for a new store, unchanged for an existing one.",
+    )
 
 
 class StoreResponse(ResponseModel):
@@ -40,6 +48,7 @@ class StoreResponse(ResponseModel):
     embedding_model: str
     dimension: int
     allowed_metadata_keys: list[str] | None
+    text_search: str = Field(description="PostgreSQL text search configuration of the keyword index.")
     document_count: int
     chunk_count: int
 
@@ -54,6 +63,7 @@ class StoreResponse(ResponseModel):
             embedding_model=info.embedding_model,
             dimension=info.dimension,
             allowed_metadata_keys=keys,
+            text_search=info.text_search,
             document_count=info.document_count,
             chunk_count=info.chunk_count,
         )

@@ -65,6 +65,9 @@ __all__ = [
     "find_store_for_search",
     "hybrid_chunks",
     "index_name",
+    "keyword_chunks",
+    "keyword_chunks_query",
+    "keyword_params",
     "list_stores",
     "metadata_index_name",
     "nearest_chunks",
@@ -150,16 +153,121 @@ def _nearest_chunks_query(store: Store, where_sql: str, exact: bool, with_embedd
 # Natural-language queries should match chunks with any of their words, ranked by how well they
 # cover them: websearch_to_tsquery ANDs every word, so its ANDs between positive terms become ORs.
 # Quoted phrases stay phrases; a -word keeps its AND, binding to the term before it.
-_KEYWORD_QUERY = (
-    "regexp_replace(websearch_to_tsquery('english', %(query_text)s)::text, ' & (?!!)', ' | ', 'g')::tsquery"
-)
+def _keyword_tsquery(config: str) -> str:
+    websearch = f"websearch_to_tsquery({config}, %(query_text)s)"
+    return f"regexp_replace({websearch}::text, ' & (?!!)', ' | ', 'g')::tsquery"
+
+
+# Stores whose chunks predate migration 7 until the backfill has weighed them all: the old ranking,
+# ts_rank_cd on the english tsvector of chunks (every such store is english: the setting is newer).
+_LEGACY_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
+               SELECT document_id, chunk_index, ts_rank_cd(tsv, keywords.q) AS keyword_score
+               FROM chunks, (SELECT {tsquery} AS q) AS keywords
+               WHERE store_id = {store_id}{filters} AND tsv @@ keywords.q
+               ORDER BY keyword_score DESC, document_id, chunk_index
+               LIMIT %(limit)s)"""
+
+# BM25: the query's lexemes (in the store's configuration) weighted by their IDF
+# ln(1 + (N - df + 0.5) / (df + 0.5)) form a sparse vector; a chunk's score is its inner product with
+# the chunk's stored term weights, computed exactly for every candidate. Lexemes no chunk holds
+# (df 0) weigh nothing.
+#
+# Candidates (MaxScore pruning, exact): a stored term weight is below k1 + 1 = 2.2, so a lexeme adds
+# less than 2.2 * idf to any score. `threshold` is the `limit`-th best score among the chunks holding
+# the query's rarest lexemes (few chunks, cheap to score); lexemes whose bounds, summed from the most
+# common up, stay below it are left out of the candidate search: a chunk holding only those scores
+# below the threshold, so below the `limit` best. On long queries of common words this skips most of
+# the chunks the OR of all lexemes would read. Every candidate still matches the full tsquery (phrases,
+# -exclusions) and the filters.
+_BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
+               SELECT t.lexeme, t.df, ln(1 + (s.keyword_chunk_count - t.df + 0.5) / (t.df + 0.5)) AS idf
+               FROM keyword_terms t JOIN stores s ON s.id = t.store_id
+               WHERE t.store_id = {store_id} AND t.df > 0 AND t.lexeme = ANY(
+                   tsvector_to_array(to_tsvector(%(text_search)s::regconfig, %(query_text)s)))),
+           keyword_query AS MATERIALIZED (
+               SELECT {tsquery} AS q,
+                      (SELECT format('{{%%s}}/536870912', string_agg(d.dimension || ':' || d.idf, ','
+                                                                      ORDER BY d.dimension))::sparsevec
+                       FROM (SELECT keyword_dimension(lexeme) AS dimension, sum(idf) AS idf
+                             FROM keyword_terms_of_query GROUP BY 1) AS d) AS weights,
+                      (SELECT keyword_any(array_agg(lexeme)) FROM (
+                           SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) - df AS rarer
+                           FROM keyword_terms_of_query) AS r
+                       WHERE rarer < %(limit)s) AS rarest),
+           keyword_threshold AS MATERIALIZED (
+               SELECT CASE WHEN count(*) < %(limit)s THEN 0 ELSE min(score) END AS score
+               FROM (SELECT -(k.weights <#> kq.weights) AS score
+                     FROM keyword_chunks k, keyword_query kq
+                     WHERE k.store_id = {store_id} AND k.tsv @@ kq.rarest AND k.tsv @@ kq.q{filters}
+                     ORDER BY score DESC LIMIT %(limit)s) AS seeds),
+           keyword_candidates AS MATERIALIZED (
+               SELECT keyword_any(array_agg(lexeme)) AS q
+               FROM (SELECT lexeme, sum(2.2 * idf) OVER (ORDER BY idf, lexeme) AS bound
+                     FROM keyword_terms_of_query) AS b, keyword_threshold th
+               WHERE b.bound >= th.score),
+           keyword_hits AS MATERIALIZED (
+               SELECT k.document_id, k.chunk_index, -(k.weights <#> kq.weights) AS keyword_score
+               FROM keyword_chunks k, keyword_query kq, keyword_candidates kc
+               WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q{filters}
+               ORDER BY keyword_score DESC, k.document_id, k.chunk_index
+               LIMIT %(limit)s)"""
+
+
+def _keyword_hits(store: Store, where_sql: str) -> sql.Composed:
+    """The CTE(s) ending in `keyword_hits`: the `limit` best keyword matches, best first."""
+    if not store.keyword_ready:
+        return sql.SQL(_LEGACY_KEYWORD_HITS).format(
+            tsquery=sql.SQL(_keyword_tsquery("'english'")),
+            store_id=sql.Literal(store.id),
+            filters=_filters(where_sql),
+        )
+    # The filter names chunk columns: it is checked on the chunk the keyword row belongs to.
+    filters = (
+        sql.SQL(
+            " AND EXISTS (SELECT 1 FROM chunks WHERE chunks.store_id = {store_id}"
+            " AND chunks.document_id = k.document_id AND chunks.chunk_index = k.chunk_index AND ({where}))"
+        ).format(store_id=sql.Literal(store.id), where=sql.SQL(where_sql))
+        if where_sql
+        else sql.SQL("")
+    )
+    return sql.SQL(_BM25_KEYWORD_HITS).format(
+        tsquery=sql.SQL(_keyword_tsquery("%(text_search)s::regconfig")),
+        store_id=sql.Literal(store.id),
+        filters=filters,
+    )
+
+
+def keyword_chunks_query(store: Store, where: Predicate) -> sql.Composed:
+    """The `limit` best keyword matches alone: (document_id, chunk_index, keyword_score), best first."""
+    return sql.SQL(
+        "WITH {keyword_hits} SELECT * FROM keyword_hits ORDER BY keyword_score DESC, document_id, chunk_index"
+    ).format(keyword_hits=_keyword_hits(store, where.sql))
+
+
+def keyword_params(store: Store, query_text: str, limit: int, where: Predicate) -> dict[str, Any]:
+    """Parameters of `keyword_chunks_query`."""
+    return {"query_text": query_text, "text_search": store.text_search, "limit": limit, **where.params}
+
+
+def keyword_chunks(
+    conn: Connection, store: Store, query_text: str, limit: int, where: Predicate
+) -> list[tuple[str, int, float]]:
+    """(document id, chunk index, keyword score) of the `limit` best keyword matches, best first.
+
+    The GIN index is read through a bitmap scan, which is turned on (SET LOCAL).
+    """
+    allow_bitmap_scans(conn)
+    rows = conn.execute(
+        keyword_chunks_query(store, where), keyword_params(store, query_text, limit, where)
+    ).fetchall()
+    return [(r[0], r[1], float(r[2])) for r in rows]
 
 
 def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = False) -> sql.Composed:
-    """Vector hits and full-text hits of one query in one round trip, each list `limit` long.
+    """Vector hits and keyword hits of one query in one round trip, each list `limit` long.
 
-    Rows: the union of both lists, each with its exact distance, its `ts_rank_cd` keyword score (NULL
-    when the full-text query does not match it) and whether it is a vector hit. Fusion happens in Python.
+    Rows: the union of both lists, each with its exact distance, its keyword score (BM25; NULL when the
+    keyword query does not match it) and whether it is a vector hit. Fusion happens in Python.
     """
     return sql.SQL(
         """WITH vector_hits AS MATERIALIZED (
@@ -168,12 +276,7 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
                WHERE store_id = {store_id}{filters}
                ORDER BY {distance}
                LIMIT %(limit)s),
-           keyword_hits AS MATERIALIZED (
-               SELECT document_id, chunk_index, ts_rank_cd(tsv, keywords.q) AS keyword_score
-               FROM chunks, (SELECT {keyword_query} AS q) AS keywords
-               WHERE store_id = {store_id}{filters} AND tsv @@ keywords.q
-               ORDER BY keyword_score DESC, document_id, chunk_index
-               LIMIT %(limit)s),
+           {keyword_hits},
            hits AS (
                SELECT document_id, chunk_index, k.keyword_score, v.document_id IS NOT NULL AS vector_hit
                FROM vector_hits v FULL JOIN keyword_hits k USING (document_id, chunk_index))
@@ -187,7 +290,7 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
         store_id=sql.Literal(store.id),
         filters=_filters(where.sql),
         embedding=_embedding_column(store, with_embeddings, "c."),
-        keyword_query=sql.SQL(_KEYWORD_QUERY),
+        keyword_hits=_keyword_hits(store, where.sql),
     )
 
 
@@ -308,13 +411,13 @@ def hybrid_chunks(
     where: Predicate,
     with_embeddings: bool = False,
 ) -> list[ScoredChunk]:
-    """The union of the `limit` nearest chunks and the `limit` best full-text matches, nearest first.
+    """The union of the `limit` nearest chunks and the `limit` best keyword matches, nearest first.
 
     Run inside a transaction whose search options are set. The full-text side reads the GIN index on
     the tsvector, which only a bitmap scan can use, so bitmap scans are turned on (SET LOCAL).
     """
     allow_bitmap_scans(conn)
-    params = {**search_params(query_vector, limit, where), "query_text": query_text}
+    params = {**search_params(query_vector, limit, where), **keyword_params(store, query_text, limit, where)}
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(hybrid_chunks_query(store, where, with_embeddings), params).fetchall()
     return [_scored(r) for r in rows]

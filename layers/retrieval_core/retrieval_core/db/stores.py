@@ -6,12 +6,14 @@ A store's id and dimension are composed into index DDL with `sql.Literal`: both 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from psycopg import sql
 
+from ..exceptions import InvalidRequestError
 from .connection import Connection
 
 # How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
@@ -34,10 +36,15 @@ class Store:
     allowed_metadata_keys: tuple[str, ...] | None = None
     # How many chunks the store holds (kept by triggers on chunks; read with the row).
     chunk_count: int = 0
+    # The PostgreSQL text search configuration of its keyword index (fixed at creation).
+    text_search: str = "english"
+    # Every chunk has its BM25 weights (false only until the backfill of migration 7 has passed).
+    keyword_ready: bool = True
 
 
 STORE_COLUMNS = (
-    "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys, chunk_count"
+    "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys,"
+    " chunk_count, text_search::text, keyword_ready"
 )
 # The store named `%(n)s`, by name first, else by display name.
 STORE_BY_NAME = (
@@ -46,9 +53,23 @@ STORE_BY_NAME = (
 
 
 def store_from_row(row: tuple[Any, ...]) -> Store:
-    id_, name, display_name, model, dimension, version, storage, allowed, chunk_count = row
+    id_, name, display_name, model, dimension, version, storage, allowed, chunk_count, text_search, ready = (
+        row
+    )
     keys = tuple(allowed) if allowed is not None else None
-    return Store(id_, name, display_name, model, dimension, version, storage, keys, int(chunk_count))
+    return Store(
+        id_,
+        name,
+        display_name,
+        model,
+        dimension,
+        version,
+        storage,
+        keys,
+        int(chunk_count),
+        text_search,
+        ready,
+    )
 
 
 def find_store(conn: Connection, name: str) -> Store | None:
@@ -85,16 +106,20 @@ def create_store(
     dimension: int,
     storage: Storage = "vector",
     allowed_metadata_keys: Sequence[str] | None = None,
+    text_search: str = "english",
 ) -> Store:
-    """Create a store and its partial HNSW index; return the existing one if it already exists."""
+    """Create a store and its partial indexes; return the existing one if it already exists.
+
+    `text_search` must name a configuration PostgreSQL has (`text_search_config` checks that).
+    """
     keys = list(allowed_metadata_keys) if allowed_metadata_keys is not None else None
     with conn.transaction():
         row = conn.execute(
             f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage,
-                    allowed_metadata_keys)
-                VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING
+                    allowed_metadata_keys, text_search)
+                VALUES (%s, %s, %s, %s, %s, %s, %s::regconfig) ON CONFLICT (name) DO NOTHING
                 RETURNING {STORE_COLUMNS}""",  # noqa: S608
-            (name, display_name, embedding_model, dimension, storage, keys),
+            (name, display_name, embedding_model, dimension, storage, keys, text_search),
         ).fetchone()
         if row is None:
             existing = find_store(conn, name)
@@ -103,7 +128,38 @@ def create_store(
         store = store_from_row(row)
         conn.execute(create_index_statement(store))
         conn.execute(create_metadata_index_statement(store))
+        conn.execute(create_keyword_index_statement(store))
         return store
+
+
+# A configuration name, optionally schema-qualified, as an unquoted identifier.
+_CONFIG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?\Z")
+
+
+def text_search_config(conn: Connection, name: str | None) -> str | None:
+    """The canonical name of the text search configuration `name` (None for None).
+
+    Raises InvalidRequestError (422, field textSearch) when PostgreSQL has no such configuration.
+    """
+    if name is None:
+        return None
+    row = None
+    if _CONFIG_NAME.match(name):
+        # Unquoted identifiers fold to lower case, as in SQL; without a schema, the one on the search path.
+        schema, _, config = name.lower().rpartition(".")
+        row = conn.execute(
+            """SELECT c.oid::regconfig::text FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace
+               WHERE c.cfgname = %s AND (n.nspname = %s OR (%s = '' AND pg_ts_config_is_visible(c.oid)))""",
+            (config, schema, schema),
+        ).fetchone()
+    if row is None:
+        known = [r[0] for r in conn.execute("SELECT cfgname FROM pg_ts_config ORDER BY cfgname")]
+        raise InvalidRequestError.for_field(
+            "textSearch",
+            f"'{name}' is not a text search configuration of this PostgreSQL; it has: {', '.join(known)}",
+            "unknown_text_search",
+        )
+    return str(row[0])
 
 
 def create_index_statement(store: Store) -> sql.Composed:
@@ -130,6 +186,18 @@ def create_metadata_index_statement(store: Store) -> sql.Composed:
     ).format(index=sql.Identifier(metadata_index_name(store)), store_id=sql.Literal(store.id))
 
 
+def create_keyword_index_statement(store: Store) -> sql.Composed:
+    """CREATE INDEX of the store's partial GIN index on its keyword rows' lexemes (keyword search)."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {index} ON keyword_chunks USING gin (tsv) WHERE store_id = {store_id}"
+    ).format(index=sql.Identifier(keyword_index_name(store)), store_id=sql.Literal(store.id))
+
+
+def keyword_index_name(store: Store) -> str:
+    """Name of the store's GIN index on keyword_chunks.tsv."""
+    return f"keyword_chunks_tsv_gin_store_{store.id}"
+
+
 def metadata_index_name(store: Store) -> str:
     """Name of the store's GIN index on metadata."""
     return f"chunks_metadata_gin_store_{store.id}"
@@ -144,7 +212,7 @@ def drop_store(conn: Connection, store: Store) -> None:
     """Delete a store with all its documents, chunks and its index."""
     with conn.transaction():
         conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
-        for name in (index_name(store), metadata_index_name(store)):
+        for name in (index_name(store), metadata_index_name(store), keyword_index_name(store)):
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=sql.Identifier(name)))
 
 

@@ -15,16 +15,20 @@ WriteStatus = Literal["created", "updated", "unchanged"]
 
 @dataclass(frozen=True, slots=True)
 class StoreDefinition:
-    """What PUT /api/v1/stores/{store} sets. Other issues add fields here (textSearch, source).
+    """What PUT /api/v1/stores/{store} sets. Other issues add fields here (source).
 
     `storage` cannot change once the store exists (409); `display_name` can.
     `allowed_metadata_keys` None: every key the service allows (ALLOWED_METADATA_KEYS); otherwise
     intersected with it.
+    `text_search`: the PostgreSQL text search configuration of the keyword index (`english`, `simple`,
+    `german`, ...), fixed once the store exists (409); None: `english` for a new store, the store's own
+    for an existing one.
     """
 
     display_name: str | None = None
     storage: Storage = "vector"
     allowed_metadata_keys: tuple[str, ...] | None = None
+    text_search: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,7 @@ class StoreInfo:
     document_count: int
     chunk_count: int
     version: int
+    text_search: str = "english"
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,9 +60,10 @@ class DocumentService:
     ) -> tuple[StoreInfo, bool]:
         """Create the store, or apply `definition` to it; True when created.
 
-        The same definition again changes nothing. A change of `storage` is a ConflictError (409)
-        naming the field; `display_name` may change, but never to another store's name or display
-        name (409). `resolve` and names outside the store-name rule are refused (422).
+        The same definition again changes nothing. A change of `storage` or `text_search` is a
+        ConflictError (409) naming the field; a `text_search` PostgreSQL does not know is a 422.
+        `display_name` may change, but never to another store's name or display name (409).
+        `resolve` and names outside the store-name rule are refused (422).
         """
         grant.require("admin", name)
         check_store_name(name)
@@ -77,11 +78,19 @@ class DocumentService:
                     "displayName", f"'{display_name}' is already the name or display name of another store"
                 )
             keys = definition.allowed_metadata_keys
+            text_search = store_sql.text_search_config(conn, definition.text_search)
             if store is None:
                 if store_sql.name_taken(conn, name, except_store=name):
                     raise ConflictError.for_field("name", f"'{name}' is the display name of another store")
                 store = store_sql.create_store(
-                    conn, name, display_name, embedder.model, embedder.dimension, definition.storage, keys
+                    conn,
+                    name,
+                    display_name,
+                    embedder.model,
+                    embedder.dimension,
+                    definition.storage,
+                    keys,
+                    text_search or "english",
                 )
                 created = True
             else:
@@ -89,6 +98,12 @@ class DocumentService:
                 if store.storage != definition.storage:
                     raise ConflictError.for_field(
                         "storage", f"the store holds {store.storage} embeddings; it cannot change"
+                    )
+                if text_search is not None and text_search != store.text_search:
+                    raise ConflictError.for_field(
+                        "textSearch",
+                        f"the store's keyword index uses the text search configuration '{store.text_search}';"
+                        " it cannot change (create a new store and write the documents again)",
                     )
                 if (display_name, keys) != (store.display_name, store.allowed_metadata_keys):
                     keys_changed = keys != store.allowed_metadata_keys
@@ -377,6 +392,7 @@ def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:
         document_count=counts[0],
         chunk_count=counts[1],
         version=store.version,
+        text_search=store.text_search,
     )
 
 

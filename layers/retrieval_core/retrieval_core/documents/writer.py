@@ -258,6 +258,7 @@ class SourceWriter:
                 embedder.dimension,
                 create.storage,
                 create.allowed_metadata_keys,
+                store_sql.text_search_config(conn, create.text_search) or "english",
             )
         self.check_model(store)
         return store

@@ -56,8 +56,9 @@ async def put_store(
 ) -> StoreResponse:
     """Create the store (201) or apply the definition (200; the same one again changes nothing).
 
-    Scope admin. `storage` cannot change (409); `displayName` may, but not to another store's name
-    or display name (409). `resolve` and names outside the store-name rule are refused (422).
+    Scope admin. `storage` and `textSearch` cannot change (409); an unknown `textSearch` is a 422;
+    `displayName` may change, but not to another store's name or display name (409).
+    `resolve` and names outside the store-name rule are refused (422).
     """
     definition = StoreDefinition(
         display_name=body.display_name,
@@ -65,6 +66,7 @@ async def put_store(
         allowed_metadata_keys=tuple(body.allowed_metadata_keys)
         if body.allowed_metadata_keys is not None
         else None,
+        text_search=body.text_search,
     )
     info, created = await run_in_threadpool(documents.put_store, store, definition, grant)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK

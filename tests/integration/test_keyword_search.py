@@ -1,0 +1,424 @@
+"""BM25 keyword search (issue 18) on the embedded PostgreSQL: the scores, every write path, the text
+search configuration of a store, websearch syntax, and the backfill of chunks older than migration 7."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from retrieval_core.cli import main
+from retrieval_core.db import repository
+from retrieval_core.db.keywords import backfill_keywords
+from retrieval_core.db.migrations import MIGRATIONS, run_migrations
+from retrieval_core.db.repository import ChunkRow, DocumentRow
+from retrieval_core.filters import TRUE, document_ids_in
+from retrieval_core.grants import OPEN_GRANT
+from retrieval_core.retry import Deadline
+
+STORES = "/api/v1/stores"
+DIM = 4
+K1, B = 1.2, 0.75
+
+
+def bm25(
+    query: list[str], document: list[str], corpus: list[list[str]], average: float | None = None
+) -> float:
+    """Okapi BM25 of `document` for `query`, written from the formula (tokens already normalised).
+
+    `average`: the average document length, if not the corpus's.
+    """
+    n = len(corpus)
+    average = average or sum(map(len, corpus)) / n
+    score = 0.0
+    for term in set(query):
+        df = sum(term in d for d in corpus)
+        tf = document.count(term)
+        if tf == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(document) / average))
+    return score
+
+
+def hits(service: Any, store_name: str, query: str, limit: int = 10, where: Any = TRUE) -> dict[str, float]:
+    """document id -> keyword score of its best chunk, through the service's keyword SQL."""
+    with service.database.connection() as conn, conn.transaction():
+        store = repository.find_store(conn, store_name)
+        assert store is not None
+        found = repository.keyword_chunks(conn, store, query, limit, where)
+    best: dict[str, float] = {}
+    for document_id, _, score in found:
+        best.setdefault(document_id, score)
+    return best
+
+
+def assert_consistent(service: Any, store_name: str) -> None:
+    """The kept counts equal a recount: chunks, lengths, and every lexeme's document frequency."""
+    with service.database.connection() as conn:
+        store = repository.find_store(conn, store_name)
+        assert store is not None
+        kept = conn.execute(
+            "SELECT chunk_count, keyword_chunk_count, keyword_length_sum FROM stores WHERE id = %s",
+            (store.id,),
+        ).fetchone()
+        counted = conn.execute(
+            "SELECT (SELECT count(*) FROM chunks WHERE store_id = %(s)s), count(*), coalesce(sum(length), 0)"
+            " FROM keyword_chunks WHERE store_id = %(s)s",
+            {"s": store.id},
+        ).fetchone()
+        wrong_df = conn.execute(
+            """SELECT count(*) FROM keyword_terms t FULL JOIN (
+                   SELECT u.lexeme, count(*) AS df FROM keyword_chunks k, unnest(k.tsv) AS u
+                   WHERE k.store_id = %(s)s GROUP BY 1) AS r USING (lexeme)
+               WHERE (t.store_id = %(s)s OR t.store_id IS NULL) AND coalesce(t.df, 0) <> coalesce(r.df, 0)""",
+            {"s": store.id},
+        ).fetchone()
+    assert kept == counted
+    assert wrong_df == (0,)
+
+
+def fresh_store(conn: Any, text_search: str = "english") -> Any:
+    name = f"kw-{uuid.uuid4().hex[:8]}"
+    return repository.create_store(conn, name, name, "synthetic", DIM, text_search=text_search)
+
+
+def document(doc_id: str, *texts: str) -> DocumentRow:
+    chunks = [ChunkRow(doc_id, i, text, {}, [1.0, float(i), 0.5, 0.25]) for i, text in enumerate(texts)]
+    return DocumentRow(doc_id, doc_id, {}, "-", chunks)
+
+
+CORPUS = {
+    "a": "apple banana apple",
+    "b": "banana cherry",
+    "c": "cherry cherry cherry date elderberry fig",
+    "d": "grape",
+}
+
+
+def test_bm25_scores_match_the_formula(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")  # no stemming, no stopwords: tokens are the words
+        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+    tokens = {k: v.split() for k, v in CORPUS.items()}
+    corpus = list(tokens.values())
+    for query in ("apple cherry", "banana", "cherry date grape", "fig"):
+        expected = {
+            k: bm25(query.split(), d, corpus) for k, d in tokens.items() if set(query.split()) & set(d)
+        }
+        got = hits(service, store.name, query)
+        assert got.keys() == expected.keys()
+        for k, score in expected.items():
+            assert got[k] == pytest.approx(score, rel=1e-5), (query, k)
+        assert list(got) == sorted(expected, key=lambda k: -expected[k])  # best first
+    assert hits(service, store.name, "kiwi") == {}
+    assert_consistent(service, store.name)
+
+
+def test_the_candidate_pruning_keeps_the_exact_top_k(service: Any) -> None:
+    # 60 chunks share common words; a few hold rarer ones. With limit 3 the threshold prunes the common
+    # words from the candidate search; the top 3 must still be the formula's.
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa"]
+    texts = {}
+    for i in range(60):
+        chosen = rng.choices(words[:4], k=rng.randint(2, 9)) + rng.choices(words[4:], k=rng.randint(0, 2))
+        texts[f"doc{i:02d}"] = " ".join(chosen)
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+    corpus = [v.split() for v in texts.values()]
+    for query in ("alpha beta omega", "gamma kappa", "alpha beta gamma delta sigma"):
+        expected = {k: bm25(query.split(), v.split(), corpus) for k, v in texts.items()}
+        best = sorted((k for k in expected if expected[k] > 0), key=lambda k: (-expected[k], k))[:3]
+        got = hits(service, store.name, query, limit=3)
+        assert list(got) == best, query
+        for k in best:
+            assert got[k] == pytest.approx(expected[k], rel=1e-5)
+
+
+def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+    vector = [1.0, 0.0, 0.5, 0.25]
+    _, found = service.search_chunks(store.name, vector, 10, grant=OPEN_GRANT, query_text="cherry")
+    scores = {c.document_id: c.keyword_score for c in found}
+    corpus = [v.split() for v in CORPUS.values()]
+    assert scores["b"] == pytest.approx(bm25(["cherry"], CORPUS["b"].split(), corpus), rel=1e-5)
+    assert scores["c"] == pytest.approx(bm25(["cherry"], CORPUS["c"].split(), corpus), rel=1e-5)
+    assert scores["a"] is None and scores["d"] is None  # vector hits the keyword query does not match
+
+
+def test_replacements_deletes_and_drops_keep_scores_and_counts_current(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        other = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+        repository.replace_documents(conn, other, [document("z", "cherry cherry")])
+        assert set(hits(service, store.name, "cherry")) == {"b", "c"}
+
+        repository.replace_documents(conn, store, [document("b", "banana split", "kiwi")])  # replaced
+        assert set(hits(service, store.name, "cherry")) == {"c"}
+        assert set(hits(service, store.name, "kiwi")) == {"b"}
+        # N and df moved with it: the single cherry chunk now has df 1 of 5 chunks. Its term weights
+        # keep the average length of their write (12 tokens / 4 chunks).
+        tokens = [v.split() for k, v in CORPUS.items() if k != "b"] + [["banana", "split"], ["kiwi"]]
+        expected = bm25(["cherry"], CORPUS["c"].split(), tokens, average=3.0)
+        assert hits(service, store.name, "cherry")["c"] == pytest.approx(expected, rel=1e-5)
+        assert_consistent(service, store.name)
+        # Reweighing brings the stored weights to the store's average now (13 tokens / 5 chunks).
+        assert main(["reweigh-keywords", "--store", store.name]) == 0
+        expected = bm25(["cherry"], CORPUS["c"].split(), tokens)
+        assert hits(service, store.name, "cherry")["c"] == pytest.approx(expected, rel=1e-5)
+
+        repository.delete_documents(conn, store, ["c"])  # chunks go by cascade
+        assert hits(service, store.name, "cherry") == {}
+        assert_consistent(service, store.name)
+        assert set(hits(service, other.name, "cherry")) == {"z"}  # another store's index is its own
+
+        repository.drop_store(conn, store)
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM keyword_chunks WHERE store_id = %(s)s),"
+            " (SELECT count(*) FROM keyword_terms WHERE store_id = %(s)s)",
+            {"s": store.id},
+        ).fetchone()
+        assert left == (0, 0)
+        assert_consistent(service, other.name)
+        repository.drop_store(conn, other)
+
+
+def test_a_rolled_back_write_leaves_the_keyword_index_as_it_was(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn)
+        repository.replace_documents(conn, store, [document("a", "quarterly revenue report")])
+        with pytest.raises(RuntimeError), conn.transaction():
+            repository.replace_documents(conn, store, [document("a", "holiday rota")])
+            raise RuntimeError("abort")
+    assert set(hits(service, store.name, "revenue")) == {"a"}
+    assert hits(service, store.name, "holiday") == {}
+    assert_consistent(service, store.name)
+
+
+def test_chunks_are_never_edited_in_place(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn)
+        repository.replace_documents(conn, store, [document("a", "quarterly revenue report")])
+        with pytest.raises(psycopg.errors.RaiseException, match="never updated in place"):
+            conn.execute("UPDATE chunks SET content = 'other' WHERE store_id = %s", (store.id,))
+
+
+def test_a_simple_store_matches_a_stopword_and_a_german_store_stems_german(service: Any) -> None:
+    with service.database.connection() as conn:
+        english = fresh_store(conn)
+        simple = fresh_store(conn, "simple")
+        german = fresh_store(conn, "german")
+        for store in (english, simple, german):
+            repository.replace_documents(
+                conn,
+                store,
+                [document("hamlet", "To be, or not to be"), document("haus", "Die Häuser am Fluss")],
+            )
+    assert hits(service, english.name, "to be") == {}  # english drops both words as stopwords
+    assert set(hits(service, simple.name, "to be")) == {"hamlet"}
+    assert set(hits(service, german.name, "Haus")) == {"haus"}  # Häuser and Haus stem alike
+    assert hits(service, english.name, "Haus") == {}
+    assert hits(service, simple.name, "Haus") == {}
+
+
+def test_a_quoted_phrase_matches_only_as_a_phrase_and_a_minus_word_excludes(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn)
+        repository.replace_documents(
+            conn,
+            store,
+            [
+                document("desk", "Visitors sign in at the front desk."),
+                document("apart", "The desk by the front door is free."),
+                document("badge", "Visitors at the front desk wear a badge."),
+            ],
+        )
+    assert set(hits(service, store.name, "front desk")) == {"desk", "apart", "badge"}
+    assert set(hits(service, store.name, '"front desk"')) == {"desk", "badge"}
+    assert set(hits(service, store.name, '"front desk" -badge')) == {"desk"}
+    # A filter narrows the keyword hits too.
+    assert set(hits(service, store.name, "front desk", where=document_ids_in(["apart"]))) == {"apart"}
+
+
+# The text search configuration of a store, over HTTP.
+
+
+@pytest.fixture()
+def store_name(client: TestClient) -> Iterator[str]:
+    name = f"kw-api-{uuid.uuid4().hex[:8]}"
+    yield name
+    client.delete(f"{STORES}/{name}")
+
+
+def test_text_search_is_chosen_at_creation_and_fixed_after(client: TestClient, store_name: str) -> None:
+    created = client.put(f"{STORES}/{store_name}", json={"textSearch": "German"})
+    assert created.status_code == 201, created.text
+    assert created.json()["textSearch"] == "german"
+    assert client.get(f"{STORES}/{store_name}").json()["textSearch"] == "german"
+    same = client.put(f"{STORES}/{store_name}", json={"textSearch": "german", "displayName": "Deutsch"})
+    assert same.status_code == 200 and same.json()["textSearch"] == "german"
+    unsaid = client.put(f"{STORES}/{store_name}", json={"displayName": "Deutsch"})
+    assert unsaid.status_code == 200 and unsaid.json()["textSearch"] == "german"
+
+    changed = client.put(f"{STORES}/{store_name}", json={"textSearch": "english"})
+    assert changed.status_code == 409
+    assert changed.json()["error"]["message"].startswith(
+        "textSearch: the store's keyword index uses the text search configuration 'german'; it cannot change"
+    )
+
+
+@pytest.mark.parametrize("name", ["klingon", "pg_catalog.klingon", "a.b.c", "english; DROP TABLE stores"])
+def test_an_unknown_text_search_configuration_is_a_422_naming_the_field(
+    client: TestClient, store_name: str, name: str
+) -> None:
+    refused = client.put(f"{STORES}/{store_name}", json={"textSearch": name})
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["details"]["errors"][0]["field"] == "textSearch"
+    assert "is not a text search configuration of this PostgreSQL; it has: " in error["message"]
+    assert "english" in error["message"] and "simple" in error["message"]
+    assert client.get(f"{STORES}/{store_name}").status_code == 404  # nothing was created
+
+
+def test_a_new_store_defaults_to_english(client: TestClient, store_name: str) -> None:
+    assert client.put(f"{STORES}/{store_name}", json={}).json()["textSearch"] == "english"
+
+
+# Every write path changes keyword results at once.
+
+
+def test_documents_api_updates_and_deletes_change_keyword_results(
+    client: TestClient, service: Any, store_name: str
+) -> None:
+    assert client.put(f"{STORES}/{store_name}", json={"textSearch": "simple"}).status_code == 201
+    url = f"{STORES}/{store_name}/documents/memo"
+    assert client.put(url, json={"text": "The parking garage closes at nine."}).status_code == 201
+    assert set(hits(service, store_name, "garage")) == {"memo"}
+    assert client.put(url, json={"text": "The bicycle shed closes at ten."}).status_code == 200
+    assert hits(service, store_name, "garage") == {}
+    assert set(hits(service, store_name, "bicycle")) == {"memo"}
+    # Through the retrieve route too: hybrid results carry the keyword score.
+    body = {"query": "bicycle", "store": store_name, "grade": 0.0, "useHybrid": True}
+    results = client.post("/api/v1/rag/retrieve", json=body).json()["results"]
+    assert results[0]["keywordScore"] == pytest.approx(hits(service, store_name, "bicycle")["memo"])
+    assert client.delete(url).status_code == 204
+    assert hits(service, store_name, "bicycle") == {}
+    assert_consistent(service, store_name)
+
+
+def test_cli_ingest_and_delete_change_keyword_results(service: Any, tmp_path: Path) -> None:
+    store = f"kw-cli-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "memo.txt").write_text("The parking garage closes at nine.")
+    assert main(["stores", "create", store, "--text-search", "simple"]) == 0
+    assert main(["ingest", str(tmp_path), "--store", store, "--no-progress"]) == 0
+    assert set(hits(service, store, "garage")) == {"memo.txt"}
+    (tmp_path / "memo.txt").write_text("The bicycle shed closes at ten.")
+    assert main(["ingest", str(tmp_path), "--store", store, "--no-progress"]) == 0
+    assert hits(service, store, "garage") == {} and set(hits(service, store, "bicycle")) == {"memo.txt"}
+    assert main(["delete", "--store", store, "memo.txt"]) == 0
+    assert hits(service, store, "bicycle") == {}
+    assert service.get_store(store).text_search == "simple"
+    assert_consistent(service, store)
+    assert main(["drop-store", "--store", store]) == 0
+
+
+def test_cli_refuses_to_change_the_text_search_of_a_store(
+    service: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = f"kw-cli-{uuid.uuid4().hex[:8]}"
+    assert main(["stores", "create", store, "--text-search", "german"]) == 0
+    assert main(["stores", "create", store, "--text-search", "french"]) == 2
+    assert "it cannot change" in capsys.readouterr().err
+    assert main(["drop-store", "--store", store]) == 0
+
+
+# The backfill of chunks written before migration 7.
+
+
+def _old_store(dsn: str) -> None:
+    """Store `old` with CORPUS written at schema version 6, then the schema migrated to the newest."""
+    run_migrations(dsn, migrations=MIGRATIONS[:6])
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "INSERT INTO stores (name, display_name, embedding_model, dimension)"
+            " VALUES ('old', 'old', 'm', 4)"
+        )
+        for key, text in CORPUS.items():
+            conn.execute(
+                "INSERT INTO documents (store_id, id, source, content_sha256, chunk_count)"
+                " SELECT id, %s, %s, '-', 1 FROM stores",
+                (key, key),
+            )
+            conn.execute(
+                "INSERT INTO chunks (store_id, document_id, chunk_index, content, embedding)"
+                " SELECT id, %s, 0, %s, '[1,0,0,0]' FROM stores",
+                (key, text),
+            )
+    run_migrations(dsn)
+
+
+def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_with_ts_rank_cd_before(
+    private_postgres: Any,
+) -> None:
+    dsn = str(private_postgres.get_uri())
+    _old_store(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        store = repository.find_store(conn, "old")
+        assert store is not None and not store.keyword_ready and store.text_search == "english"
+        with conn.transaction():
+            legacy = repository.keyword_chunks(conn, store, "cherry", 10, TRUE)
+        expected = conn.execute(
+            "SELECT document_id, ts_rank_cd(tsv, to_tsquery('english', 'cherry')) FROM chunks"
+            " WHERE tsv @@ to_tsquery('english', 'cherry') ORDER BY 2 DESC"
+        ).fetchall()
+        assert [(d, pytest.approx(s)) for d, _, s in legacy] == expected
+
+        assert backfill_keywords(conn, Deadline(1.0)).stores_left == ["old"]  # no time for a batch
+        done = backfill_keywords(conn, batch_chunks=3)  # 4 chunks: two batches
+        assert (done.chunks, done.stores_done, done.stores_left) == (4, ["old"], [])
+        store = repository.find_store(conn, "old")
+        assert store is not None and store.keyword_ready
+        with conn.transaction():
+            found = {d: s for d, _, s in repository.keyword_chunks(conn, store, "cherry", 10, TRUE)}
+        # english stems none of these words. IDF is the store's now (4 chunks); the term weights were
+        # stored with the average length their batch saw: a, b, c first (11 tokens / 3).
+        corpus = [v.split() for v in CORPUS.values()]
+        for key in ("b", "c"):
+            expected = bm25(["cherry"], CORPUS[key].split(), corpus, average=11 / 3)
+            assert found[key] == pytest.approx(expected, rel=1e-5)
+        assert backfill_keywords(conn).chunks == 0  # nothing left
+
+
+def test_a_chunk_deleted_while_the_backfill_reads_it_leaves_no_keyword_row(private_postgres: Any) -> None:
+    dsn = str(private_postgres.get_uri())
+    _old_store(dsn)
+    with psycopg.connect(dsn) as writer, psycopg.connect(dsn, autocommit=True) as conn:
+        # The writer deletes a document (its chunk goes by cascade) and has not committed yet.
+        writer.execute("DELETE FROM documents WHERE id = 'c'")
+        backfill = threading.Thread(target=backfill_keywords, args=(conn,))
+        backfill.start()
+        time.sleep(0.5)
+        assert backfill.is_alive()  # it waits for the store's row, which the writer's delete locked
+        writer.commit()
+        backfill.join(timeout=10)
+        assert not backfill.is_alive()
+        rows = conn.execute("SELECT document_id FROM keyword_chunks ORDER BY 1").fetchall()
+        terms = dict(conn.execute("SELECT lexeme, df FROM keyword_terms WHERE df > 0").fetchall())
+        ready = conn.execute("SELECT keyword_ready, keyword_chunk_count FROM stores").fetchone()
+    assert rows == [("a",), ("b",), ("d",)]
+    assert terms["cherri"] == 1 and "date" not in terms and "elderberri" not in terms
+    assert ready == (True, 3)
