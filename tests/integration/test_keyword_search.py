@@ -336,6 +336,25 @@ def test_cli_ingest_and_delete_change_keyword_results(service: Any, tmp_path: Pa
     assert main(["drop-store", "--store", store]) == 0
 
 
+def test_a_source_larger_than_one_copy_statement_is_written_whole(
+    service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One JSONL file is one source, written in one transaction, in several COPY statements.
+    from retrieval_core.db import documents
+
+    monkeypatch.setattr(documents, "COPY_ROWS", 3)
+    store = f"kw-copy-{uuid.uuid4().hex[:8]}"
+    words = ["amber", "basil", "cedar", "dune", "ember", "fjord", "grove"]
+    lines = [f'{{"_id": "r{i}", "text": "record about {word}"}}' for i, word in enumerate(words)]
+    (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["ingest", str(tmp_path / "records.jsonl"), "--store", store, "--no-progress"]) == 0
+    for i, word in enumerate(words):
+        assert set(hits(service, store, word)) == {f"r{i}"}
+    assert service.get_store(store).chunk_count == len(words)
+    assert_consistent(service, store)
+    assert main(["drop-store", "--store", store]) == 0
+
+
 def test_cli_refuses_to_change_the_text_search_of_a_store(
     service: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
