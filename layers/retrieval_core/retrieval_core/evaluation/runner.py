@@ -77,6 +77,19 @@ DEFAULT_METHODS: tuple[MethodSpec, ...] = (
         )
         for w in WEIGHTS
     ),
+    *(
+        MethodSpec(
+            f"hybrid weighted, max-scaled {w:.1f} / {1 - w:.1f}",
+            {
+                **HYBRID,
+                "fusion": "weighted",
+                "normalization": "max",
+                "vectorWeight": w,
+                "keywordWeight": round(1 - w, 1),
+            },
+        )
+        for w in WEIGHTS
+    ),
     MethodSpec(
         f"MMR (lambda {MMR_LAMBDA})",
         {"engineName": "default", "rerank": {"strategy": "mmr"}, "mmrLambda": MMR_LAMBDA},
