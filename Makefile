@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -87,6 +87,10 @@ eval: $(VENV)/.dev-installed
 
 eval-all: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.eval --all $(ARGS)
+
+# Hybrid against dense p50 at the API's depths, on the stores eval-all loaded.
+bench-hybrid: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.hybrid_latency $(ARGS)
 
 bench-load: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.load $(ARGS)
