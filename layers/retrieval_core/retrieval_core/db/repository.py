@@ -267,8 +267,14 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
     """Vector hits and keyword hits of one query in one round trip, each list `limit` long.
 
     Rows: the union of both lists, each with its exact distance, its keyword score (BM25; NULL when the
-    keyword query does not match it) and whether it is a vector hit. Fusion happens in Python.
+    keyword query does not match it) and whether it is a vector hit. Fusion happens in Python. Composed
+    once per store and filter shape, as `nearest_chunks_query`.
     """
+    return _hybrid_chunks_query(store, where.sql, with_embeddings)
+
+
+@lru_cache(maxsize=256)
+def _hybrid_chunks_query(store: Store, where_sql: str, with_embeddings: bool) -> sql.Composed:
     return sql.SQL(
         """WITH vector_hits AS MATERIALIZED (
                SELECT document_id, chunk_index
@@ -288,9 +294,9 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
     ).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
-        filters=_filters(where.sql),
+        filters=_filters(where_sql),
         embedding=_embedding_column(store, with_embeddings, "c."),
-        keyword_hits=_keyword_hits(store, where.sql),
+        keyword_hits=_keyword_hits(store, where_sql),
     )
 
 
