@@ -43,9 +43,10 @@ def chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int]
         if end >= stop:
             break
         next_start = _next_start(text, end - overlap, end) if overlap else end
-        # A chunk cut short at a break can be shorter than the overlap: then the next one would not
-        # start after this one, and the loop would never end. Such a chunk gets no overlap.
-        start = next_start if next_start > start else end
+        # A chunk cut short at a break can be shorter than the overlap, and a chunk's leading whitespace
+        # is trimmed: then the next one would not start after this one's text (a repeat of it, or a loop
+        # that never ends). Such a chunk gets no overlap.
+        start = next_start if next_start > max(start, piece_start) else end
     return spans
 
 
