@@ -83,13 +83,23 @@ def test_hybrid_adds_keyword_hits_the_vector_search_missed(client: TestClient) -
     vector = retrieve(client, **query)
     assert ids(vector) == ["security-incident#0"]
     assert all(r["keywordScore"] is None and r["fusedScore"] is None for r in vector["results"])
-    hybrid = retrieve(client, **query, useHybrid=True)
+    hybrid = retrieve(client, **query, useHybrid=True, fusion="rrf")
     assert hybrid["pipeline"]["hybrid"] is True and hybrid["pipeline"]["fusion"] == "rrf"
     assert set(ids(hybrid)) == {"security-incident#0", "security-keys#0"}
     scores = {r["id"]: r["keywordScore"] for r in hybrid["results"]}
     assert scores["security-keys#0"] > 0 and scores["security-incident#0"] is None
     # Each is first in one list: equal RRF scores, 1/(60+1), divided by the maximum 2/(60+1).
     assert [r["fusedScore"] for r in hybrid["results"]] == [0.5, 0.5]
+    # The default fusion weighs the vector side 0.8 and the keyword side 0.2, each scaled by its best.
+    default = retrieve(client, **query, useHybrid=True)
+    similarity = {r["id"]: r["score"] for r in default["results"]}
+    relative = similarity["security-keys#0"] / similarity["security-incident#0"]
+    # The keyword hit's similarity is close to the nearest's, so its keyword score puts it first.
+    assert relative > 0.75
+    assert [(r["id"], r["fusedScore"]) for r in default["results"]] == [
+        ("security-keys#0", pytest.approx(0.2 + 0.8 * relative)),
+        ("security-incident#0", pytest.approx(0.8)),
+    ]
 
 
 def test_hybrid_reads_seed_004_flags_and_weights_steer_the_order(client: TestClient) -> None:

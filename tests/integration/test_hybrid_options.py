@@ -32,7 +32,7 @@ def fused(body: dict[str, Any]) -> dict[str, float]:
     ("options", "field", "says"),
     [
         ({"vectorWeight": 0.2, "keywordWeight": 0.8}, "vectorWeight", "useHybrid true"),
-        ({"useHybrid": True, "vectorWeight": 0.7}, "vectorWeight", 'fusion "weighted"'),
+        ({"useHybrid": True, "fusion": "rrf", "vectorWeight": 0.8}, "vectorWeight", 'fusion "weighted"'),
         ({"fusion": "weighted"}, "fusion", "useHybrid true"),
         ({"mmrLambda": 0.3}, "mmrLambda", 'rerank.strategy "mmr"'),
         (
@@ -42,7 +42,8 @@ def fused(body: dict[str, Any]) -> dict[str, float]:
         ),
         ({"rerank": {"enabled": False, "topK": 3}}, "rerank.topK", 'engineName "default"'),
         ({"useHybrid": True, "fusion": "weighted", "rrfK": 10}, "rrfK", 'fusion "rrf"'),
-        ({"useHybrid": True, "normalization": "max"}, "normalization", 'fusion "weighted"'),
+        ({"useHybrid": True, "fusion": "rrf", "normalization": "max"}, "normalization", 'fusion "weighted"'),
+        ({"useHybrid": True, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
         ({"minFusedScore": 0.5}, "minFusedScore", "useHybrid true"),
     ],
 )
@@ -59,7 +60,7 @@ def test_an_option_that_would_do_nothing_is_a_422_naming_what_it_needs(
 
 def test_rrf_fused_score_is_rrf_over_its_maximum_so_first_in_both_lists_is_1(client: TestClient) -> None:
     vector_order = ids(retrieve(client))
-    hybrid = retrieve(client, useHybrid=True)
+    hybrid = retrieve(client, useHybrid=True, fusion="rrf")
     keyword_hits = [r for r in hybrid["results"] if r["keywordScore"] is not None]
     keyword_order = [
         r["id"]
@@ -80,9 +81,20 @@ def test_rrf_fused_score_is_rrf_over_its_maximum_so_first_in_both_lists_is_1(cli
     assert fused(hybrid) == {chunk: pytest.approx(expected(chunk, 60)) for chunk in ids(hybrid)}
     assert all(0 < score <= 1 for score in fused(hybrid).values())
     # rrfK reaches the fusion: k = 1 weighs the first ranks more.
-    k1 = retrieve(client, useHybrid=True, rrfK=1)
+    k1 = retrieve(client, useHybrid=True, fusion="rrf", rrfK=1)
     assert fused(k1) == {chunk: pytest.approx(expected(chunk, 1)) for chunk in ids(k1)}
     assert fused(k1) != fused(hybrid)
+
+
+def test_use_hybrid_alone_fuses_max_scaled_scores_weighted_0_8_and_0_2(client: TestClient) -> None:
+    body = retrieve(client, useHybrid=True)
+    assert body["pipeline"]["fusion"] == "weighted"
+    best_score = max(r["score"] for r in body["results"])
+    best_keyword = max(r["keywordScore"] or 0 for r in body["results"])
+    for r in body["results"]:
+        mean = 0.8 * max(r["score"], 0) / best_score + 0.2 * (r["keywordScore"] or 0) / best_keyword
+        assert r["fusedScore"] == pytest.approx(mean)
+    assert [r["fusedScore"] for r in body["results"]] == sorted(fused(body).values(), reverse=True)
 
 
 def test_a_chunk_first_in_both_lists_scores_exactly_1(client: TestClient) -> None:
@@ -106,8 +118,8 @@ def test_weighted_fused_score_is_0_to_1_whatever_the_weights_sum_to(
 
 
 def test_normalization_reaches_the_fusion(client: TestClient) -> None:
-    weighted = {"useHybrid": True, "fusion": "weighted"}
-    minmax, by_max = retrieve(client, **weighted), retrieve(client, **weighted, normalization="max")
+    weighted = {"useHybrid": True, "fusion": "weighted", "vectorWeight": 0.7, "keywordWeight": 0.3}
+    minmax, by_max = retrieve(client, **weighted, normalization="minmax"), retrieve(client, **weighted)
     assert fused(minmax) != pytest.approx(fused(by_max))
     # max scaling: the best similarity scales to 1 and the best keyword hit to 1, so the chunk best on
     # both would be 1; each score is the weighted mean of similarity / best and keywordScore / best.
@@ -162,7 +174,14 @@ def test_batch_refuses_the_same_combinations_in_the_item_slot(client: TestClient
         json={
             "requests": [
                 {"query": QUERY, "grade": 0.0, "vectorWeight": 0.5},
-                {"query": QUERY, "grade": 0.0, "useHybrid": True, "minFusedScore": 0.2, "rrfK": 20},
+                {
+                    "query": QUERY,
+                    "grade": 0.0,
+                    "useHybrid": True,
+                    "fusion": "rrf",
+                    "minFusedScore": 0.2,
+                    "rrfK": 20,
+                },
             ]
         },
     )

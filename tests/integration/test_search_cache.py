@@ -172,16 +172,17 @@ def test_requests_differing_in_one_option_both_miss(harness: Harness, change: di
 
 HYBRID = {**QUERY, "useHybrid": True}
 WEIGHTED = {**HYBRID, "fusion": "weighted"}
+RRF = {**HYBRID, "fusion": "rrf"}
 
 
 @pytest.mark.parametrize(
     ("base", "change"),
     [
-        (HYBRID, {"rrfK": 10}),
+        (RRF, {"rrfK": 10}),
         (HYBRID, {"minFusedScore": 0.1}),
-        (WEIGHTED, {"normalization": "max"}),
+        (WEIGHTED, {"normalization": "minmax"}),
         (WEIGHTED, {"vectorWeight": 0.5}),
-        (HYBRID, {"fusion": "weighted"}),
+        (HYBRID, {"fusion": "rrf"}),
     ],
 )
 def test_hybrid_requests_differing_in_one_fusion_option_both_miss(
@@ -195,7 +196,8 @@ def test_hybrid_requests_differing_in_one_fusion_option_both_miss(
 def test_a_fusion_option_sent_with_its_default_value_shares_the_entry(harness: Harness) -> None:
     # The key is made of values, so the same request spelled out in full is the same answer.
     assert post(harness, HYBRID)[0] == "miss"
-    assert post(harness, {**HYBRID, "fusion": "rrf", "rrfK": 60})[0] == "hit"
+    default = {"fusion": "weighted", "normalization": "max", "vectorWeight": 0.8, "keywordWeight": 0.2}
+    assert post(harness, {**HYBRID, **default})[0] == "hit"
 
 
 def test_similarity_search_is_cached_too(harness: Harness, service) -> None:  # type: ignore[no-untyped-def]

@@ -77,6 +77,7 @@ def test_naive_engine_accepts_a_disabled_rerank_object() -> None:
 
 HYBRID = {"useHybrid": True}
 WEIGHTED = {"useHybrid": True, "fusion": "weighted"}
+RRF = {"useHybrid": True, "fusion": "rrf"}
 MMR = {"rerank": {"strategy": "mmr"}}
 
 
@@ -87,7 +88,7 @@ MMR = {"rerank": {"strategy": "mmr"}}
         ({"fusion": "weighted"}, "fusion", "applies only with useHybrid true"),
         ({"fusion": "rrf"}, "fusion", "applies only with useHybrid true"),
         ({"vectorWeight": 0.1}, "vectorWeight", 'applies only with useHybrid true and fusion "weighted"'),
-        ({**HYBRID, "vectorWeight": 0.1}, "vectorWeight", 'and fusion "weighted"'),
+        ({**RRF, "vectorWeight": 0.1}, "vectorWeight", 'and fusion "weighted"'),
         ({**HYBRID, "fusion": "rrf", "keywordWeight": 0.9}, "keywordWeight", 'and fusion "weighted"'),
         ({"mmrLambda": 0.1}, "mmrLambda", 'applies only with rerank.strategy "mmr"'),
         ({"rerank": {"enabled": False}, "mmrLambda": 0.1}, "mmrLambda", 'rerank.strategy "mmr"'),
@@ -99,7 +100,9 @@ MMR = {"rerank": {"strategy": "mmr"}}
         ({"rrfK": 10}, "rrfK", 'applies only with useHybrid true and fusion "rrf"'),
         ({**WEIGHTED, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
         ({"normalization": "max"}, "normalization", 'fusion "weighted"'),
-        ({**HYBRID, "normalization": "minmax"}, "normalization", 'fusion "weighted"'),
+        ({**RRF, "normalization": "minmax"}, "normalization", 'fusion "weighted"'),
+        # useHybrid alone is weighted fusion now: rrfK needs fusion "rrf" said out loud.
+        ({**HYBRID, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
         ({"minFusedScore": 0.5}, "minFusedScore", "applies only with useHybrid true"),
         ({"useHybrid": False, "minFusedScore": 0.5}, "minFusedScore", "useHybrid true"),
     ],
@@ -115,9 +118,9 @@ def test_an_option_that_would_do_nothing_is_refused_naming_what_it_needs(
 
 
 def test_an_option_sent_with_its_default_value_is_refused_too() -> None:
-    # vectorWeight 0.7 is the default, yet sending it with rrf asks for a weighting rrf never makes.
+    # vectorWeight 0.8 is the default, yet sending it with rrf asks for a weighting rrf never makes.
     with pytest.raises(ValidationError, match="vectorWeight"):
-        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **HYBRID, "vectorWeight": 0.7})
+        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **RRF, "vectorWeight": 0.8})
 
 
 def test_every_inapplicable_option_is_listed_at_once() -> None:
@@ -131,8 +134,10 @@ def test_every_inapplicable_option_is_listed_at_once() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        {**HYBRID, "rrfK": 1, "minFusedScore": 0.0},
-        {**HYBRID, "fusion": "rrf", "rrfK": 1000, "minFusedScore": 1.0},
+        {**RRF, "rrfK": 1, "minFusedScore": 0.0},
+        {**RRF, "rrfK": 1000, "minFusedScore": 1.0},
+        {**HYBRID, "vectorWeight": 0.5, "keywordWeight": 0.5},
+        {**HYBRID, "normalization": "minmax"},
         {**WEIGHTED, "normalization": "max", "vectorWeight": 1, "keywordWeight": 1, "minFusedScore": 0.4},
         {**MMR, "mmrLambda": 0.5},
         {**HYBRID, **MMR, "mmrLambda": 0.5},
@@ -146,9 +151,9 @@ def test_options_that_take_effect_are_accepted(options: dict[str, object]) -> No
 @pytest.mark.parametrize(
     ("options", "field"),
     [
-        ({**HYBRID, "rrfK": 0}, "rrfK"),
-        ({**HYBRID, "rrfK": 1001}, "rrfK"),
-        ({**HYBRID, "rrfK": 2.5}, "rrfK"),
+        ({**RRF, "rrfK": 0}, "rrfK"),
+        ({**RRF, "rrfK": 1001}, "rrfK"),
+        ({**RRF, "rrfK": 2.5}, "rrfK"),
         ({**WEIGHTED, "normalization": "zscore"}, "normalization"),
         ({**HYBRID, "minFusedScore": 1.01}, "minFusedScore"),
         ({**HYBRID, "minFusedScore": -0.1}, "minFusedScore"),
@@ -160,9 +165,11 @@ def test_new_hybrid_options_are_bounded(options: dict[str, object], field: str) 
     assert field in {str(e["loc"][0]) for e in info.value.errors()}
 
 
-def test_the_defaults_of_use_hybrid_stay_rrf_with_k_60() -> None:
+def test_use_hybrid_alone_is_the_fusion_measured_best_max_scaled_weighted_0_8_0_2() -> None:
     request = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **HYBRID})
-    assert (request.fusion, request.rrf_k, request.min_fused_score) == ("rrf", 60, None)
+    chosen = (request.fusion, request.normalization, request.vector_weight, request.keyword_weight)
+    assert chosen == ("weighted", "max", 0.8, 0.2)
+    assert request.min_fused_score is None
 
 
 @pytest.mark.parametrize(
