@@ -177,9 +177,12 @@ def test_replacements_deletes_and_drops_keep_scores_and_counts_current(service: 
         assert hits(service, store.name, "cherry")["c"] == pytest.approx(expected, rel=1e-5)
         assert_consistent(service, store.name)
         # Reweighing brings the stored weights to the store's average now (13 tokens / 5 chunks).
+        before = service.get_store(store.name).version
         assert main(["reweigh-keywords", "--store", store.name]) == 0
         expected = bm25(["cherry"], CORPUS["c"].split(), tokens)
         assert hits(service, store.name, "cherry")["c"] == pytest.approx(expected, rel=1e-5)
+        # The scores changed, so answers cached under the old version must not be served.
+        assert service.get_store(store.name).version > before
 
         repository.delete_documents(conn, store, ["c"])  # chunks go by cascade
         assert hits(service, store.name, "cherry") == {}

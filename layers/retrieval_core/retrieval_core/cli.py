@@ -159,7 +159,9 @@ def _run(args: argparse.Namespace) -> int:
         store = service.get_store(args.store)
         with service.database.connection() as conn:
             done = reweigh_keywords(conn, store.id)
-        print(f"reweighed {done} chunks of store {store.name}")
+        if done.version is not None:
+            service.publish_store_version(store, done.version)
+        print(f"reweighed {done.chunks} chunks of store {store.name}")
     elif args.command == "eval":
         return _eval(args)
     return 0

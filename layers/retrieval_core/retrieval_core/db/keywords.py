@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -102,20 +102,30 @@ def _mark_ready(conn: psycopg.Connection[Any], store_id: int) -> None:
     )
 
 
-def reweigh_keywords(conn: psycopg.Connection[Any], store_id: int, batch_chunks: int = BATCH_CHUNKS) -> int:
-    """Recompute the store's term weights with its current average chunk length; the chunks reweighed.
+class Reweighed(NamedTuple):
+    """What `reweigh_keywords` did: the chunks reweighed and the store's new version (None: no chunks)."""
+
+    chunks: int
+    version: int | None
+
+
+def reweigh_keywords(
+    conn: psycopg.Connection[Any], store_id: int, batch_chunks: int = BATCH_CHUNKS
+) -> Reweighed:
+    """Recompute the store's term weights with its current average chunk length.
 
     Weights are computed with the average length of the store when their chunk was written; a store
     whose chunks grew much longer or shorter since then ranks better after this. In batches, each its
     own transaction (`conn` in autocommit mode); searches go on meanwhile, and chunks written meanwhile
-    are weighed by their own write.
+    are weighed by their own write. The rankings change, so the store gets a new version at the end:
+    answers cached before are not served after it.
     """
     row = conn.execute(
         "SELECT keyword_length_sum::float8 / nullif(keyword_chunk_count, 0) FROM stores WHERE id = %s",
         (store_id,),
     ).fetchone()
     if row is None or row[0] is None:
-        return 0
+        return Reweighed(0, None)
     average = float(row[0])
     last: tuple[str, int] = ("", -1)
     done = 0
@@ -128,7 +138,12 @@ def reweigh_keywords(conn: psycopg.Connection[Any], store_id: int, batch_chunks:
                 {"store": store_id, "doc": last[0], "index": last[1], "n": batch_chunks},
             ).fetchall()
             if not keys:
-                return done
+                version = conn.execute(
+                    "UPDATE stores SET version = nextval('store_versions'), updated_at = now()"
+                    " WHERE id = %s RETURNING version",
+                    (store_id,),
+                ).fetchone()
+                return Reweighed(done, int(version[0]) if version else None)
             conn.execute(
                 """UPDATE keyword_chunks k SET weights = keyword_weights(k.tsv, %s)
                    FROM unnest(%s::text[], %s::int[]) AS b (document_id, chunk_index)
