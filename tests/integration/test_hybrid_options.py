@@ -194,3 +194,20 @@ def test_batch_refuses_the_same_combinations_in_the_item_slot(client: TestClient
     assert refused["error"]["details"]["errors"][0]["field"] == "vectorWeight"
     assert answered["status"] == 200
     assert all(r["fusedScore"] >= 0.2 for r in answered["response"]["results"])
+
+
+def test_the_answer_says_which_keyword_scorer_ran(client: TestClient, service: Any) -> None:
+    assert retrieve(client)["pipeline"]["keywordScorer"] is None
+    hybrid = retrieve(client, useHybrid=True)
+    assert hybrid["pipeline"]["keywordScorer"] == "bm25"
+    # A store still waiting for migration 7's backfill is ranked by ts_rank_cd, and says so.
+    with service.database.connection() as conn:
+        conn.execute("UPDATE stores SET keyword_ready = false WHERE name = 'sample'")
+        try:
+            legacy = retrieve(client, useHybrid=True)
+        finally:
+            conn.execute("UPDATE stores SET keyword_ready = true WHERE name = 'sample'")
+    assert legacy["pipeline"]["keywordScorer"] == "ts_rank_cd"
+    assert {r["id"] for r in legacy["results"] if r["keywordScore"]} == {
+        r["id"] for r in hybrid["results"] if r["keywordScore"]
+    }

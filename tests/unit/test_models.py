@@ -205,6 +205,7 @@ def test_response_serialises_camel_case() -> None:
         "candidatesConsidered": 3,
         "hybrid": False,
         "fusion": None,
+        "keywordScorer": None,
         "timingsMs": {"embed": 0.0, "search": 0.0, "rerank": 0.0},
         "warnings": [],
     }

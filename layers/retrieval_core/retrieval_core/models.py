@@ -446,6 +446,11 @@ class Pipeline(ResponseModel):
     candidates_considered: int
     hybrid: bool = False
     fusion: str | None = None
+    keyword_scorer: Literal["bm25", "ts_rank_cd"] | None = Field(
+        default=None,
+        description="Hybrid only: what keywordScore is. bm25; or ts_rank_cd while a store written before "
+        "BM25 existed is still being indexed for it (retrieval migrate).",
+    )
     timings_ms: Timings = Field(default_factory=Timings)
     warnings: list[str] = Field(
         default_factory=list, description="Why a requested stage was skipped, e.g. the reranker failed."

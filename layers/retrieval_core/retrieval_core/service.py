@@ -320,6 +320,7 @@ class RetrievalService:
             candidates_considered=len(candidates),
             hybrid=request.use_hybrid,
             fusion=request.fusion if request.use_hybrid else None,
+            keyword_scorer=("bm25" if store.keyword_ready else "ts_rank_cd") if request.use_hybrid else None,
             timings_ms=timings,
         )
         rerank_scores: dict[tuple[str, int], float] = {}
