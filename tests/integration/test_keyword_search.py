@@ -94,7 +94,7 @@ def fresh_store(conn: Any, text_search: str = "english") -> Any:
 
 def document(doc_id: str, *texts: str) -> DocumentRow:
     chunks = [ChunkRow(doc_id, i, text, {}, [1.0, float(i), 0.5, 0.25]) for i, text in enumerate(texts)]
-    return DocumentRow(doc_id, doc_id, {}, "-", chunks)
+    return DocumentRow(doc_id, "", {}, "-", chunks)
 
 
 CORPUS = {
@@ -444,3 +444,82 @@ def test_a_chunk_deleted_while_the_backfill_reads_it_leaves_no_keyword_row(priva
     assert rows == [("a",), ("b",), ("d",)]
     assert terms["cherri"] == 1 and "date" not in terms and "elderberri" not in terms
     assert ready == (True, 3)
+
+
+# The title in the keyword text (migration 8).
+
+
+def titled(doc_id: str, title: str, *texts: str) -> DocumentRow:
+    chunks = [ChunkRow(doc_id, i, text, {}, [1.0, float(i), 0.5, 0.25]) for i, text in enumerate(texts)]
+    return DocumentRow(doc_id, title, {}, "-", chunks)
+
+
+def test_a_documents_title_is_matched_and_counted_with_each_of_its_chunks(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(
+            conn,
+            store,
+            [titled("t", "kiwi orchard", "apple banana", "cherry date"), document("u", "banana kiwi fig")],
+        )
+        # Each chunk of "t" holds its title's words: both match kiwi, and are 4 tokens long.
+        corpus = [["kiwi", "orchard", "apple", "banana"], ["kiwi", "orchard", "cherry", "date"]]
+        corpus.append(["banana", "kiwi", "fig"])
+        with conn.transaction():
+            found = repository.keyword_chunks(conn, store, "kiwi", 10, TRUE)
+        assert {(d, i): pytest.approx(s, rel=1e-5) for d, i, s in found} == {
+            ("t", 0): bm25(["kiwi"], corpus[0], corpus),
+            ("t", 1): bm25(["kiwi"], corpus[1], corpus),
+            ("u", 0): bm25(["kiwi"], corpus[2], corpus),
+        }
+        assert set(hits(service, store.name, "orchard")) == {"t"}
+
+        # A new title comes with the document's chunks, through every writer; the index follows.
+        repository.replace_documents(conn, store, [titled("t", "lemon grove", "apple banana")])
+        assert hits(service, store.name, "orchard") == {} and set(hits(service, store.name, "lemon")) == {"t"}
+        assert_consistent(service, store.name)
+        # Changed under its chunks, a title would leave their keyword rows stale: refused.
+        with pytest.raises(psycopg.errors.RaiseException, match="title changes only with its chunks"):
+            conn.execute("UPDATE documents SET title = 'mango' WHERE store_id = %s AND id = 't'", (store.id,))
+        repository.drop_store(conn, store)
+
+
+def test_migration_8_indexes_titled_stores_again_and_leaves_the_others(private_postgres: Any) -> None:
+    dsn = str(private_postgres.get_uri())
+    run_migrations(dsn, migrations=MIGRATIONS[:7])
+    with psycopg.connect(dsn) as conn:
+        for name in ("titled", "plain"):
+            conn.execute(
+                "INSERT INTO stores (name, display_name, embedding_model, dimension, text_search)"
+                " VALUES (%s, %s, 'm', 4, 'simple')",
+                (name, name),
+            )
+        for name, title in (("titled", "kiwi orchard"), ("plain", "")):
+            conn.execute(
+                "INSERT INTO documents (store_id, id, source, title, content_sha256, chunk_count)"
+                " SELECT id, 'd', 'd', %s, '-', 1 FROM stores WHERE name = %s",
+                (title, name),
+            )
+            conn.execute(
+                "INSERT INTO chunks (store_id, document_id, chunk_index, content, embedding)"
+                " SELECT id, 'd', 0, 'apple banana', '[1,0,0,0]' FROM stores WHERE name = %s",
+                (name,),
+            )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        plain_rows = conn.execute(
+            "SELECT k.* FROM keyword_chunks k JOIN stores s ON s.id = k.store_id WHERE s.name = 'plain'"
+        ).fetchall()
+        run_migrations(dsn)
+        ready = dict(conn.execute("SELECT name, keyword_ready FROM stores").fetchall())
+        assert ready == {"titled": False, "plain": True}
+        assert (
+            conn.execute(
+                "SELECT k.* FROM keyword_chunks k JOIN stores s ON s.id = k.store_id WHERE s.name = 'plain'"
+            ).fetchall()
+            == plain_rows
+        )
+        assert backfill_keywords(conn).stores_done == ["titled"]
+        store = repository.find_store(conn, "titled")
+        assert store is not None and store.keyword_ready
+        with conn.transaction():
+            assert [d for d, _, _ in repository.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]

@@ -73,7 +73,13 @@ DEFAULT_METHODS: tuple[MethodSpec, ...] = (
     *(
         MethodSpec(
             f"hybrid weighted {w:.1f} / {1 - w:.1f}",
-            {**HYBRID, "fusion": "weighted", "vectorWeight": w, "keywordWeight": round(1 - w, 1)},
+            {
+                **HYBRID,
+                "fusion": "weighted",
+                "normalization": "minmax",
+                "vectorWeight": w,
+                "keywordWeight": round(1 - w, 1),
+            },
         )
         for w in WEIGHTS
     ),
