@@ -90,15 +90,15 @@ def test_hybrid_adds_keyword_hits_the_vector_search_missed(client: TestClient) -
     assert scores["security-keys#0"] > 0 and scores["security-incident#0"] is None
     # Each is first in one list: equal RRF scores, 1/(60+1), divided by the maximum 2/(60+1).
     assert [r["fusedScore"] for r in hybrid["results"]] == [0.5, 0.5]
-    # The default fusion weighs the vector side 0.8 and the keyword side 0.2, each scaled by its best.
+    # The default fusion weighs the vector side 0.7 and the keyword side 0.3, each scaled by its best.
     default = retrieve(client, **query, useHybrid=True)
     similarity = {r["id"]: r["score"] for r in default["results"]}
     relative = similarity["security-keys#0"] / similarity["security-incident#0"]
     # The keyword hit's similarity is close to the nearest's, so its keyword score puts it first.
     assert relative > 0.75
     assert [(r["id"], r["fusedScore"]) for r in default["results"]] == [
-        ("security-keys#0", pytest.approx(0.2 + 0.8 * relative)),
-        ("security-incident#0", pytest.approx(0.8)),
+        ("security-keys#0", pytest.approx(0.3 + 0.7 * relative)),
+        ("security-incident#0", pytest.approx(0.7)),
     ]
 
 

@@ -196,7 +196,7 @@ def test_hybrid_requests_differing_in_one_fusion_option_both_miss(
 def test_a_fusion_option_sent_with_its_default_value_shares_the_entry(harness: Harness) -> None:
     # The key is made of values, so the same request spelled out in full is the same answer.
     assert post(harness, HYBRID)[0] == "miss"
-    default = {"fusion": "weighted", "normalization": "max", "vectorWeight": 0.8, "keywordWeight": 0.2}
+    default = {"fusion": "weighted", "normalization": "max", "vectorWeight": 0.7, "keywordWeight": 0.3}
     assert post(harness, {**HYBRID, **default})[0] == "hit"
 
 

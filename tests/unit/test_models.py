@@ -118,9 +118,9 @@ def test_an_option_that_would_do_nothing_is_refused_naming_what_it_needs(
 
 
 def test_an_option_sent_with_its_default_value_is_refused_too() -> None:
-    # vectorWeight 0.8 is the default, yet sending it with rrf asks for a weighting rrf never makes.
+    # vectorWeight 0.7 is the default, yet sending it with rrf asks for a weighting rrf never makes.
     with pytest.raises(ValidationError, match="vectorWeight"):
-        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **RRF, "vectorWeight": 0.8})
+        RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **RRF, "vectorWeight": 0.7})
 
 
 def test_every_inapplicable_option_is_listed_at_once() -> None:
@@ -165,10 +165,10 @@ def test_new_hybrid_options_are_bounded(options: dict[str, object], field: str) 
     assert field in {str(e["loc"][0]) for e in info.value.errors()}
 
 
-def test_use_hybrid_alone_is_the_fusion_measured_best_max_scaled_weighted_0_8_0_2() -> None:
+def test_use_hybrid_alone_is_the_fusion_measured_best_max_scaled_weighted_0_7_0_3() -> None:
     request = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, **HYBRID})
     chosen = (request.fusion, request.normalization, request.vector_weight, request.keyword_weight)
-    assert chosen == ("weighted", "max", 0.8, 0.2)
+    assert chosen == ("weighted", "max", 0.7, 0.3)
     assert request.min_fused_score is None
 
 
