@@ -303,3 +303,18 @@ def test_a_jwt_subject_gets_the_default_limit_in_the_lambda_handler(
     # The counters hold hashes: neither subject appears in the table.
     items = moto.client("dynamodb").scan(TableName=table)["Items"]
     assert len(items) == 2 and not any("user" in item["pk"]["S"] for item in items)
+
+
+def test_make_api_key_prints_an_entry_with_its_own_rate_limit(client: TestClient, configure: Any) -> None:
+    from tests.integration.test_grants_lambda import make_api_key
+
+    run = make_api_key("--name", "rl-cli", "--stores", "*", "--rate-limit", "2/60")
+    assert run.returncode == 0, run.stderr
+    new_key, entry_line = run.stdout.strip().splitlines()
+    assert json.loads(entry_line)["rateLimit"] == {"requests": 2, "windowSeconds": 60}
+    settings = configure(API_KEYS=f"[{entry_line}]")
+    replace_rate_limiter(build_rate_limiter(settings, Clock()))
+    assert [search(client, new_key).status_code for _ in range(3)] == [200, 200, 429]
+    for wrong in ("fast", "2/0", "-1/60", "2"):
+        refused = make_api_key("--name", "x", "--stores", "*", "--rate-limit", wrong)
+        assert refused.returncode == 2 and refused.stdout == "" and "rate" in refused.stderr.lower(), wrong
