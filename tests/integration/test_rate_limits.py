@@ -216,7 +216,7 @@ def search(client: TestClient, api_key: str) -> Any:
 
 
 def test_the_201st_rapid_request_is_a_429_with_retry_after_and_other_keys_are_unaffected(
-    limited: tuple[TestClient, Clock],
+    limited: tuple[TestClient, Clock], moto: MotoServer, table: str
 ) -> None:
     client, clock = limited
     statuses = [search(client, LIMITED).status_code for _ in range(200)]
@@ -247,6 +247,13 @@ def test_the_201st_rapid_request_is_a_429_with_retry_after_and_other_keys_are_un
     assert client.get("/api/v1/stores", headers=key(LIMITED)).status_code == 429
     clock.now += 44.5  # the next window
     assert search(client, LIMITED).status_code == 200
+    # The counters are keyed by a hash of the key: neither the key nor its digest reaches the table.
+    counters = [item["pk"]["S"] for item in moto.client("dynamodb").scan(TableName=table)["Items"]]
+    assert len(counters) == 3 and all(c.startswith("ratelimit#key:") for c in counters)
+    assert not any(LIMITED in c or digest(LIMITED) in c or digest(LIMITED)[:32] in c for c in counters)
+    # The OpenAPI document declares the 429.
+    operation = client.get("/openapi.json", headers=key(OTHER)).json()["paths"][SEARCH]["post"]
+    assert "429" in operation["responses"]
 
 
 def test_a_wrong_key_is_a_401_not_a_429(limited: tuple[TestClient, Clock]) -> None:
