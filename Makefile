@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-queue bench-load bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -75,6 +75,9 @@ bench: $(VENV)/.dev-installed
 
 bench-cache: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.cache
+
+bench-ratelimit: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.ratelimit
 
 bench-queue: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.queue

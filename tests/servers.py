@@ -16,17 +16,39 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class MotoServer:
-    """`moto_server` in a subprocess: real AWS APIs (DynamoDB, SQS) over HTTP for real boto3 clients."""
+# moto_server, answering one request at a time. The threaded one checks a DynamoDB condition and then
+# updates without a lock, so two concurrent conditional updates of one item can both pass there; DynamoDB
+# applies each UpdateItem atomically, as this serial server does.
+_SERIAL_MOTO = """
+import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
-    def __init__(self) -> None:
+run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False,
+           request_handler=MotoRequestHandler)
+"""
+
+
+class MotoServer:
+    """`moto_server` in a subprocess: real AWS APIs (DynamoDB, SQS) over HTTP for real boto3 clients.
+
+    `serial`: one request at a time, so that each DynamoDB update is atomic as in DynamoDB.
+    """
+
+    def __init__(self, serial: bool = False) -> None:
         self.port = free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
+        self._serial = serial
 
     def start(self) -> None:
+        command = (
+            [sys.executable, "-c", _SERIAL_MOTO, str(self.port)]
+            if self._serial
+            else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        )
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            command,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -43,6 +43,9 @@ RERANKING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction")
 
 # Every function reads and writes the answer cache, and nothing else in DynamoDB.
 CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem", "DeleteItem")}
+# The HTTP functions also count requests there (README "Rate limits"), on the ratelimit# items only.
+RATE_LIMIT_GRANT = ("dynamodb:UpdateItem", "CacheTable.Arn")
+HTTP_FUNCTIONS = ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction", "DocumentsFunction")
 
 
 def environment(resources: dict[str, Any], function: str) -> dict[str, Any]:
@@ -65,12 +68,14 @@ def test_secret_and_bedrock_grant_only_that_secret_and_that_model() -> None:
     )
     model = "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0"
     assert grants(role_statements(resources, "RetrieveFunctionRole")) == CACHE_GRANTS | {
+        RATE_LIMIT_GRANT,
         ("secretsmanager:GetSecretValue", SECRET_ARN),
         ("bedrock:InvokeModel", model),
     }
     # Similarity search never embeds text: no Bedrock access.
     assert grants(role_statements(resources, "SimilaritySearchFunctionRole")) == CACHE_GRANTS | {
-        ("secretsmanager:GetSecretValue", SECRET_ARN)
+        RATE_LIMIT_GRANT,
+        ("secretsmanager:GetSecretValue", SECRET_ARN),
     }
     for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
         assert aws_managed_policies(resources, role) == {
@@ -82,12 +87,28 @@ def test_secret_and_bedrock_grant_only_that_secret_and_that_model() -> None:
     assert grants(role_statements(resources, "ResolveStoreFunctionRole")) == {
         ("dynamodb:GetItem", "CacheTable.Arn"),
         ("dynamodb:PutItem", "CacheTable.Arn"),
+        RATE_LIMIT_GRANT,
         ("secretsmanager:GetSecretValue", SECRET_ARN),
     }
     env = environment(resources, "RetrieveFunction")
     assert env["DATABASE_SECRET_ARN"] == SECRET_ARN and env["EMBEDDING_PROVIDER"] == "bedrock"
     assert "DATABASE_USER" not in env and "OPENAI_API_KEY" not in env
     assert "GEMINI_API_KEY_SECRET_ARN" not in env
+
+
+def test_only_the_http_functions_count_requests_and_only_on_the_rate_limit_items() -> None:
+    resources = deployed({"DatabaseSecretArn": SECRET_ARN})
+    for function in FUNCTIONS:
+        statements = role_statements(resources, f"{function}Role")
+        counting = [s for s in statements if RATE_LIMIT_GRANT in grants([s])]
+        if function not in HTTP_FUNCTIONS:
+            assert counting == [], function
+            continue
+        assert len(counting) == 1, function
+        only_counters = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["ratelimit#*"]}}
+        assert counting[0]["Condition"] == only_counters
+        env = environment(resources, function)
+        assert (str(env["RATE_LIMIT_REQUESTS"]), str(env["RATE_LIMIT_WINDOW_S"])) == ("600", "60")
 
 
 GEMINI_SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/gemini-XyZ123"
@@ -111,7 +132,7 @@ def test_iam_auth_grants_rds_db_connect_for_that_user_only() -> None:
     connect = ("rds-db:connect", "arn:aws:rds-db:us-east-1:123456789012:dbuser:prx-0abc123def/retrieval_app")
     for role in ("RetrieveFunctionRole", "SimilaritySearchFunctionRole"):
         # Provider openai without a key: nothing to read for it; no secret: no Secrets Manager.
-        assert grants(role_statements(resources, role)) == CACHE_GRANTS | {connect}
+        assert grants(role_statements(resources, role)) == CACHE_GRANTS | {RATE_LIMIT_GRANT, connect}
     assert connect in grants(role_statements(resources, "ResolveStoreFunctionRole"))
     env = environment(resources, "SimilaritySearchFunction")
     assert env["DATABASE_IAM_AUTH"] == "true" and env["DATABASE_USER"] == "retrieval_app"

@@ -155,10 +155,12 @@ def test_resolve_store_template_grants_least_privilege() -> None:
     deployment = deployed({"DatabaseSecretArn": SECRET_ARN, **parameters})
     # Reads and writes resolutions in the cache (never deletes), the database secret, the Gemini key (a
     # Secrets Manager secret or an SSM parameter: an action never matches another service's ARN) and the
-    # API keys its route is guarded by like the others; never embeds.
+    # API keys its route is guarded by like the others; never embeds. It counts its requests against the
+    # caller's rate limit in the cache table (UpdateItem, on the ratelimit# items only).
     assert grants(role_statements(deployment, "ResolveStoreFunctionRole")) == {
         ("dynamodb:GetItem", "CacheTable.Arn"),
         ("dynamodb:PutItem", "CacheTable.Arn"),
+        ("dynamodb:UpdateItem", "CacheTable.Arn"),
         ("secretsmanager:GetSecretValue", SECRET_ARN),
         ("secretsmanager:GetSecretValue", gemini_arn),
         ("ssm:GetParameter", gemini_arn),

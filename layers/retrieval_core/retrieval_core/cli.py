@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .exceptions import InvalidRequestError, RetrievalError
+from .exceptions import ConfigurationError, InvalidRequestError, RetrievalError
 
 if TYPE_CHECKING:
     from .sync import Report
@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     p_key.add_argument("--name", required=True, help="a unique name for the key, e.g. ingest-bot")
     p_key.add_argument("--stores", required=True, help="comma-separated store names, or * for every store")
     p_key.add_argument("--scopes", default="read", help="comma-separated: read, write, admin (default: read)")
+    p_key.add_argument(
+        "--rate-limit",
+        help="the key's own rate limit, REQUESTS/SECONDS (e.g. 5000/60; 0/60: unlimited); "
+        "default: RATE_LIMIT_REQUESTS per RATE_LIMIT_WINDOW_S",
+    )
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -121,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "hash-api-key":
         return _hash_api_key()
     if args.command == "make-api-key":
-        return _make_api_key(args.name, args.stores, args.scopes)
+        return _make_api_key(args.name, args.stores, args.scopes, args.rate_limit)
     if args.command == "serve":
         return _serve(args.host, args.port, load_sample=not args.no_sample)
     if args.command == "migrate":
@@ -331,19 +336,24 @@ def _hash_api_key() -> int:
     return 0
 
 
-def _make_api_key(name: str, stores: str, scopes: str) -> int:
+def _make_api_key(name: str, stores: str, scopes: str, rate_limit: str | None = None) -> int:
     import json
     import secrets
 
     from .api.keys import hash_api_key, parse_api_keys
 
     key = "rk_" + secrets.token_urlsafe(32)
-    entry = {
+    entry: dict[str, object] = {
         "name": name,
         "sha256": hash_api_key(key),
         "stores": [s.strip() for s in stores.split(",") if s.strip()],
         "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
     }
+    if rate_limit is not None:
+        requests, _, seconds = rate_limit.partition("/")
+        if not (requests.strip().isdigit() and seconds.strip().isdigit()):
+            raise ConfigurationError("--rate-limit must be REQUESTS/SECONDS, e.g. 5000/60")
+        entry["rateLimit"] = {"requests": int(requests), "windowSeconds": int(seconds)}
     text = json.dumps(entry)
     parse_api_keys(f"[{text}]", "make-api-key")  # the service must accept what we print
     # The key goes to stdout alone on the first line, so a script can capture it; it is never stored.

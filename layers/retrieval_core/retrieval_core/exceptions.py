@@ -404,3 +404,19 @@ class SourceReadError(RetrievalError):
 
     status_code = 502
     code = "source_unreadable"
+
+
+# Issue 19: rate limits
+class RateLimitedError(RetrievalError):
+    """The credential sent more requests than its rate limit allows in the current window."""
+
+    status_code = 429
+    code = "rate_limited"
+
+    def __init__(self, requests: int, window_s: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"rate limit of {requests} requests per {window_s} s reached for this credential; "
+            f"retry in {retry_after_s} s",
+            {"limit": requests, "windowSeconds": window_s, "retryAfterSeconds": retry_after_s},
+        )
+        self.retry_after_s = retry_after_s

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from .exceptions import ConfigurationError, ForbiddenError, StoreNotFoundError
+from .ratelimit.window import RateLimit
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -33,11 +34,15 @@ _LIST_SEPARATORS = re.compile(r"[\s,]+")
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """A credential's rights. `stores` None means every store (`"*"` in configuration)."""
+    """A credential's rights. `stores` None means every store (`"*"` in configuration).
+
+    `rate_limit` None: the service default (RATE_LIMIT_REQUESTS per RATE_LIMIT_WINDOW_S).
+    """
 
     name: str
     scopes: frozenset[Scope]
     stores: frozenset[str] | None = None
+    rate_limit: RateLimit | None = None
 
     def has_scope(self, scope: Scope) -> bool:
         """Whether the grant carries `scope`."""

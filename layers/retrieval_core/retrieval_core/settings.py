@@ -168,6 +168,13 @@ class Settings(BaseSettings):
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)
 
+    # Rate limits per credential (README "Rate limits"): a key's grant may set its own `rateLimit`; every
+    # other key and JWT subject gets at most RATE_LIMIT_REQUESTS per fixed window of RATE_LIMIT_WINDOW_S
+    # seconds (0 requests: unlimited). Counted in CACHE_TABLE_NAME when set (shared by every instance),
+    # else in process.
+    rate_limit_requests: int = Field(default=600, ge=0, le=1_000_000)
+    rate_limit_window_s: int = Field(default=60, ge=1, le=3600)
+
     @property
     def metadata_keys_allowed(self) -> frozenset[str] | None:
         """ALLOWED_METADATA_KEYS as a set; None when unset (every key allowed)."""

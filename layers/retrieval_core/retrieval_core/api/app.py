@@ -8,6 +8,7 @@ from .. import __version__
 from .auth import ApiKeyAuth, document_api_key
 from .errors import install_error_handlers
 from .limits import BodySizeLimit
+from .rate_limit import RateLimitMiddleware
 
 
 def create_app(*routers: APIRouter) -> FastAPI:
@@ -33,8 +34,9 @@ def create_app(*routers: APIRouter) -> FastAPI:
     for router in routers:
         app.include_router(router)
     install_error_handlers(app)
-    # The last added runs first: the API key is checked before the body is read.
+    # The last added runs first: the API key is checked, then the rate limit, before the body is read.
     app.add_middleware(BodySizeLimit)
+    app.add_middleware(RateLimitMiddleware)
     app.add_middleware(ApiKeyAuth)
     document_api_key(app)
     return app

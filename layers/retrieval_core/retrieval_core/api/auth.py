@@ -16,6 +16,7 @@ unknown path (404) from a valid request, and the OpenAPI document is guarded too
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,16 +29,20 @@ from ..exceptions import AuthenticationError, RetrievalError
 from ..grants import OPEN_GRANT, Grant, grant_from_claims
 from ..settings import get_settings
 from .errors import retrieval_error_response
-from .keys import configured_keys, keys_configured, match_key
+from .keys import configured_keys, hash_api_key, keys_configured, match_key
 
 API_KEY_HEADER = "x-api-key"
 # Paths anyone may call, with or without keys: load balancers and uptime checks have none.
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
 GRANT_STATE = "grant"
+RATE_SUBJECT_STATE = "rate_subject"
 
 
-async def grant_for(scope: Scope) -> Grant:
-    """The grant of one HTTP request; AuthenticationError when it carries no valid credential."""
+async def grant_for(scope: Scope) -> tuple[Grant, str | None]:
+    """The grant of one HTTP request, and the id its rate limit counts it under (None: open, not counted).
+
+    AuthenticationError when the request carries no valid credential.
+    """
     settings = get_settings()
     presented = Headers(scope=scope).get(API_KEY_HEADER)
     if keys_configured(settings) and (presented is not None or not settings.jwt_auth):
@@ -47,15 +52,21 @@ async def grant_for(scope: Scope) -> Grant:
         else:
             keys = configured_keys(settings)
         grant = match_key(presented, keys)
-        if grant is None:
+        if grant is None or presented is None:
             raise AuthenticationError()
-        return grant
+        return grant, rate_subject("key", hash_api_key(presented))
     if settings.jwt_auth:
         claims = jwt_claims(scope)
         if claims is None:
             raise AuthenticationError()
-        return grant_from_claims(claims, settings.jwt_stores_claim)
-    return OPEN_GRANT
+        grant = grant_from_claims(claims, settings.jwt_stores_claim)
+        return grant, rate_subject("jwt", grant.name)
+    return OPEN_GRANT, None
+
+
+def rate_subject(kind: str, identity: str) -> str:
+    """The id a credential's requests are counted under: a hash, so no key (nor digest) reaches DynamoDB."""
+    return f"{kind}:{hashlib.sha256(identity.encode('utf-8')).hexdigest()[:32]}"
 
 
 def jwt_claims(scope: Scope) -> Mapping[str, Any] | None:
@@ -81,12 +92,14 @@ class ApiKeyAuth:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") not in PUBLIC_PATHS:
             try:
-                grant = await grant_for(scope)
+                grant, subject = await grant_for(scope)
             except RetrievalError as exc:
                 await retrieval_error_response(exc)(scope, receive, send)
                 return
             # request.state reads scope["state"]; routes take the grant through GrantDep.
-            scope.setdefault("state", {})[GRANT_STATE] = grant
+            state = scope.setdefault("state", {})
+            state[GRANT_STATE] = grant
+            state[RATE_SUBJECT_STATE] = subject
         await self.app(scope, receive, send)
 
 
@@ -130,6 +143,10 @@ def document_api_key(app: FastAPI) -> None:
                     "403", {"description": "The credential lacks the scope needed here", "content": error}
                 )
                 responses.setdefault("503", {"description": "API keys could not be read", "content": error})
+                responses.setdefault(
+                    "429",
+                    {"description": "Over the credential's rate limit; see Retry-After", "content": error},
+                )
         app.openapi_schema = schema
         return schema
 

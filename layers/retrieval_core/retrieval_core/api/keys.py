@@ -1,7 +1,8 @@
 """The configured API keys: SHA-256 digests, each with the grant it carries (docs/security.md).
 
 Three sources, read together:
-- API_KEYS: a JSON list of `{"name", "sha256", "stores", "scopes"}` (scoped keys);
+- API_KEYS: a JSON list of `{"name", "sha256", "stores", "scopes"}` (scoped keys), each optionally with
+  its own `"rateLimit": {"requests", "windowSeconds"}`;
 - API_KEY_HASHES: comma- or whitespace-separated digests, each a read-only key on every store;
 - the secret named by API_KEY_SECRET_ARN: either form (a JSON list, or digests).
 
@@ -23,11 +24,13 @@ from typing import Any
 from ..aws_secrets import read_secret
 from ..exceptions import AuthenticationUnavailableError, ConfigurationError
 from ..grants import ALL_STORES, SCOPES, Grant, Scope
+from ..ratelimit.window import RateLimit, parse_rate_limit
 from ..settings import Settings
 
 # API_KEY_HASHES digests (and a secret of digests): read-only keys on every store.
 READ_ONLY_KEY = Grant(name="api-key", scopes=frozenset({"read"}), stores=None)
 ENTRY_FIELDS = ("name", "sha256", "stores", "scopes")
+OPTIONAL_FIELDS = ("rateLimit",)
 _DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$")
 _HINT = "make them with `retrieval make-api-key` or `retrieval hash-api-key`"
@@ -81,13 +84,15 @@ def _entry(entry: Any, where: str) -> ApiKey:
         raise ConfigurationError(
             f"{where}: name must be 1-64 letters, digits or ._:@-, starting alphanumeric (not a digest)"
         )
-    if set(entry) != set(ENTRY_FIELDS):
+    if set(entry) - set(OPTIONAL_FIELDS) != set(ENTRY_FIELDS):
         # Unknown fields are refused, not ignored: a misspelt "store" would otherwise grant every store.
-        raise ConfigurationError(f"{where}: needs exactly the fields {', '.join(ENTRY_FIELDS)}")
+        raise ConfigurationError(
+            f"{where}: needs exactly the fields {', '.join(ENTRY_FIELDS)} (and optionally rateLimit)"
+        )
     digest = entry["sha256"]
     if not isinstance(digest, str) or not _DIGEST.match(digest):
         raise ConfigurationError(f"{where}: sha256 must be the SHA-256 hex digest of the key; {_HINT}")
-    grant = Grant(name, _scopes(entry["scopes"], where), _stores(entry, where))
+    grant = Grant(name, _scopes(entry["scopes"], where), _stores(entry, where), _rate_limit(entry, where))
     return ApiKey(bytes.fromhex(digest), grant, where)
 
 
@@ -110,6 +115,15 @@ def _stores(entry: dict[str, Any], where: str) -> frozenset[str] | None:
             raise ConfigurationError(f'{where}: "*" already means every store; list it alone')
         return None
     return frozenset(value)
+
+
+def _rate_limit(entry: dict[str, Any], where: str) -> RateLimit | None:
+    if "rateLimit" not in entry:
+        return None
+    try:
+        return parse_rate_limit(entry["rateLimit"], where)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def parse_secret(text: str) -> list[ApiKey]:

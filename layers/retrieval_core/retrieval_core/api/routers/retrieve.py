@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ...knowledge.runtime import get_knowledge_service
@@ -16,6 +16,7 @@ from ...models import (
     RetrieveResponse,
 )
 from ..dependencies import GrantDep, ServiceDep
+from ..rate_limit import charge
 
 router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
 
@@ -41,12 +42,14 @@ async def retrieve(
 
 @router.post("/retrieve/batch", response_model=RetrieveBatchResponse, responses=_ERRORS)  # type: ignore[arg-type]
 async def retrieve_batch(
-    body: RetrieveBatchRequest, service: ServiceDep, grant: GrantDep
+    body: RetrieveBatchRequest, service: ServiceDep, grant: GrantDep, request: Request
 ) -> RetrieveBatchResponse:
     """Up to 20 retrieve requests in one call, answered in order; their queries are embedded together.
 
     Each item carries the status it would have had alone: one invalid or failing item does not fail
-    the others. The whole call fails only when the body itself is malformed.
+    the others. The whole call fails only when the body itself is malformed, or (429) when the
+    credential's rate limit has no room for every item: each item counts as one request.
     """
+    await charge(request, len(body.requests) - 1)  # the request itself was counted on arrival
     items = await run_in_threadpool(partial(service.retrieve_batch, body.requests, grant=grant))
     return RetrieveBatchResponse(results=items)

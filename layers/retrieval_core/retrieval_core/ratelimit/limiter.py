@@ -1,0 +1,106 @@
+"""The rate limiter: which window a request falls in, whether its credential has room left there.
+
+Fails open: when the shared counter (DynamoDB) cannot be reached, the request is served, a warning is
+logged and `RateLimitError` is counted. A limiter that failed closed would turn a DynamoDB outage into
+an outage of every route for every caller; the limit guards against one caller's excess, which the
+database's own bounds (statement timeout, pool wait) still contain while the counter is away. After a
+failure the counter is left alone for PAUSE_AFTER_FAILURE_S, so an outage does not add a timeout to
+every request (each of those requests is counted in `RateLimitError` too).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from .. import metrics
+from ..exceptions import RateLimitedError
+from ..settings import Settings, get_settings
+from .counters import Clock, DynamoDBCounter, MemoryCounter, RateCounter, RateCounterError
+from .window import RateLimit, window_at
+
+logger = logging.getLogger(__name__)
+
+PAUSE_AFTER_FAILURE_S = 10.0
+
+
+class RateLimiter:
+    """Counts each credential's requests in fixed windows on `counter`."""
+
+    def __init__(self, counter: RateCounter, default: RateLimit, *, shared: bool, clock: Clock = time.time):
+        self.counter = counter
+        self.default = default
+        # Whether `counter` is a network call (then kept off the event loop).
+        self.shared = shared
+        self._clock = clock
+        self._paused_until = 0.0
+
+    def check(self, subject: str, limit: RateLimit | None, cost: int = 1) -> None:
+        """Take `cost` requests from `subject`'s window; RateLimitedError (429) when there is no room.
+
+        `limit` None: the service default. `subject` identifies the credential (a hash, never a key).
+        """
+        limit = limit or self.default
+        if limit.unlimited or cost <= 0:
+            return
+        now = self._clock()
+        if now < self._paused_until:
+            metrics.count("RateLimitError")
+            return
+        window = window_at(subject, limit, now)
+        try:
+            taken = self.counter.take(window.key, cost, limit.requests, window.expires_at)
+        except RateCounterError as exc:
+            self._paused_until = now + PAUSE_AFTER_FAILURE_S
+            logger.warning(
+                "rate limit not checked, requests let through for %.0f s: %s", PAUSE_AFTER_FAILURE_S, exc
+            )
+            metrics.count("RateLimitError")
+            return
+        if not taken:
+            metrics.count("RateLimited")
+            raise RateLimitedError(limit.requests, limit.window_s, window.retry_after_s(now))
+
+
+def build_rate_limiter(settings: Settings, clock: Clock = time.time) -> RateLimiter:
+    """Counted in CACHE_TABLE_NAME when set (shared by every instance), like the cache; else in process."""
+    default = RateLimit(settings.rate_limit_requests, settings.rate_limit_window_s)
+    if not settings.cache_table_name:
+        return RateLimiter(MemoryCounter(clock), default, shared=False, clock=clock)
+    endpoint_url = settings.dynamodb_endpoint_url
+
+    def dynamodb_client() -> Any:
+        import boto3
+        from botocore.config import Config
+
+        # One attempt: a failed check lets the request through anyway, so a retry would only add latency.
+        config = Config(connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 1})
+        return boto3.client("dynamodb", endpoint_url=endpoint_url, config=config)
+
+    counter = DynamoDBCounter(settings.cache_table_name, dynamodb_client)
+    return RateLimiter(counter, default, shared=True, clock=clock)
+
+
+_lock = threading.Lock()
+_limiter: RateLimiter | None = None
+_built_from: Settings | None = None
+
+
+def get_rate_limiter() -> RateLimiter:
+    """The process-wide limiter, built on first use and again whenever the settings are rebuilt."""
+    global _limiter, _built_from
+    settings = get_settings()
+    with _lock:
+        if _limiter is None or (_built_from is not None and _built_from is not settings):
+            _limiter, _built_from = build_rate_limiter(settings), settings
+        return _limiter
+
+
+def replace_rate_limiter(limiter: RateLimiter | None) -> RateLimiter | None:
+    """Install `limiter` (kept whatever the settings; None: build from the settings again); return the old."""
+    global _limiter, _built_from
+    with _lock:
+        previous, _limiter, _built_from = _limiter, limiter, None
+    return previous
