@@ -187,7 +187,7 @@ def test_an_old_schema_is_reported_with_both_versions_and_refused_until_migrated
         assert main(["migrate"]) == 0
         assert (
             capsys.readouterr().out.strip()
-            == f"applied migrations 4, 5, 6, 7: schema version {SCHEMA_VERSION}, pgvector 0.8.5"
+            == f"applied migrations 4, 5, 6, 7, 8: schema version {SCHEMA_VERSION}, pgvector 0.8.5"
         )
         assert client.get(HEALTH).status_code == 200
         assert client.post(SEARCH, json={"queryEmbedding": [0.1] * 384}).status_code == 404

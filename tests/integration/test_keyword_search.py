@@ -146,6 +146,47 @@ def test_the_candidate_pruning_keeps_the_exact_top_k(service: Any) -> None:
             assert got[k] == pytest.approx(expected[k], rel=1e-5)
 
 
+def test_the_stores_function_ranks_exactly_as_the_inline_statement(service: Any) -> None:
+    # Unfiltered searches run the store's function (migration 8), filtered ones the inline statement:
+    # a filter every chunk passes must give the same rows, scores and order, and a selective filter the
+    # unfiltered ranking restricted to the chunks it passes.
+    rng = random.Random(8)
+    words = ["river", "stone", "rivers", "stony", "bridge", "mill", "ford", "weir", "lock", "quay"]
+    texts = {f"doc{i:02d}": " ".join(rng.choices(words, k=rng.randint(1, 12))) for i in range(80)}
+    with service.database.connection() as conn:
+        store = fresh_store(conn)  # english: stems, so "rivers" and "river" share a lexeme
+        repository.replace_documents(conn, store, [document(k, v, "weir " + v) for k, v in texts.items()])
+        function = repository.keyword_search_function(store)
+        assert function in repository.keyword_chunks_query(store, TRUE).as_string(conn)
+        every = document_ids_in(list(texts))
+        assert function not in repository.keyword_chunks_query(store, every).as_string(conn)
+    some = sorted(texts)[::3]
+    queries = ("river stone", "stony rivers", '"river stone"', "bridge -ford", "weir", "lock quay", "kiwi")
+    for query in queries:
+        for limit in (3, 10):
+            with service.database.connection() as conn, conn.transaction():
+                stored = repository.keyword_chunks(conn, store, query, limit, TRUE)
+                inline = repository.keyword_chunks(conn, store, query, limit, every)
+                assert stored == inline, (query, limit)
+                assert stored or query == "kiwi"
+                everything = repository.keyword_chunks(conn, store, query, 1000, TRUE)
+                filtered = repository.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
+            assert filtered == [row for row in everything if row[0] in some], query
+
+
+def test_a_store_has_its_keyword_function_until_it_is_dropped(service: Any) -> None:
+    def functions(conn: Any, name: str) -> int:
+        row = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)).fetchone()
+        return int(row[0])
+
+    with service.database.connection() as conn:
+        store = fresh_store(conn)
+        name = repository.keyword_search_function(store)
+        assert functions(conn, name) == 1
+        repository.drop_store(conn, store)
+        assert functions(conn, name) == 0
+
+
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")

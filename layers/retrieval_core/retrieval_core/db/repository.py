@@ -39,6 +39,7 @@ from .stores import (
     embedding_expression,
     find_store,
     index_name,
+    keyword_search_function,
     list_stores,
     metadata_index_name,
     store_from_row,
@@ -68,6 +69,7 @@ __all__ = [
     "keyword_chunks",
     "keyword_chunks_query",
     "keyword_params",
+    "keyword_search_function",
     "list_stores",
     "metadata_index_name",
     "nearest_chunks",
@@ -167,7 +169,8 @@ _LEGACY_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
                ORDER BY keyword_score DESC, document_id, chunk_index
                LIMIT %(limit)s)"""
 
-# BM25: the query's lexemes (in the store's configuration) weighted by their IDF
+# BM25 (migration 8 holds the same statement without filters, as one function per store: keep them
+# alike). The query's lexemes (in the store's configuration) weighted by their IDF
 # ln(1 + (N - df + 0.5) / (df + 0.5)) form a sparse vector; a chunk's score is its inner product with
 # the chunk's stored term weights, computed exactly for every candidate. Lexemes no chunk holds
 # (df 0) weigh nothing.
@@ -213,6 +216,13 @@ _BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
                LIMIT %(limit)s)"""
 
 
+# Without filters, the store's function (migration 8) runs the statement of _BM25_KEYWORD_HITS with a
+# plan its session keeps: the inline statement's planning cost as much as running it.
+_STORED_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
+               SELECT document_id, chunk_index, keyword_score
+               FROM {function}(%(query_text)s, %(text_search)s::regconfig, %(limit)s))"""
+
+
 def _keyword_hits(store: Store, where_sql: str) -> sql.Composed:
     """The CTE(s) ending in `keyword_hits`: the `limit` best keyword matches, best first."""
     if not store.keyword_ready:
@@ -221,6 +231,8 @@ def _keyword_hits(store: Store, where_sql: str) -> sql.Composed:
             store_id=sql.Literal(store.id),
             filters=_filters(where_sql),
         )
+    if not where_sql:
+        return sql.SQL(_STORED_KEYWORD_HITS).format(function=sql.Identifier(keyword_search_function(store)))
     # The filter names chunk columns: it is checked on the chunk the keyword row belongs to.
     filters = (
         sql.SQL(
