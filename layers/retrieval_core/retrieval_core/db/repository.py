@@ -249,6 +249,12 @@ def _keyword_hits(store: Store, where_sql: str) -> sql.Composed:
     )
 
 
+def _inline_keywords(store: Store, where: Predicate) -> bool:
+    """Whether the keyword side is the inline statement; the store's function sets its own scans (a round
+    trip less)."""
+    return bool(where.sql) or not store.keyword_ready
+
+
 def keyword_chunks_query(store: Store, where: Predicate) -> sql.Composed:
     """The `limit` best keyword matches alone: (document_id, chunk_index, keyword_score), best first."""
     return sql.SQL(
@@ -266,9 +272,10 @@ def keyword_chunks(
 ) -> list[tuple[str, int, float]]:
     """(document id, chunk index, keyword score) of the `limit` best keyword matches, best first.
 
-    The GIN index is read through a bitmap scan, which is turned on (SET LOCAL).
+    The GIN index is read through a bitmap scan, which is turned on (SET LOCAL) for the inline statement.
     """
-    allow_bitmap_scans(conn)
+    if _inline_keywords(store, where):
+        allow_bitmap_scans(conn)
     rows = conn.execute(
         keyword_chunks_query(store, where), keyword_params(store, query_text, limit, where)
     ).fetchall()
@@ -432,9 +439,11 @@ def hybrid_chunks(
     """The union of the `limit` nearest chunks and the `limit` best keyword matches, nearest first.
 
     Run inside a transaction whose search options are set. The full-text side reads the GIN index on
-    the tsvector, which only a bitmap scan can use, so bitmap scans are turned on (SET LOCAL).
+    the tsvector, which only a bitmap scan can use, so bitmap scans are turned on (SET LOCAL) for the
+    inline keyword statement.
     """
-    allow_bitmap_scans(conn)
+    if _inline_keywords(store, where):
+        allow_bitmap_scans(conn)
     params = {**search_params(query_vector, limit, where), **keyword_params(store, query_text, limit, where)}
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(hybrid_chunks_query(store, where, with_embeddings), params).fetchall()
