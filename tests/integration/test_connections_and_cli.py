@@ -90,7 +90,8 @@ def test_cli_migrate_applies_what_is_missing_even_with_auto_migrate_off(
     try:
         assert main(["migrate"]) == 0
         assert capsys.readouterr().out == (
-            f"applied migrations 1, 2, 3, 4, 5, 6, 7, 8: schema version {SCHEMA_VERSION}, pgvector {pgvector}\n"
+            "applied migrations 1, 2, 3, 4, 5, 6, 7, 8: "
+            f"schema version {SCHEMA_VERSION}, pgvector {pgvector}\n"
         )
         assert main(["migrate"]) == 0
         assert (

@@ -187,6 +187,49 @@ def test_a_store_has_its_keyword_function_until_it_is_dropped(service: Any) -> N
         assert functions(conn, name) == 0
 
 
+def test_the_pruned_top_k_is_the_top_k_of_the_full_ranking(service: Any) -> None:
+    # Chunks of a few words repeated: term weights come near their bound, so the best chunks score close
+    # to the sum of their lexemes' bounds, and the threshold prunes heads and pairs of lexemes hard. With
+    # a limit above the number of matches nothing is pruned (fewer seeds than the limit), so that
+    # ranking is the reference, computed by the same arithmetic: every top k, filtered or not, must be
+    # its first k.
+    rng = random.Random(18)
+    vocabulary = [f"w{i:02d}" for i in range(15)]
+    zipf = [1 / (i + 1) for i in range(15)]
+    texts = {}
+    for i in range(300):
+        words = [
+            w
+            for w in set(rng.choices(vocabulary, zipf, k=rng.randint(2, 7)))
+            for _ in range(rng.randint(3, 9))
+        ]
+        texts[f"doc{i:03d}"] = " ".join(rng.sample(words, len(words)))
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+    some = sorted(texts)[::4]
+    for _ in range(12):
+        query = " ".join(rng.sample(vocabulary, rng.randint(3, 9)))
+        everything = list(hits_in_order(service, store.name, query, 1000, TRUE))
+        assert len(everything) > 50
+        for limit in (1, 3, 10):
+            assert hits_in_order(service, store.name, query, limit, TRUE) == everything[:limit], (
+                query,
+                limit,
+            )
+            wanted = [row for row in everything if row[0] in some][:limit]
+            assert hits_in_order(service, store.name, query, limit, document_ids_in(some)) == wanted
+
+
+def hits_in_order(
+    service: Any, store_name: str, query: str, limit: int, where: Any
+) -> list[tuple[str, int, float]]:
+    with service.database.connection() as conn, conn.transaction():
+        store = repository.find_store(conn, store_name)
+        assert store is not None
+        return repository.keyword_chunks(conn, store, query, limit, where)
+
+
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")

@@ -426,16 +426,25 @@ MIGRATIONS: list[Migration] = [
                                     FROM keyword_terms_of_query) AS r
                                 WHERE rarer < result_limit) AS rarest),
                     keyword_threshold AS MATERIALIZED (
-                        SELECT CASE WHEN count(*) < result_limit THEN 0 ELSE min(score) END AS score
+                        SELECT CASE WHEN count(*) < result_limit THEN 0 ELSE min(score) * (1 - 1e-6) END
+                                   AS score
                         FROM (SELECT -(k.weights <#> kq.weights) AS score
                               FROM keyword_chunks k, keyword_query kq
                               WHERE k.store_id = %2$s AND k.tsv @@ kq.rarest AND k.tsv @@ kq.q
                               ORDER BY score DESC LIMIT result_limit) AS seeds),
+                    keyword_bounds AS MATERIALIZED (
+                        SELECT lexeme, idf, 2.2 * idf AS bound,
+                               sum(2.2 * idf) OVER (ORDER BY idf, lexeme) AS reach
+                        FROM keyword_terms_of_query),
                     keyword_candidates AS MATERIALIZED (
-                        SELECT keyword_any(array_agg(lexeme)) AS q
-                        FROM (SELECT lexeme, sum(2.2 * idf) OVER (ORDER BY idf, lexeme) AS bound
-                              FROM keyword_terms_of_query) AS b, keyword_threshold th
-                        WHERE b.bound >= th.score)
+                        SELECT coalesce(string_agg('(' || heads.q::text || ')', ' | '), '')::tsquery AS q
+                        FROM (SELECT CASE WHEN h.bound >= th.score THEN keyword_any(ARRAY[h.lexeme])
+                                          ELSE keyword_any(ARRAY[h.lexeme]) && (
+                                              SELECT keyword_any(array_agg(o.lexeme)) FROM keyword_bounds o
+                                              WHERE (o.idf, o.lexeme) < (h.idf, h.lexeme)
+                                                  AND o.reach >= th.score - h.bound) END AS q
+                              FROM keyword_bounds h, keyword_threshold th
+                              WHERE h.reach >= th.score) AS heads)
                     SELECT k.document_id, k.chunk_index, -(k.weights <#> kq.weights) AS keyword_score
                     FROM keyword_chunks k, keyword_query kq, keyword_candidates kc
                     WHERE k.store_id = %2$s AND k.tsv @@ kc.q AND k.tsv @@ kq.q
