@@ -37,18 +37,31 @@ METHODS: dict[str, dict[str, Any]] = {
 
 def time_set(name: str, top_k: int, count: int, passes: int) -> dict[str, float]:
     """Median milliseconds per method over `count` queries of set `name`, after one warm-up pass."""
-    import time
-
     from bench.vector_cache import CachedEmbedder
     from retrieval_core.evaluation import beir
-    from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import RetrieveRequest
     from retrieval_core.runtime import get_service
 
     service = get_service()
     embedder = CachedEmbedder(service.embedder, VECTORS)
     texts = list(beir.read_queries(EVAL / name / "queries.jsonl").values())[:count]
-    vectors = embedder.embed(texts, "query")
+    return time_store(service, f"eval-{name}", texts, embedder.embed(texts, "query"), top_k, passes)
+
+
+def time_store(
+    service: Any,
+    store: str,
+    texts: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    top_k: int,
+    passes: int,
+) -> dict[str, float]:
+    """Median milliseconds per method of `RetrievalService.retrieve` on `store`, the methods interleaved
+    query by query; the first pass warms the pages and is not counted."""
+    import time
+
+    from retrieval_core.grants import OPEN_GRANT
+    from retrieval_core.models import RetrieveRequest
+
     samples: dict[str, list[float]] = {method: [] for method in METHODS}
     for done in range(passes):
         for text, vector in zip(texts, vectors, strict=True):
@@ -59,7 +72,7 @@ def time_set(name: str, top_k: int, count: int, passes: int) -> dict[str, float]
                         "similarityTopK": top_k,
                         "query": text,
                         "grade": 0.0,
-                        "store": f"eval-{name}",
+                        "store": store,
                         "cacheTTLms": 0,
                     }
                 )

@@ -174,8 +174,8 @@ def test_create_on_an_empty_database_migrates_it_whole(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS" and "Reason" not in body and body["NoEcho"] is False
-    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "8"
-    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8"
+    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "9"
+    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9"
     assert body["Data"]["PgvectorVersion"].startswith("0.8.")
     assert summary == {
         "Status": "SUCCESS",
@@ -198,7 +198,7 @@ def test_an_update_on_a_current_schema_changes_nothing(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["SchemaVersion"] == "8" and body["Data"]["Applied"] == ""
+    assert body["Data"]["SchemaVersion"] == "9" and body["Data"]["Applied"] == ""
     assert fingerprint(dsn) == before
     assert before["chunks"][1] == 1  # the fingerprint saw the data
 
@@ -214,7 +214,7 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Applied"] == "4,5,6,7,8" and body["Data"]["SchemaVersion"] == "8"
+    assert body["Data"]["Applied"] == "4,5,6,7,8,9" and body["Data"]["SchemaVersion"] == "9"
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT d.id, d.source, c.content FROM documents d JOIN chunks c ON c.document_id = d.id"
@@ -291,9 +291,9 @@ def test_an_update_lowering_the_schema_version_like_a_rollback_does_nothing(
     s3: FakeHTTPServer,
     use_database: Callable[[str], None],
 ) -> None:
-    # A failed Update from 7 to 8 is rolled back with the old properties: 8 to 7, sent to the new code.
+    # A failed Update from 8 to 9 is rolled back with the old properties: 9 to 8, sent to the new code.
     sent = event("update")
-    sent["ResourceProperties"]["SchemaVersion"], sent["OldResourceProperties"]["SchemaVersion"] = "7", "8"
+    sent["ResourceProperties"]["SchemaVersion"], sent["OldResourceProperties"]["SchemaVersion"] = "8", "9"
     listener = CountingListener()
     use_database(f"postgresql://retrieval:{PASSWORD}@127.0.0.1:{listener.port}/postgres")
     try:
@@ -388,4 +388,4 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
     # Once the other migrator is done, the same request succeeds.
     s3.reset()
     handler(sent, migrate_context())
-    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8"
+    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9"

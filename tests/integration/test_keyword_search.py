@@ -146,6 +146,90 @@ def test_the_candidate_pruning_keeps_the_exact_top_k(service: Any) -> None:
             assert got[k] == pytest.approx(expected[k], rel=1e-5)
 
 
+def test_the_stores_function_ranks_exactly_as_the_inline_statement(service: Any) -> None:
+    # Unfiltered searches run the store's function (migration 9), filtered ones the inline statement:
+    # a filter every chunk passes must give the same rows, scores and order, and a selective filter the
+    # unfiltered ranking restricted to the chunks it passes.
+    rng = random.Random(8)
+    words = ["river", "stone", "rivers", "stony", "bridge", "mill", "ford", "weir", "lock", "quay"]
+    texts = {f"doc{i:02d}": " ".join(rng.choices(words, k=rng.randint(1, 12))) for i in range(80)}
+    with service.database.connection() as conn:
+        store = fresh_store(conn)  # english: stems, so "rivers" and "river" share a lexeme
+        repository.replace_documents(conn, store, [document(k, v, "weir " + v) for k, v in texts.items()])
+        function = repository.keyword_search_function(store)
+        assert function in repository.keyword_chunks_query(store, TRUE).as_string(conn)
+        every = document_ids_in(list(texts))
+        assert function not in repository.keyword_chunks_query(store, every).as_string(conn)
+    some = sorted(texts)[::3]
+    queries = ("river stone", "stony rivers", '"river stone"', "bridge -ford", "weir", "lock quay", "kiwi")
+    for query in queries:
+        for limit in (3, 10):
+            with service.database.connection() as conn, conn.transaction():
+                stored = repository.keyword_chunks(conn, store, query, limit, TRUE)
+                inline = repository.keyword_chunks(conn, store, query, limit, every)
+                assert stored == inline, (query, limit)
+                assert stored or query == "kiwi"
+                everything = repository.keyword_chunks(conn, store, query, 1000, TRUE)
+                filtered = repository.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
+            assert filtered == [row for row in everything if row[0] in some], query
+
+
+def test_a_store_has_its_keyword_function_until_it_is_dropped(service: Any) -> None:
+    def functions(conn: Any, name: str) -> int:
+        row = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)).fetchone()
+        return int(row[0])
+
+    with service.database.connection() as conn:
+        store = fresh_store(conn)
+        name = repository.keyword_search_function(store)
+        assert functions(conn, name) == 1
+        repository.drop_store(conn, store)
+        assert functions(conn, name) == 0
+
+
+def test_the_pruned_top_k_is_the_top_k_of_the_full_ranking(service: Any) -> None:
+    # Chunks of a few words repeated: term weights come near their bound, so the best chunks score close
+    # to the sum of their lexemes' bounds, and the threshold prunes heads and pairs of lexemes hard. With
+    # a limit above the number of matches nothing is pruned (fewer seeds than the limit), so that
+    # ranking is the reference, computed by the same arithmetic: every top k, filtered or not, must be
+    # its first k.
+    rng = random.Random(18)
+    vocabulary = [f"w{i:02d}" for i in range(15)]
+    zipf = [1 / (i + 1) for i in range(15)]
+    texts = {}
+    for i in range(300):
+        words = [
+            w
+            for w in set(rng.choices(vocabulary, zipf, k=rng.randint(2, 7)))
+            for _ in range(rng.randint(3, 9))
+        ]
+        texts[f"doc{i:03d}"] = " ".join(rng.sample(words, len(words)))
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+    some = sorted(texts)[::4]
+    for _ in range(12):
+        query = " ".join(rng.sample(vocabulary, rng.randint(3, 9)))
+        everything = list(hits_in_order(service, store.name, query, 1000, TRUE))
+        assert len(everything) > 50
+        for limit in (1, 3, 10):
+            assert hits_in_order(service, store.name, query, limit, TRUE) == everything[:limit], (
+                query,
+                limit,
+            )
+            wanted = [row for row in everything if row[0] in some][:limit]
+            assert hits_in_order(service, store.name, query, limit, document_ids_in(some)) == wanted
+
+
+def hits_in_order(
+    service: Any, store_name: str, query: str, limit: int, where: Any
+) -> list[tuple[str, int, float]]:
+    with service.database.connection() as conn, conn.transaction():
+        store = repository.find_store(conn, store_name)
+        assert store is not None
+        return repository.keyword_chunks(conn, store, query, limit, where)
+
+
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")

@@ -129,6 +129,7 @@ def create_store(
         conn.execute(create_index_statement(store))
         conn.execute(create_metadata_index_statement(store))
         conn.execute(create_keyword_index_statement(store))
+        conn.execute("SELECT create_keyword_search(%s)", (store.id,))
         return store
 
 
@@ -198,6 +199,11 @@ def keyword_index_name(store: Store) -> str:
     return f"keyword_chunks_tsv_gin_store_{store.id}"
 
 
+def keyword_search_function(store: Store) -> str:
+    """Name of the store's unfiltered BM25 keyword search function (migration 9)."""
+    return f"keyword_hits_store_{store.id}"
+
+
 def metadata_index_name(store: Store) -> str:
     """Name of the store's GIN index on metadata."""
     return f"chunks_metadata_gin_store_{store.id}"
@@ -209,11 +215,16 @@ def index_name(store: Store) -> str:
 
 
 def drop_store(conn: Connection, store: Store) -> None:
-    """Delete a store with all its documents, chunks and its index."""
+    """Delete a store with all its documents, chunks, indexes and keyword search function."""
     with conn.transaction():
         conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
         for name in (index_name(store), metadata_index_name(store), keyword_index_name(store)):
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP FUNCTION IF EXISTS {function}").format(
+                function=sql.Identifier(keyword_search_function(store))
+            )
+        )
 
 
 def bump_version(conn: Connection, store: Store) -> int:
