@@ -73,15 +73,10 @@ class DocumentService:
             store_sql.lock_store_names(conn)
             store = store_sql.find_store_named(conn, name)
             display_name = definition.display_name or (store.display_name if store else name)
-            if store_sql.name_taken(conn, display_name, except_store=name):
-                raise ConflictError.for_field(
-                    "displayName", f"'{display_name}' is already the name or display name of another store"
-                )
+            store_sql.check_names_free(conn, name, display_name, creating=store is None)
             keys = definition.allowed_metadata_keys
             text_search = store_sql.text_search_config(conn, definition.text_search)
             if store is None:
-                if store_sql.name_taken(conn, name, except_store=name):
-                    raise ConflictError.for_field("name", f"'{name}' is the display name of another store")
                 store = store_sql.create_store(
                     conn,
                     name,

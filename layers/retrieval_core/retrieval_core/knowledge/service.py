@@ -44,7 +44,7 @@ class KnowledgeService:
         *,
         default_model: str,
         page_size: int,
-        list_pgvector_stores: Callable[[], list[StoreEntry]] | None = None,
+        find_pgvector_store: Callable[[str], list[StoreEntry]] | None = None,
         allowed_metadata_keys: frozenset[str] | None = None,
     ) -> None:
         self.caller = caller
@@ -52,9 +52,9 @@ class KnowledgeService:
         self.cache = cache
         self.default_model = default_model
         self.page_size = page_size
-        self.gemini_stores = StoreResolver(BACKEND, self._list_gemini_stores, cache.stores)
+        self.gemini_stores = StoreResolver(BACKEND, lambda _: self._list_gemini_stores(), cache.stores)
         self.pgvector_stores = (
-            StoreResolver("pgvector", list_pgvector_stores, cache.stores) if list_pgvector_stores else None
+            StoreResolver("pgvector", find_pgvector_store, cache.stores) if find_pgvector_store else None
         )
 
     # Resolution.
