@@ -83,7 +83,7 @@ class StoreResolver:
                 resolved_by="cache",
                 backend=self.backend,
             )
-        debug("resolve %r (%s): cache miss (key %s); looking stores up", name, self.backend, key)
+        debug("resolve %r (%s): cache miss (key %s); listing stores", name, self.backend, key)
         stores = self._candidates(name)
         debug("resolve %r (%s): %d stores listed", name, self.backend, len(stores))
         resolved = match_store(name, stores, self.backend)

@@ -252,7 +252,7 @@ class KnowledgeService:
             return raw or ""
 
         started = time.perf_counter()
-        raw = self.caller.call("generateContent", generate, store=store)
+        raw = self.caller.call("generateContent", generate, store=store, blame=_blame(metadata_filter))
         debug(
             "generateContent on %s: %d bytes in %.1f ms",
             store,
@@ -260,6 +260,14 @@ class KnowledgeService:
             (time.perf_counter() - started) * 1000,
         )
         return parse_generate_response(raw)
+
+
+def _blame(metadata_filter: str | None) -> Callable[[str], str | None]:
+    # Gemini's 400 names no field; a message about a filter is about the caller's, when one was sent.
+    def field(message: str) -> str | None:
+        return "metadataFilter" if metadata_filter and "filter" in message.lower() else None
+
+    return field
 
 
 def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | None]:
