@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..debug import DebugLog
 from ..exceptions import AuthenticationError, RetrievalError
 from ..grants import OPEN_GRANT, Grant, grant_from_claims
 from ..settings import get_settings
@@ -34,6 +35,7 @@ API_KEY_HEADER = "x-api-key"
 # Paths anyone may call, with or without keys: load balancers and uptime checks have none.
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
 GRANT_STATE = "grant"
+debug = DebugLog("retrieval_core.api.auth")
 
 
 async def grant_for(scope: Scope) -> Grant:
@@ -87,6 +89,13 @@ class ApiKeyAuth:
                 return
             # request.state reads scope["state"]; routes take the grant through GrantDep.
             scope.setdefault("state", {})[GRANT_STATE] = grant
+            debug(
+                "auth: %s %r granted to %s (scopes %s)",
+                scope.get("method"),
+                scope.get("path"),
+                grant.name,
+                ",".join(sorted(grant.scopes)),
+            )
         await self.app(scope, receive, send)
 
 

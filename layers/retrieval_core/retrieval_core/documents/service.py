@@ -19,6 +19,7 @@ from ..db import stores as store_sql
 from ..db.connection import Connection
 from ..db.errors import database_errors
 from ..db.stores import Store
+from ..debug import DebugLog
 from ..exceptions import (
     ConflictError,
     DocumentNotFoundError,
@@ -42,6 +43,9 @@ from .writer import SourceWriter, WriteItem, again_after_deadlock
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
 _ABSENT = object()
+
+
+debug = DebugLog(__name__)
 
 
 class DocumentService:
@@ -173,6 +177,7 @@ class DocumentService:
             check_store_name(store)
         prepared = self._prepare(source)
         [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create)
+        debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
     def write_sources(
