@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 
 from .. import __version__
 from ..settings import get_settings
@@ -34,6 +35,13 @@ def create_app(*routers: APIRouter) -> FastAPI:
     )
     for router in routers:
         app.include_router(router)
+    # For the Allow header of a 405 (api/errors.py), which must name the methods of every route of a path.
+    app.state.route_methods = [
+        (route.path_regex, frozenset(route.methods or ()))
+        for router in routers
+        for route in router.routes
+        if isinstance(route, APIRoute)
+    ]
     install_error_handlers(app)
     # The last added runs first: the API key is checked before the body is read, CORS preflights are
     # answered before the API key is asked for, and every response (errors too) carries x-request-id.

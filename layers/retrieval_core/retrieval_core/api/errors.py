@@ -72,21 +72,19 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if exc.status_code != 405:
         return error_response(exc.status_code, code, str(exc.detail))
     # Starlette names only the first route matching the path; every route of the path counts.
-    allowed = _allowed_methods(request)
+    allowed = _allowed_methods(request) or sorted(
+        (exc.headers or {}).get("Allow", "").replace(" ", "").split(",")
+    )
     response = error_response(405, code, f"{request.method} is not allowed here", {"allowed": allowed})
     response.headers["Allow"] = ", ".join(allowed)
     return response
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    from starlette.routing import Match
-
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match != Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
-    return sorted(methods)
+    # (path regex, methods) of every route, recorded by create_app.
+    routes = getattr(request.app.state, "route_methods", [])
+    path = request.url.path
+    return sorted({m for regex, methods in routes if regex.match(path) for m in methods})
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
