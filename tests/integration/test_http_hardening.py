@@ -200,12 +200,19 @@ class Keep(logging.Handler):
         self.records.append(record)
 
 
+# On the loggers themselves: a Lambda handler built in this process earlier may have stopped them
+# propagating to the root logger (Powertools' copy_config_to_registered_loggers).
+DEBUGGED = ("retrieval_core.api.auth", "retrieval_core.service")
+
+
 @pytest.fixture()
 def kept_logs() -> Iterator[Keep]:
     handler = Keep()
-    logging.getLogger().addHandler(handler)
+    for name in DEBUGGED:
+        logging.getLogger(name).addHandler(handler)
     yield handler
-    logging.getLogger().removeHandler(handler)
+    for name in DEBUGGED:
+        logging.getLogger(name).removeHandler(handler)
 
 
 def test_debug_logs_every_stage_of_a_request_tagged_with_its_id_and_without_secrets(
