@@ -80,3 +80,39 @@ def test_create_store_refuses_a_clash_whoever_calls_it(service: Any) -> None:
         # The same name again is the existing store, whatever display name was asked for.
         again = store_sql.create_store(conn, existing, "other title", embedder.model, embedder.dimension)
         assert again.display_name == "Clash title"
+
+
+def test_two_concurrent_creators_cannot_make_one_name_designate_two_stores(service: Any) -> None:
+    # One creator shows "title" as a display name while the other creates a store named "title".
+    import threading
+
+    embedder = service.embedder
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def create(name: str, display: str) -> None:
+        with service.database.connection() as conn:
+            barrier.wait()
+            try:
+                store_sql.create_store(conn, name, display, embedder.model, embedder.dimension)
+                outcomes.append("created")
+            except ConflictError:
+                outcomes.append("conflict")
+
+    for _ in range(5):
+        title = unique("contested")
+        outcomes.clear()
+        threads = [
+            threading.Thread(target=create, args=(unique(), title)),
+            threading.Thread(target=create, args=(title, "its own title " + title)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["conflict", "created"]
+        with service.database.connection() as conn:
+            rows = conn.execute(
+                "SELECT count(*) FROM stores WHERE name = %s OR display_name = %s", (title, title)
+            ).fetchone()
+        assert rows is not None and rows[0] == 1
