@@ -245,3 +245,19 @@ def test_debug_logs_every_stage_of_a_request_tagged_with_its_id_and_without_secr
 def test_without_debug_there_are_no_debug_lines(client: TestClient, kept_logs: Keep) -> None:
     assert client.post(RETRIEVE, json={"query": "q", "grade": 0, "store": "sample"}).status_code == 200
     assert not [r for r in kept_logs.records if r.getMessage().startswith("retrieval-service ")]
+
+
+def test_an_unexpected_error_still_answers_with_the_request_id(sample_store: Any) -> None:
+    from fastapi import APIRouter
+
+    broken = APIRouter()
+
+    @broken.get("/api/v1/broken")
+    async def fail() -> None:
+        raise RuntimeError("a bug")
+
+    with TestClient(create_app(broken), raise_server_exceptions=False) as client:
+        response = client.get("/api/v1/broken", headers={"x-request-id": "bug-report-7"})
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "internal_error"
+    assert response.headers["x-request-id"] == "bug-report-7"
