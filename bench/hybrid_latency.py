@@ -24,13 +24,13 @@ EVAL = REPO.parent / "shared" / "eval"
 HYBRID: dict[str, Any] = {"engineName": "naive", "useHybrid": True}
 METHODS: dict[str, dict[str, Any]] = {
     "dense": {"engineName": "naive"},
-    "hybrid RRF (k=60, today's default)": {**HYBRID, "fusion": "rrf"},
-    "hybrid weighted, max-scaled 0.8 / 0.2": {
+    "hybrid RRF (k=60)": {**HYBRID, "fusion": "rrf"},
+    "hybrid weighted, max-scaled 0.7 / 0.3 (the default)": {
         **HYBRID,
         "fusion": "weighted",
         "normalization": "max",
-        "vectorWeight": 0.8,
-        "keywordWeight": 0.2,
+        "vectorWeight": 0.7,
+        "keywordWeight": 0.3,
     },
 }
 

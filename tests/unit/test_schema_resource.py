@@ -87,10 +87,10 @@ def test_the_events_parse_as_cloudformation_sends_them(name: str) -> None:
     assert (
         request.stack_id.startswith("arn:aws:cloudformation:") and request.request_id in event["ResponseURL"]
     )
-    assert request.properties == {"ServiceToken": event["ServiceToken"], "SchemaVersion": "8"}
+    assert request.properties == {"ServiceToken": event["ServiceToken"], "SchemaVersion": "9"}
     assert request.physical_resource_id == (None if name == "create" else PHYSICAL_RESOURCE_ID)
     assert request.old_properties == (
-        {"ServiceToken": event["ServiceToken"], "SchemaVersion": "7"} if name == "update" else {}
+        {"ServiceToken": event["ServiceToken"], "SchemaVersion": "8"} if name == "update" else {}
     )
 
 
@@ -157,7 +157,7 @@ def test_a_short_reason_is_sent_whole() -> None:
     [
         "x" * 10_000,
         '"quoted"\\' * 2_000,  # every character escaped: 2 bytes each in JSON
-        "é漢\x01" * 3_000,  # 6 bytes each (\\uXXXX)
+        "é漢\x01" * 3_000,  # 6 bytes each (\\uXX)
     ],
 )
 def test_a_long_reason_is_cut_so_that_the_body_fits_in_4096_bytes(reason: str) -> None:

@@ -156,8 +156,8 @@ STORES = [
     ("name", "expected", "resolved_by"),
     [
         ("Alpha", "fileSearchStores/a1", "displayName"),
-        # Display names are matched before names (seed 000's order).
-        ("fileSearchStores/a1", "fileSearchStores/b2", "displayName"),
+        # Names are matched before display names, as on every path (seed 000 had it the other way).
+        ("fileSearchStores/a1", "fileSearchStores/a1", "name"),
         ("fileSearchStores/hvac", "fileSearchStores/hvac", "name"),
         ("hvac", "fileSearchStores/hvac", "pattern"),
         ("nowhere", "fileSearchStores/nowhere", "fallback"),
@@ -165,7 +165,7 @@ STORES = [
         ("fileSearchStores/gone", "fileSearchStores/gone", "fallback"),
     ],
 )
-def test_match_store_follows_seed_order(name: str, expected: str, resolved_by: str) -> None:
+def test_match_store_takes_names_before_display_names(name: str, expected: str, resolved_by: str) -> None:
     resolved = match_store(name, STORES, "gemini")
     assert resolved is not None
     assert (resolved.name, resolved.resolved_by) == (expected, resolved_by)

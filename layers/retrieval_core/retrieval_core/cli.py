@@ -112,7 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # The server's lines name the request they belong to (x-request-id); other commands serve none.
+    request_id = " [%(request_id)s]" if args.command == "serve" else ""
+    logging.basicConfig(level=logging.INFO, format=f"%(levelname)s %(name)s{request_id}: %(message)s")
+    if request_id:
+        from .api.request_id import install_log_filter
+
+        install_log_filter()
     try:
         return _run(args)
     except RetrievalError as exc:
@@ -381,7 +387,8 @@ def _serve(host: str, port: int, load_sample: bool) -> int:
         service.embedder.embed(["warm-up"], "query")
     if load_sample:
         load_sample_corpus(service)
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    # log_config None: uvicorn's own lines (access log included) go through the root handler and its filter.
+    uvicorn.run(create_app(), host=host, port=port, log_level="info", log_config=None)
     return 0
 
 

@@ -420,3 +420,27 @@ class RateLimitedError(RetrievalError):
             {"limit": requests, "windowSeconds": window_s, "retryAfterSeconds": retry_after_s},
         )
         self.retry_after_s = retry_after_s
+
+
+# Issue 19: requests and HTTP
+
+
+class BackendNotConfiguredError(RetrievalError):
+    """A backend the request asks for that this deployment has not configured (no Gemini API key)."""
+
+    status_code = 501
+    code = "backend_not_configured"
+
+
+class BadRequestError(RetrievalError):
+    """A request that is not HTTP we can read: a malformed Lambda event (no requestContext, bad base64)."""
+
+    status_code = 400
+    code = "bad_request"
+
+
+class RequestTimeoutError(RetrievalError):
+    """The body did not arrive within the read deadline (REQUEST_BODY_TIMEOUT_S)."""
+
+    status_code = 408
+    code = "request_timeout"

@@ -20,6 +20,7 @@ from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from . import runtime
 from .aws_secrets import forget_cached_secrets
+from .lambda_events import split_sqs_event
 from .lambda_tracing import LambdaHandler as LambdaHandler  # re-exported: the handlers import it from here
 from .lambda_tracing import traced
 from .runtime_env import in_lambda
@@ -201,9 +202,21 @@ def build_sqs_handler(make_processor: Callable[[Powertools], BatchHandling]) -> 
         # Powertools loggers share their keys: another handler's correlation id must not leak in here.
         powertools_logger.set_correlation_id(None)
         started = time.perf_counter()
-        records = len(event.get("Records") or [])
-        response = processor().handle(event, context)
-        failures = len(response.get("batchItemFailures", []))
+        batch = split_sqs_event(event)
+        records = len(batch.records) + len(batch.failed_ids)
+        if batch.problems:
+            # Never sent by SQS itself: a direct invoke or a misrouted trigger. Logged, never raised on;
+            # a malformed record with a messageId is failed, so it is retried and then dead-lettered.
+            powertools_logger.error("malformed SQS event", extra={"problems": batch.problems[:10]})
+            emf.add_metric(name="MalformedRecords", unit=MetricUnit.Count, value=len(batch.problems))
+        response: dict[str, Any] = {"batchItemFailures": []}
+        if batch.records:
+            response = processor().handle({**event, "Records": batch.records}, context)
+        response["batchItemFailures"] = [
+            *response.get("batchItemFailures", []),
+            *({"itemIdentifier": message_id} for message_id in batch.failed_ids),
+        ]
+        failures = len(response["batchItemFailures"])
         latency_ms = (time.perf_counter() - started) * 1000.0
         emf.add_metric(name="BatchLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
         emf.add_metric(name="Messages", unit=MetricUnit.Count, value=records)

@@ -109,9 +109,13 @@ MetadataFilter = Annotated[MetadataEqualities | MetadataExpression, WrapValidato
 
 
 class RequestModel(BaseModel):
-    """Base for requests: camelCase on the wire, unknown fields refused so typos are not ignored."""
+    """Base for requests: camelCase on the wire, unknown fields refused so typos are not ignored.
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    Strict: a value of the wrong JSON type is refused, never converted ("0.5" or true for a number,
+    "yes" for a boolean, 5 for a string). A JSON integer is still a number (`grade: 1`).
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
 class ResponseModel(BaseModel):

@@ -35,6 +35,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from . import metrics, runtime
+from .debug import DebugLog
 from .embeddings.batch import QueryVectors
 from .exceptions import (
     ConfigurationError,
@@ -57,6 +58,7 @@ from .models import RetrieveRequest, validation_error
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
+debug = DebugLog(__name__)
 
 
 REQUEST_ID = "requestId"
@@ -123,6 +125,12 @@ def read_job(record: dict[str, Any], allowed_reply_queues: frozenset[str]) -> Jo
     except ValidationError as exc:
         return Job(message_id, request_id, reply_to, error=validation_error(exc))
     return Job(message_id, request_id, reply_to, request=request)
+
+
+def _job_state(job: Job) -> str:
+    if job.request is not None:
+        return "to answer"
+    return f"error {job.error.code}" if job.error is not None else "unrepliable"
 
 
 def _job_with_error(message_id: str, request_id: str | None, error: RetrievalError) -> Job:
@@ -212,6 +220,7 @@ class QueueProcessor:
     def _process(self, batch: Batch, record: SQSRecord) -> None:
         job = batch.jobs[record.message_id]
         self._correlate(job.request_id)
+        debug("queue job %s (message %s): %s", job.request_id, job.message_id, _job_state(job))
         where = {"messageId": job.message_id, REQUEST_ID: job.request_id}
         if job.request_id is None:
             logger.warning("message acknowledged without a reply: %s", job.unrepliable, extra=where)

@@ -20,6 +20,7 @@ from .db import repository
 from .db.connection import Connection, Database
 from .db.errors import database_errors
 from .db.repository import Store
+from .debug import DebugLog
 from .embeddings import Embedder
 from .embeddings.batch import QueryVectors
 from .exceptions import (
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from .rerank import Reranker
 
 logger = logging.getLogger(__name__)
+debug = DebugLog(__name__)
 
 BACKEND = "pgvector"
 
@@ -233,6 +235,7 @@ class RetrievalService:
     ) -> tuple[Response, CacheStatus]:
         ttl_s = self.cache.ttl_for(request.cache_ttl_ms) if self.cache is not None else None
         if self.cache is None or ttl_s is None:
+            debug("%s: cache bypassed (%s)", operation, "no cache" if self.cache is None else "cacheTTLms 0")
             return compute(request), CacheStatus.BYPASS
         options = request.model_dump(mode="json", exclude={"store"})
         # The effective knobs, not only the request's overrides: a changed default changes answers too.
@@ -267,8 +270,10 @@ class RetrievalService:
         # definition changes, and an answer is only cached once the check passed. So a cached answer was
         # always computed under the store's current list, for this very filter.
         if cached is not None:
+            debug("%s on %s: cache hit", operation, store.name)
             metrics.count("CacheHit")
             return response_type.model_validate(cached), CacheStatus.HIT
+        debug("%s on %s: cache miss (ttl %.0f s)", operation, store.name, ttl_s)
         metrics.count("CacheMiss")
         response = compute(request)
         if _complete(response):
@@ -287,6 +292,7 @@ class RetrievalService:
         # Embed before touching the database, so a pooled connection is never held during a provider call.
         with _stopwatch(timings, "embed"):
             query_vector = (embed_query or self._embed_query)(request.query)
+        debug("embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed)
         strategy = self._rerank_strategy(request)
         with _stopwatch(timings, "search"):
             store, candidates = self.search_chunks(
@@ -312,6 +318,13 @@ class RetrievalService:
             if request.use_hybrid
             else {}
         )
+        debug(
+            "search %s: %d candidates (%s) in %.1f ms",
+            store.name,
+            len(candidates),
+            request.fusion if request.use_hybrid else "vector only",
+            timings.search,
+        )
         ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
         kept = apply_threshold(ranked, request.grade)
         if request.min_fused_score is not None:
@@ -328,6 +341,9 @@ class RetrievalService:
             if strategy is not None and kept:
                 with _stopwatch(timings, "rerank"):
                     kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores, depth)
+                debug("rerank %s: %d chunks kept in %.1f ms", strategy, len(kept), timings.rerank)
+            else:
+                debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
             kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
         return RetrieveResponse(
@@ -411,6 +427,7 @@ class RetrievalService:
             grant=grant,
             knobs=self.knobs_for(request.search),
         )
+        debug("similarity search %s: %d chunks", store.name, len(found))
         return SimilaritySearchResponse(
             results=[_result(c) for c in found], total_results=len(found), store=store.name
         )

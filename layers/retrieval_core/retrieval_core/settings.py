@@ -174,6 +174,15 @@ class Settings(BaseSettings):
     # else in process.
     rate_limit_requests: int = Field(default=600, ge=0, le=1_000_000)
     rate_limit_window_s: int = Field(default=60, ge=1, le=3600)
+    # HTTP (issue 19). CORS of the local server (`retrieval serve`), off unless origins are listed
+    # (comma-separated, "*" for any); in AWS the HTTP API's CorsConfiguration (template parameters) applies.
+    cors_allow_origins: str = ""
+    cors_allow_methods: str = "GET,HEAD,POST,PUT,DELETE"
+    cors_allow_headers: str = "authorization,content-type,x-api-key,x-request-id"
+    cors_max_age_s: int = Field(default=600, ge=0, le=86_400)
+    # Seconds a request body may take to arrive in full; a slower one (a body shorter than its
+    # Content-Length) is answered 408 and its connection closed.
+    request_body_timeout_s: float = Field(default=10.0, gt=0)
 
     @property
     def metadata_keys_allowed(self) -> frozenset[str] | None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 
 from .. import __version__
+from ..settings import get_settings
 from .auth import ApiKeyAuth, document_api_key
 from .errors import install_error_handlers
 from .limits import BodySizeLimit
 from .rate_limit import RateLimitMiddleware
+from .request_id import REQUEST_ID_HEADER, RequestIdMiddleware
 
 
 def create_app(*routers: APIRouter) -> FastAPI:
@@ -33,10 +36,43 @@ def create_app(*routers: APIRouter) -> FastAPI:
     )
     for router in routers:
         app.include_router(router)
+    # For the Allow header of a 405 (api/errors.py), which must name the methods of every route of a path.
+    app.state.route_methods = [
+        (route.path_regex, frozenset(route.methods or ()))
+        for router in routers
+        for route in router.routes
+        if isinstance(route, APIRoute)
+    ]
     install_error_handlers(app)
-    # The last added runs first: the API key is checked, then the rate limit, before the body is read.
+    # The last added runs first: the API key is checked, then the rate limit, before the body is read;
+    # CORS preflights are answered before the API key is asked for, and every response (errors too)
+    # carries x-request-id.
     app.add_middleware(BodySizeLimit)
     app.add_middleware(RateLimitMiddleware)
     app.add_middleware(ApiKeyAuth)
+    _add_cors(app)
+    app.add_middleware(RequestIdMiddleware)
     document_api_key(app)
     return app
+
+
+def _add_cors(app: FastAPI) -> None:
+    # Off unless CORS_ALLOW_ORIGINS is set. In AWS the HTTP API's CorsConfiguration answers instead.
+    settings = get_settings()
+    origins = _listed(settings.cors_allow_origins)
+    if not origins:
+        return
+    from starlette.middleware.cors import CORSMiddleware
+
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=origins,
+        allow_methods=_listed(settings.cors_allow_methods),
+        allow_headers=_listed(settings.cors_allow_headers),
+        expose_headers=[REQUEST_ID_HEADER],
+        max_age=settings.cors_max_age_s,
+    )
+
+
+def _listed(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]

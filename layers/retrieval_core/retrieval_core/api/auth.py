@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..debug import DebugLog
 from ..exceptions import AuthenticationError, RetrievalError
 from ..grants import OPEN_GRANT, Grant, grant_from_claims
 from ..settings import get_settings
@@ -36,6 +37,7 @@ API_KEY_HEADER = "x-api-key"
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
 GRANT_STATE = "grant"
 RATE_SUBJECT_STATE = "rate_subject"
+debug = DebugLog("retrieval_core.api.auth")
 
 
 async def grant_for(scope: Scope) -> tuple[Grant, str | None]:
@@ -100,6 +102,13 @@ class ApiKeyAuth:
             state = scope.setdefault("state", {})
             state[GRANT_STATE] = grant
             state[RATE_SUBJECT_STATE] = subject
+            debug(
+                "auth: %s %r granted to %s (scopes %s)",
+                scope.get("method"),
+                scope.get("path"),
+                grant.name,
+                ",".join(sorted(grant.scopes)),
+            )
         await self.app(scope, receive, send)
 
 

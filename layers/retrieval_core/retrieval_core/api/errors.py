@@ -66,16 +66,35 @@ async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
     return retrieval_error_response(exc)
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail))
+    if exc.status_code != 405:
+        return error_response(exc.status_code, code, str(exc.detail))
+    # Starlette names only the first route matching the path; every route of the path counts.
+    allowed = _allowed_methods(request) or sorted(
+        (exc.headers or {}).get("Allow", "").replace(" ", "").split(",")
+    )
+    response = error_response(405, code, f"{request.method} is not allowed here", {"allowed": allowed})
+    response.headers["Allow"] = ", ".join(allowed)
+    return response
 
 
-async def _unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+def _allowed_methods(request: Request) -> list[str]:
+    # (path regex, methods) of every route, recorded by create_app.
+    routes = getattr(request.app.state, "route_methods", [])
+    path = request.url.path
+    return sorted({m for regex, methods in routes if regex.match(path) for m in methods})
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # Logged with its traceback for us; the caller gets no internals.
-    logger.exception("unhandled error", exc_info=exc)
-    return error_response(500, "internal_error", "internal error; the request was logged")
+    request_id = getattr(request.state, "request_id", None)
+    logger.exception("unhandled error (request %s)", request_id, exc_info=exc)
+    response = error_response(500, "internal_error", "internal error; the request was logged")
+    if request_id is not None:
+        response.headers["x-request-id"] = request_id
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -1,6 +1,8 @@
 """Wrap the app factory for API Gateway (HTTP API, payload v2) through Mangum, with Powertools.
 
-Every handler logs JSON with the API Gateway request id as correlation id, emits latency and result
+Every handler logs JSON with the request id as correlation id (the caller's `x-request-id` when usable,
+else API Gateway's request id; echoed on the response), answers a malformed event 400 `bad_request`
+instead of raising, emits latency and result
 count metrics (CloudWatch EMF), and is traced with X-Ray when the function runs with tracing on.
 Building a handler imports no ML library, no google.genai and creates no boto3 client; nothing
 connects to the database until the first request.
@@ -17,8 +19,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from fastapi import APIRouter
 from mangum import Mangum
 
+from ..exceptions import BadRequestError
+from ..lambda_events import http_event_problem
 from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
 from .app import create_app
+from .errors import retrieval_error_response
+from .request_id import REQUEST_ID_HEADER, mint_request_id, usable_request_id
 
 DATABASE_FAILURE_CODE = "database_unavailable"
 
@@ -34,6 +40,14 @@ def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
 
     def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()
+        problem = http_event_problem(event)
+        if problem is not None:
+            request_id = mint_request_id()
+            logger.set_correlation_id(request_id)
+            logger.warning("malformed event answered 400", extra={"problem": problem})
+            return bad_request(problem, request_id)
+        event = with_request_id(event)
+        logger.set_correlation_id(event["headers"][REQUEST_ID_HEADER])
         response: dict[str, Any] = asgi(event, context)
         latency_ms = (time.perf_counter() - started) * 1000.0
         status = int(response.get("statusCode", 500))
@@ -56,6 +70,28 @@ def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
         return response
 
     return instrumented(invoke, tools, correlation_id_path=correlation_paths.API_GATEWAY_HTTP, embeds=embeds)
+
+
+def with_request_id(event: dict[str, Any]) -> dict[str, Any]:
+    """`event` whose x-request-id header is the caller's usable id, else API Gateway's, else a new one."""
+    headers = event.get("headers") or {}
+    request_id = (
+        usable_request_id(headers.get(REQUEST_ID_HEADER))
+        or usable_request_id(event["requestContext"].get("requestId"))
+        or mint_request_id()
+    )
+    return {**event, "headers": {**headers, REQUEST_ID_HEADER: request_id}}
+
+
+def bad_request(problem: str, request_id: str) -> dict[str, Any]:
+    """The 400 `bad_request` response (payload 2.0) to an event that is not an HTTP API event."""
+    response = retrieval_error_response(BadRequestError(f"malformed Lambda event: {problem}"))
+    return {
+        "statusCode": response.status_code,
+        "headers": {"content-type": "application/json", REQUEST_ID_HEADER: request_id},
+        "body": bytes(response.body).decode(),
+        "isBase64Encoded": False,
+    }
 
 
 def _route_key(event: dict[str, Any]) -> str:

@@ -10,16 +10,21 @@ DOCUMENTS_MAX_BODY_BYTES. Its default is what fits Lambda's synchronous request 
 6,000,000 - 65,536 bytes of envelope = 5,934,464 bytes of body; less 20,480 bytes of JSON around the
 base64 text, 4 characters per 3 bytes leave 4,435,488 bytes (4.4 MB) of file. Larger files go
 through the documents S3 bucket, as the 413 says.
+
+The body must also arrive within REQUEST_BODY_TIMEOUT_S: a client that sends less than its
+Content-Length (or trickles) gets 408 and its connection closed, instead of holding a worker.
+In Lambda the body is already whole, so the deadline never applies.
 """
 
 from __future__ import annotations
 
 import re
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..exceptions import DocumentTooLargeError, RequestTooLargeError, RetrievalError
+from ..exceptions import DocumentTooLargeError, RequestTimeoutError, RequestTooLargeError, RetrievalError
 from ..settings import get_settings
 from .errors import retrieval_error_response
 
@@ -59,19 +64,29 @@ class BodySizeLimit:
         chunks: list[bytes] = []
         size = 0
         more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                # The client went away: let the app see the disconnect.
-                await self.app(scope, _replay([message], receive), send)
-                return
-            body = message.get("body", b"")
-            size += len(body)
-            if size > limit:
-                await _refuse(error, scope, receive, send)
-                return
-            chunks.append(body)
-            more = message.get("more_body", False)
+        with anyio.move_on_after(settings.request_body_timeout_s) as deadline:
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    # The client went away: let the app see the disconnect.
+                    await self.app(scope, _replay([message], receive), send)
+                    return
+                body = message.get("body", b"")
+                size += len(body)
+                if size > limit:
+                    await _refuse(error, scope, receive, send)
+                    return
+                chunks.append(body)
+                more = message.get("more_body", False)
+        if deadline.cancelled_caught:
+            late = RequestTimeoutError(
+                f"the request body did not arrive within {settings.request_body_timeout_s:g} s"
+                " (REQUEST_BODY_TIMEOUT_S); send the whole body its Content-Length announces"
+            )
+            response = retrieval_error_response(late)
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send)
+            return
         await self.app(
             scope,
             _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive),

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 
 from psycopg import sql
 
-from ..exceptions import InvalidRequestError
+from ..exceptions import ConflictError, InvalidRequestError
 from .connection import Connection
 
 # How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
@@ -110,10 +110,16 @@ def create_store(
 ) -> Store:
     """Create a store and its partial indexes; return the existing one if it already exists.
 
-    `text_search` must name a configuration PostgreSQL has (`text_search_config` checks that).
+    Every creator comes here, so the rule of `check_names_free` holds for all of them (409 naming the
+    clash). `text_search` must name a configuration PostgreSQL has (`text_search_config` checks that).
     """
     keys = list(allowed_metadata_keys) if allowed_metadata_keys is not None else None
     with conn.transaction():
+        lock_store_names(conn)
+        existing = find_store_named(conn, name)
+        if existing is not None:
+            return existing
+        check_names_free(conn, name, display_name)
         row = conn.execute(
             f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage,
                     allowed_metadata_keys, text_search)
@@ -257,6 +263,22 @@ def find_store_named(conn: Connection, name: str) -> Store | None:
 def lock_store_names(conn: Connection) -> None:
     """Serialise name and display-name changes until the transaction ends (two PUTs cannot both win)."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_NAMES_LOCK,))
+
+
+def check_names_free(conn: Connection, name: str, display_name: str, creating: bool = True) -> None:
+    """Refuse (ConflictError, 409) names that would make a name designate two stores.
+
+    Lookups take a store's name before its display name, so a display name equal to another store's
+    name or display name, or a name equal to another store's display name, would hide one store behind
+    another. Call with `lock_store_names` held, so two concurrent creators cannot both pass.
+    `creating`: False when `name` exists already (only its new display name is then checked).
+    """
+    if creating and name_taken(conn, name, except_store=name):
+        raise ConflictError.for_field("name", f"'{name}' is already the display name of another store")
+    if name_taken(conn, display_name, except_store=name):
+        raise ConflictError.for_field(
+            "displayName", f"'{display_name}' is already the name or display name of another store"
+        )
 
 
 def name_taken(conn: Connection, name: str, except_store: str) -> bool:

@@ -19,6 +19,7 @@ from ..db import stores as store_sql
 from ..db.connection import Connection
 from ..db.errors import database_errors
 from ..db.stores import Store
+from ..debug import DebugLog
 from ..exceptions import (
     ConflictError,
     DocumentNotFoundError,
@@ -42,6 +43,9 @@ from .writer import SourceWriter, WriteItem, again_after_deadlock
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
 _ABSENT = object()
+
+
+debug = DebugLog(__name__)
 
 
 class DocumentService:
@@ -73,15 +77,10 @@ class DocumentService:
             store_sql.lock_store_names(conn)
             store = store_sql.find_store_named(conn, name)
             display_name = definition.display_name or (store.display_name if store else name)
-            if store_sql.name_taken(conn, display_name, except_store=name):
-                raise ConflictError.for_field(
-                    "displayName", f"'{display_name}' is already the name or display name of another store"
-                )
+            store_sql.check_names_free(conn, name, display_name, creating=store is None)
             keys = definition.allowed_metadata_keys
             text_search = store_sql.text_search_config(conn, definition.text_search)
             if store is None:
-                if store_sql.name_taken(conn, name, except_store=name):
-                    raise ConflictError.for_field("name", f"'{name}' is the display name of another store")
                 store = store_sql.create_store(
                     conn,
                     name,
@@ -178,6 +177,7 @@ class DocumentService:
             check_store_name(store)
         prepared = self._prepare(source)
         [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create)
+        debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
     def write_sources(

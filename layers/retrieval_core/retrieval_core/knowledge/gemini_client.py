@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from ..aws_secrets import forget_cached_secrets
 from ..exceptions import (
+    BackendNotConfiguredError,
     ConfigurationError,
     InvalidRequestError,
     StoreNotFoundError,
@@ -41,8 +42,11 @@ DEFAULT_RETRY_AFTER_S = 5
 
 
 def api_key_from_settings(settings: Settings) -> SecretStr:
-    """GEMINI_API_KEY when set (local runs); else the key in the secret GEMINI_API_KEY_SECRET_ARN names."""
-    return gemini_key(settings).read_required()
+    """GEMINI_API_KEY when set (local runs); else the key in the secret GEMINI_API_KEY_SECRET_ARN names.
+
+    Neither configured: BackendNotConfiguredError (501), the Gemini backend is absent from this deployment.
+    """
+    return gemini_key(settings).read_required(BackendNotConfiguredError)
 
 
 class GeminiCaller:
@@ -101,10 +105,19 @@ class GeminiCaller:
         self._clients.forget()
         forget_cached_secrets()
 
-    def call(self, operation: str, call: Callable[[Client], T], *, store: str | None = None) -> T:
+    def call(
+        self,
+        operation: str,
+        call: Callable[[Client], T],
+        *,
+        store: str | None = None,
+        blame: Callable[[str], str | None] | None = None,
+    ) -> T:
         """Run `call(client)`; 429, 5xx and transport errors are retried with backoff and jitter.
 
         `store` names the store a 404 is about (StoreNotFoundError); without it a 404 is an upstream error.
+        `blame(message)` names the caller's field a Gemini 400 is about (a 422 naming it); a 400 it
+        blames on no field is a fault in our request, a 502.
         """
         import httpx
         from google.genai import errors
@@ -121,7 +134,7 @@ class GeminiCaller:
                     "gemini %s: HTTP %s after %.1f ms (attempt %d)", operation, exc.code, elapsed_ms, attempt
                 )
                 if exc.code not in RETRYABLE_STATUSES:
-                    raise self._error_for(operation, exc, store) from exc
+                    raise self._error_for(operation, exc, store, blame) from exc
                 retry_after = _retry_after_s(exc)
                 last: str = f"HTTP {exc.code} {exc.status or ''}".strip()
             except httpx.TransportError as exc:
@@ -139,7 +152,13 @@ class GeminiCaller:
             retry_after_s=max(1, math.ceil(retry_after)) if retry_after else DEFAULT_RETRY_AFTER_S,
         )
 
-    def _error_for(self, operation: str, exc: APIError, store: str | None) -> Exception:
+    def _error_for(
+        self,
+        operation: str,
+        exc: APIError,
+        store: str | None,
+        blame: Callable[[str], str | None] | None,
+    ) -> Exception:
         if key_rejected(exc):
             self.forget_client()
             return UpstreamAuthError(
@@ -150,10 +169,16 @@ class GeminiCaller:
         if exc.code == 404 and store is not None:
             return StoreNotFoundError(store)
         message = self._redacted(str(exc.message or exc.status or ""))[:MAX_DETAIL_CHARS]
-        if exc.code == 400:
+        field = blame(message) if blame is not None and exc.code == 400 else None
+        if field is not None:
             # e.g. a metadataFilter in a syntax Gemini refuses: the caller can fix it.
-            return InvalidRequestError(
-                f"the Gemini API refused the request: {message}", {"operation": operation, "status": 400}
+            return InvalidRequestError.for_field(
+                field, f"the Gemini API refused it: {message}", "upstream_refused"
+            )
+        if exc.code == 400:
+            return UpstreamError(
+                f"the Gemini API refused our request (HTTP 400): {message}",
+                {"operation": operation, "status": 400},
             )
         return UpstreamError(
             f"the Gemini API answered HTTP {exc.code} {exc.status or ''}: {message}".strip(),

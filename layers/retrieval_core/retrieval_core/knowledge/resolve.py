@@ -1,10 +1,14 @@
-"""Store-name resolution in seed 000's order, for Gemini File Search stores and for our pgvector stores.
+"""Store-name resolution, for Gemini File Search stores and for our pgvector stores.
 
-1. the cache; 2. every store (all pages), matched by display name; 3. an exact match on the full name;
+1. the cache; 2. an exact match on the full name; 3. every store (all pages), matched by display name;
 4. a match on `fileSearchStores/{name}`; 5. the fallback `fileSearchStores/{name}`.
 
-pgvector stores have no `fileSearchStores/` namespace, so for them steps 4 and 5 do not apply: a name
-nothing matches is a 404. Resolutions are cached for an hour, except the fallback (see docs/gemini.md).
+Names come before display names, as on every other path (retrieve, search, documents, CLI, queue):
+seed 000 looked at display names first, so a display name equal to another store's name made resolve
+and retrieve answer different stores. pgvector stores are looked up with the same SQL as retrieve
+(`db.stores.find_store`) and have no `fileSearchStores/` namespace, so for them steps 4 and 5 do not
+apply: a name nothing matches is a 404. Resolutions are cached for an hour, except the fallback (see
+docs/gemini.md).
 """
 
 from __future__ import annotations
@@ -32,14 +36,14 @@ class StoreEntry:
 def match_store(name: str, stores: Sequence[StoreEntry], backend: Backend) -> ResolvedStore | None:
     """Steps 2 to 5 over a complete listing. Pure. None: nothing matched (pgvector only)."""
     for store in stores:
-        if store.display_name is not None and store.display_name == name:
-            return ResolvedStore(
-                name=store.name, display_name=store.display_name, resolved_by="displayName", backend=backend
-            )
-    for store in stores:
         if store.name == name:
             return ResolvedStore(
                 name=store.name, display_name=store.display_name, resolved_by="name", backend=backend
+            )
+    for store in stores:
+        if store.display_name is not None and store.display_name == name:
+            return ResolvedStore(
+                name=store.name, display_name=store.display_name, resolved_by="displayName", backend=backend
             )
     if backend != "gemini":
         return None
@@ -58,10 +62,12 @@ class StoreResolver:
     """Resolves display names, short names and full names of one backend's stores, through the cache."""
 
     def __init__(
-        self, backend: Backend, list_stores: Callable[[], list[StoreEntry]], cache: JsonCache
+        self, backend: Backend, candidates: Callable[[str], list[StoreEntry]], cache: JsonCache
     ) -> None:
+        """`candidates(name)`: the stores `name` may designate (Gemini: all of them; pgvector: the one
+        `find_store` gives, so both backends apply `match_store`'s order)."""
         self.backend = backend
-        self._list_stores = list_stores
+        self._candidates = candidates
         self._cache = cache
 
     def resolve(self, name: str) -> ResolvedStore:
@@ -78,7 +84,7 @@ class StoreResolver:
                 backend=self.backend,
             )
         debug("resolve %r (%s): cache miss (key %s); listing stores", name, self.backend, key)
-        stores = self._list_stores()
+        stores = self._candidates(name)
         debug("resolve %r (%s): %d stores listed", name, self.backend, len(stores))
         resolved = match_store(name, stores, self.backend)
         if resolved is None:

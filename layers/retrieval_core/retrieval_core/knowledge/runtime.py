@@ -17,9 +17,11 @@ _lock = threading.Lock()
 _service: KnowledgeService | None = None
 
 
-def _list_pgvector_stores() -> list[StoreEntry]:
-    with database_errors("listing stores"), get_service().database.connection() as conn:
-        return [StoreEntry(s.name, s.display_name) for s in repository.list_stores(conn)]
+def _find_pgvector_store(name: str) -> list[StoreEntry]:
+    # The one rule of every path (name, then display name): resolve answers what retrieve would search.
+    with database_errors("looking up the store"), get_service().database.connection() as conn:
+        store = repository.find_store(conn, name)
+    return [StoreEntry(store.name, store.display_name)] if store else []
 
 
 def get_knowledge_service() -> KnowledgeService:
@@ -34,7 +36,7 @@ def get_knowledge_service() -> KnowledgeService:
                     build_cache(settings),
                     default_model=settings.gemini_model,
                     page_size=settings.gemini_store_page_size,
-                    list_pgvector_stores=_list_pgvector_stores,
+                    find_pgvector_store=_find_pgvector_store,
                     allowed_metadata_keys=settings.metadata_keys_allowed,
                 )
     return _service

@@ -44,7 +44,7 @@ class KnowledgeService:
         *,
         default_model: str,
         page_size: int,
-        list_pgvector_stores: Callable[[], list[StoreEntry]] | None = None,
+        find_pgvector_store: Callable[[str], list[StoreEntry]] | None = None,
         allowed_metadata_keys: frozenset[str] | None = None,
     ) -> None:
         self.caller = caller
@@ -52,9 +52,9 @@ class KnowledgeService:
         self.cache = cache
         self.default_model = default_model
         self.page_size = page_size
-        self.gemini_stores = StoreResolver(BACKEND, self._list_gemini_stores, cache.stores)
+        self.gemini_stores = StoreResolver(BACKEND, lambda _: self._list_gemini_stores(), cache.stores)
         self.pgvector_stores = (
-            StoreResolver("pgvector", list_pgvector_stores, cache.stores) if list_pgvector_stores else None
+            StoreResolver("pgvector", find_pgvector_store, cache.stores) if find_pgvector_store else None
         )
 
     # Resolution.
@@ -252,7 +252,7 @@ class KnowledgeService:
             return raw or ""
 
         started = time.perf_counter()
-        raw = self.caller.call("generateContent", generate, store=store)
+        raw = self.caller.call("generateContent", generate, store=store, blame=_blame(metadata_filter))
         debug(
             "generateContent on %s: %d bytes in %.1f ms",
             store,
@@ -260,6 +260,14 @@ class KnowledgeService:
             (time.perf_counter() - started) * 1000,
         )
         return parse_generate_response(raw)
+
+
+def _blame(metadata_filter: str | None) -> Callable[[str], str | None]:
+    # Gemini's 400 names no field; a message about a filter is about the caller's, when one was sent.
+    def field(message: str) -> str | None:
+        return "metadataFilter" if metadata_filter and "filter" in message.lower() else None
+
+    return field
 
 
 def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | None]:
