@@ -168,6 +168,15 @@ class Settings(BaseSettings):
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     chunk_overlap: int = Field(default=150, ge=0)
 
+    # Issue 19: bounded query cost (README "Bounded cost"). A search's statements have their own timeout,
+    # shorter for the expensive kinds (cost.py says which), which also run at most
+    # EXPENSIVE_SEARCH_CONCURRENCY at a time per process; a request waits at most DB_POOL_WAIT_MS for a
+    # connection (or an expensive slot) before a 503 `overloaded`.
+    search_statement_timeout_ms: int = Field(default=5_000, ge=100, le=28_000)
+    expensive_search_statement_timeout_ms: int = Field(default=2_000, ge=100, le=28_000)
+    expensive_search_concurrency: int = Field(default=2, ge=1)
+    db_pool_wait_ms: int = Field(default=500, ge=10, le=30_000)
+
     @property
     def metadata_keys_allowed(self) -> frozenset[str] | None:
         """ALLOWED_METADATA_KEYS as a set; None when unset (every key allowed)."""
