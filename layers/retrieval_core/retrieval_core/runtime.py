@@ -14,7 +14,7 @@ from .db.connection import Database, PooledConnections, SingleConnection
 from .db.errors import database_errors
 from .db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
 from .db.schema import schema_version
-from .embeddings import get_embedder
+from .embeddings import Embedder, get_embedder
 from .exceptions import ConfigurationError, SchemaNotReadyError
 from .runtime_env import in_lambda
 from .service import Rerankers, RetrievalService
@@ -227,3 +227,9 @@ def reset_service() -> None:
             _database.close()
         _service = None
         _database = None
+
+
+def current_embedder() -> Embedder:
+    """The embedder requests use: the built service's, else the one it will be built with."""
+    service = _service
+    return service.embedder if service is not None else get_embedder()
