@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
-import string
-
+from bench.query_cost import negated_terms
 from retrieval_core.keyword_query import MAX_KEYWORD_TERMS, NO_KEYWORD_TERM, normalise_keyword_query
-
-
-def negated_terms(count: int) -> str:
-    """The issue's attack: `-ab -ac ...`, 1,600 of them in 7,323 characters."""
-    letters = string.ascii_lowercase
-    two = ["-" + a + b for a, b in itertools.product(letters, repeat=2)]
-    three = ["-" + "".join(t) for t in itertools.product(letters, repeat=3)]
-    return " ".join((two + three)[:count])
 
 
 def test_an_ordinary_question_is_sent_as_it_is() -> None:

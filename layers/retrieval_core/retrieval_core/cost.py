@@ -1,13 +1,14 @@
 """Which retrieves are expensive, and the per-process limit on how many of them run at once.
 
-Pure: no database client. Measured on msmarco-5k (5,001 chunks, 2 shared cores, other work running;
-docs/benchmarks.md, "Bounded cost"): the search step of a retrieve takes about 2 ms dense, 9 ms
-hybrid on a 6-word question, 37 ms hybrid on 64 words, 30 ms hybrid 50 deep, 30-60 ms MMR 50 deep
-(it reads 50 stored vectors); the local model embeds a 29-character query in 3 ms and one of 6,400
-characters (cut at 256 tokens) in 42 ms. So a keyword side of many terms, a deep MMR and a long query
-each cost 5-30 times an ordinary retrieve; those, and whole batches (up to 20 searches and their
-embeddings in one request), are the expensive kinds: they get a shorter statement timeout and at
-most EXPENSIVE_SEARCH_CONCURRENCY slots.
+Pure: no database client. Measured with `python -m bench.query_cost` on msmarco-5k (5,001 chunks;
+2 shared cores under other work, so orders of magnitude only; docs/benchmarks.md, "Noisy
+neighbours"): the search step takes 3-6 ms dense, 24-40 ms hybrid with 6 to 16 words (up to 16
+keyword terms cost what a typical hybrid question does), about twice that with 64 words; a whole
+MMR 50-deep retrieve takes 5-10 times a dense one (MMR runs in Python); the local model embeds a
+query of 8,000 characters (cut at 256 tokens) in 11-15 times a short question's time. So many
+keyword terms, a deep MMR and a long query are the expensive kinds, with whole batches (up to 20
+searches and their embeddings in one request): they get a shorter statement timeout and at most
+EXPENSIVE_SEARCH_CONCURRENCY slots.
 """
 
 from __future__ import annotations
