@@ -142,14 +142,17 @@ def test_a_query_of_stopwords_only_skips_the_keyword_scan_with_a_warning(client:
     assert any(r["keywordScore"] for r in real["results"])
 
 
-def test_a_long_query_is_cut_to_its_first_64_keyword_terms_and_says_so(client: TestClient) -> None:
+def test_a_long_query_is_cut_to_its_first_64_keyword_terms_says_so_and_is_cached(client: TestClient) -> None:
     query = " ".join(f"{WORDS[i % len(WORDS)]}" for i in range(100))
-    answer = client.post(
-        RETRIEVE, json={"query": query, "grade": 0.0, "useHybrid": True, "cacheTTLms": 0}
-    ).json()
-    assert answer["pipeline"]["warnings"] == [
+    body = {"query": query, "grade": 0.0, "useHybrid": True, "cacheTTLms": 60_000}
+    first = client.post(RETRIEVE, json=body)
+    assert first.json()["pipeline"]["warnings"] == [
         "the keyword search used the first 64 terms of the query (36 more were left out)"
     ]
+    # A note on the query, not a degraded answer: the same request is answered from the cache.
+    again = client.post(RETRIEVE, json=body)
+    assert (first.headers["X-Cache"], again.headers["X-Cache"]) == ("miss", "hit")
+    assert again.json() == first.json()
 
 
 def test_a_search_runs_under_its_own_statement_timeout_shorter_for_the_expensive_kinds(
@@ -247,4 +250,6 @@ def test_eight_expensive_clients_never_fail_eight_ordinary_ones(small_timeouts: 
     # The attackers are answered too, or told to come back: never a 500.
     assert set(attack_answers) <= {"200 ok", "503 overloaded", "503 query_timeout"}, attack_answers
     assert attack_answers.get("200 ok", 0) > 0
+    # The expensive slots engaged: some attackers were told to come back (ordinary clients never were).
+    assert attack_answers.get("503 overloaded", 0) > 0
     assert health.status_code == 200, health.text

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from bench.query_cost import negated_terms
-from retrieval_core.keyword_query import MAX_KEYWORD_TERMS, NO_KEYWORD_TERM, normalise_keyword_query
+from retrieval_core.keyword_query import (
+    MAX_KEYWORD_TERMS,
+    NO_KEYWORD_TERM,
+    is_keyword_note,
+    normalise_keyword_query,
+)
 
 
 def test_an_ordinary_question_is_sent_as_it_is() -> None:
@@ -47,3 +52,10 @@ def test_the_dev_sets_longest_question_keeps_every_word() -> None:
     # scifact's longest query has 29 words; MAX_KEYWORD_TERMS leaves real questions whole.
     question = " ".join(f"word{i}" for i in range(29))
     assert normalise_keyword_query(question).text == question
+
+
+def test_only_the_notes_of_this_module_count_as_notes() -> None:
+    cut = normalise_keyword_query(" ".join(f"w{i}" for i in range(70))).warning
+    assert cut is not None and is_keyword_note(cut)
+    assert is_keyword_note(NO_KEYWORD_TERM)
+    assert not is_keyword_note("reranker 'bge' failed (timeout); results keep search order")

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 MAX_KEYWORD_TERMS = 64
+CUT_PREFIX = "the keyword search used the first"
 NO_KEYWORD_TERM = (
     "the query has no word to search for by keyword (only exclusions, stopwords or punctuation): the "
     "keyword list is empty, so the results are the vector search's"
@@ -81,8 +82,11 @@ def normalise_keyword_query(query: str, max_terms: int = MAX_KEYWORD_TERMS) -> K
     while kept and _is_or(kept[-1]):
         kept.pop()
     warning = (
-        f"the keyword search used the first {max_terms} terms of the query ({dropped} more were left out)"
-        if dropped
-        else None
+        f"{CUT_PREFIX} {max_terms} terms of the query ({dropped} more were left out)" if dropped else None
     )
     return KeywordQuery(" ".join(kept), terms, warning)
+
+
+def is_keyword_note(warning: str) -> bool:
+    """Whether `warning` only says how the keyword query was bounded (the same every time, not a failure)."""
+    return warning == NO_KEYWORD_TERM or warning.startswith(CUT_PREFIX)

@@ -35,7 +35,7 @@ from .filters import TRUE, MetadataValue, Predicate, check_keys, document_ids_in
 from .fusion import fuse
 from .grants import Grant
 from .index_knobs import IndexKnobs, IterativeScan
-from .keyword_query import NO_KEYWORD_TERM, KeywordQuery, normalise_keyword_query
+from .keyword_query import NO_KEYWORD_TERM, KeywordQuery, is_keyword_note, normalise_keyword_query
 from .models import (
     BatchItem,
     ChunkResult,
@@ -569,8 +569,13 @@ def _result(
 
 
 def _complete(response: RetrieveResponse | SimilaritySearchResponse) -> bool:
-    """False for an answer a failing stage degraded: it is not cached, so the next request tries again."""
-    return not (isinstance(response, RetrieveResponse) and response.pipeline.warnings)
+    """False for an answer a failing stage degraded: it is not cached, so the next request tries again.
+
+    A note on how the keyword query was bounded is no failure: the same request gets it every time.
+    """
+    if not isinstance(response, RetrieveResponse):
+        return True
+    return all(is_keyword_note(warning) for warning in response.pipeline.warnings)
 
 
 # The metric each stage's time is reported as (the stack's dashboard plots them).
