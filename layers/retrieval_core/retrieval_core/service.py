@@ -481,16 +481,21 @@ class RetrievalService:
         An `expensive` search (cost.py) runs with the shorter statement timeout, in one of the
         process's few expensive slots (none free within the wait: 503 `overloaded`).
         """
-        if expensive:
-            with self.expensive_slots.hold():
-                return self._search_chunks(
-                    store_name, query_vector, limit, where, grant, embedded_by, query_text,
-                    with_embeddings, knobs, self.expensive_statement_timeout_ms, warnings,
-                )  # fmt: skip
-        return self._search_chunks(
-            store_name, query_vector, limit, where, grant, embedded_by, query_text,
-            with_embeddings, knobs, self.search_statement_timeout_ms, warnings,
-        )  # fmt: skip
+        timeout_ms = self.expensive_statement_timeout_ms if expensive else self.search_statement_timeout_ms
+        with self.expensive_slots.hold() if expensive else nullcontext():
+            return self._search_chunks(
+                store_name,
+                query_vector,
+                limit,
+                where,
+                grant,
+                embedded_by=embedded_by,
+                query_text=query_text,
+                with_embeddings=with_embeddings,
+                knobs=knobs,
+                statement_timeout_ms=timeout_ms,
+                warnings=warnings,
+            )
 
     def _search_chunks(
         self,
@@ -499,6 +504,7 @@ class RetrievalService:
         limit: int,
         where: Predicate,
         grant: Grant,
+        *,
         embedded_by: str | None,
         query_text: str | None,
         with_embeddings: bool,
