@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -97,6 +97,10 @@ bench-hybrid: $(VENV)/.dev-installed
 
 bench-load: $(VENV)/.dev-installed
 	$(BIN)/python -m bench.load $(ARGS)
+
+# Issue 19: ordinary retrieves' p99 alone and while 8 clients send the most expensive requests.
+bench-noisy: $(VENV)/.dev-installed
+	$(BIN)/python -m bench.load --noisy --clients 8 --seconds 20 $(ARGS)
 
 # Documents and chunks per second through the CLI, the HTTP API and S3 (Markdown and PDF files made
 # from msmarco-5k), and S3 put -> searchable; on an embedded PostgreSQL of its own, deleted afterwards.

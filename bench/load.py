@@ -6,6 +6,15 @@ runs 32 concurrent clients for 60 s on each endpoint: similarity search (the 50 
 computed beforehand) and retrieve (the 50 query texts, embedded by the server). Caching is off
 (`cacheTTLms: 0`), so every request reaches PostgreSQL. Prints throughput, p50, p99 and the error count
 as a markdown table. Any error makes the exit status 1.
+
+`--noisy` (issue 19, `make bench-noisy`): the noisy-neighbour scenario instead. 8 clients send ordinary
+retrieves (the 50 query texts, top-10, dense) for `--seconds` alone, then again while 8 other clients
+send the most expensive valid requests we could construct (tests/integration/test_bounded_cost.py:
+1,600 negated words, 8,000 characters of hybrid 50 deep with MMR 50, a batch of 20 of those, and
+the dearest request below the "expensive" line). Prints the ordinary clients' p99 under attack as a
+ratio to their p99 alone, and what the attackers were answered. Run once with the service's defaults
+and once with EXPENSIVE_SEARCH_CONCURRENCY=1000 (no slot limit), to show what the slots do. Any
+error of an ordinary client makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -39,8 +48,8 @@ class Run:
     errors: list[str] = field(default_factory=list)
 
 
-def start_server(dsn: str, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DATABASE_URL": dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+def start_server(dsn: str, port: int, **extra_env: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DATABASE_URL": dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **extra_env}
     # Access logs off: 32 clients would spend the server's CPU on printing.
     code = (
         "import uvicorn; from retrieval_core.api.app import create_app; "
@@ -110,10 +119,107 @@ async def drive(
     return run
 
 
+async def attack(
+    base: str, bodies: list[tuple[str, dict[str, Any]]], clients: int, stop: asyncio.Event
+) -> dict[str, int]:
+    """`clients` loops sending `bodies` until `stop`; how many answers of each status and code."""
+    import httpx
+
+    answers: dict[str, int] = {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60.0) as client:
+
+        async def loop(worker: int) -> None:
+            path, body = bodies[worker % len(bodies)]
+            while not stop.is_set():
+                try:
+                    response = await client.post(path, json=body)
+                except httpx.HTTPError as exc:
+                    label = type(exc).__name__
+                else:
+                    ok = response.status_code == 200
+                    label = f"{response.status_code} {'ok' if ok else response.json()['error']['code']}"
+                answers[label] = answers.get(label, 0) + 1
+
+        await asyncio.gather(*(loop(w) for w in range(clients)))
+    return answers
+
+
+async def under_attack(
+    base: str,
+    bodies: list[dict[str, Any]],
+    attackers: list[tuple[str, dict[str, Any]]],
+    clients: int,
+    seconds: float,
+) -> tuple[Run, dict[str, int]]:
+    """The ordinary clients' run while `clients` attackers send `attackers`."""
+    stop = asyncio.Event()
+    attacking = asyncio.create_task(attack(base, attackers, clients, stop))
+    await asyncio.sleep(1.0)  # the attack is under way before the clock starts
+    run = await drive(base, "retrieve under attack", RETRIEVE, bodies, clients, seconds)
+    stop.set()
+    return run, await attacking
+
+
+def noisy_neighbour(dsn: str, clients: int, seconds: float) -> None:
+    """The noisy-neighbour scenario (module docstring); prints its table."""
+    from tests.integration.test_bounded_cost import expensive_bodies
+
+    queries = list(load_queries().values())
+    bodies = [
+        {"query": q, "grade": 0.0, "similarityTopK": 10, "store": STORE, "cacheTTLms": 0} for q in queries
+    ]
+    attackers = expensive_bodies(STORE)
+    rows = []
+    failed = False
+    for label, env in (
+        ("defaults (2 expensive slots)", {}),
+        ("no slot limit", {"EXPENSIVE_SEARCH_CONCURRENCY": "1000"}),
+    ):
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = start_server(dsn, port, **env)
+        try:
+            asyncio.run(wait_ready(base, server))
+            alone = asyncio.run(drive(base, "retrieve alone", RETRIEVE, bodies, clients, seconds))
+            attacked, answers = asyncio.run(under_attack(base, bodies, attackers, clients, seconds))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        failed = failed or bool(alone.errors or attacked.errors)
+        rows.append((label, alone, attacked, answers))
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    print(f"machine: {machine()}")
+    print(
+        f"command: make bench-noisy ({clients} ordinary clients x {seconds:.0f} s alone, then with {clients} "
+        f"attackers; store {STORE}, ordinary = retrieve top-10 dense, cacheTTLms 0, one uvicorn process)"
+    )
+    print()
+    print(
+        "| server | ordinary p50 alone / attacked (ms) | ordinary p99 alone / attacked (ms) | p99 ratio "
+        "| ordinary requests (errors) alone / attacked | attackers' answers |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label, alone, attacked, answers in rows:
+        p99_alone, p99_attacked = percentile(alone.latencies_ms, 99), percentile(attacked.latencies_ms, 99)
+        answered = ", ".join(f"{k}: {v}" for k, v in sorted(answers.items()))
+        print(
+            f"| {label} | {median(alone.latencies_ms):.1f} / {median(attacked.latencies_ms):.1f} "
+            f"| {p99_alone:.1f} / {p99_attacked:.1f} | {p99_attacked / p99_alone:.2f}x "
+            f"| {len(alone.latencies_ms)} ({len(alone.errors)}) / {len(attacked.latencies_ms)} "
+            f"({len(attacked.errors)}) | {answered} |"
+        )
+    if failed:
+        errors = [e for _, alone, attacked, _ in rows for e in alone.errors + attacked.errors]
+        print("\nfirst errors:", *errors[:5], sep="\n  ")
+        sys.exit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--noisy", action="store_true", help="the noisy-neighbour scenario (issue 19)")
     args = parser.parse_args()
 
     from retrieval_core.runtime import database_conninfo, get_service
@@ -122,6 +228,9 @@ def main() -> None:
     ensure_corpus(fresh=False)  # ingests msmarco-5k through `retrieval ingest` when it is missing
     service = get_service()
     dsn = database_conninfo(get_settings())  # the embedded server this process started
+    if args.noisy:
+        noisy_neighbour(dsn, args.clients, args.seconds)
+        return
     queries = list(load_queries().values())
     vectors = service.embedder.embed(queries, "query")
     retrieve_bodies = [

@@ -729,8 +729,10 @@ def test_secret_credentials_recover_after_rotation_and_never_leak(
     )
     failed, recovered = run.bodies()
     assert run.responses[0]["statusCode"] == 500
-    assert failed["error"]["code"] == "database_unavailable"
-    assert "could not reach PostgreSQL" in failed["error"]["message"]
+    # A role the server does not know (SQLSTATE 28000): credentials refused, not an outage (issue 19).
+    assert failed["error"]["code"] == "database_misconfigured"
+    assert "refused this service's credentials or database" in failed["error"]["message"]
+    assert "rotated_away" not in failed["error"]["message"]
     # The failure made the instance drop its connection and cached secret: the fix applies at once.
     assert run.responses[1]["statusCode"] == 200
     check_similarity_search(200, recovered)

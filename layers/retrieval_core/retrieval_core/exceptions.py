@@ -79,6 +79,8 @@ class DatabaseUnavailableError(RetrievalError):
 
     status_code = 500
     code = "database_unavailable"
+    # An outage: a restarted or failed-over server takes seconds to accept connections again.
+    retry_after_s: int | None = 5
 
 
 class SchemaNotReadyError(RetrievalError):
@@ -118,6 +120,7 @@ class MigrationError(DatabaseUnavailableError):
     """
 
     code = "migration_failed"
+    retry_after_s = None
 
 
 class MigrationTimeoutError(MigrationError):
@@ -444,3 +447,40 @@ class RequestTimeoutError(RetrievalError):
 
     status_code = 408
     code = "request_timeout"
+
+
+# Issue 19: cost and cause
+
+
+class QueryTimeoutError(RetrievalError):
+    """A search ran into its statement timeout (SQLSTATE 57014). Under load, a retry may succeed."""
+
+    status_code = 503
+    code = "query_timeout"
+    retry_after_s = 1
+
+
+class DatabaseMisconfiguredError(DatabaseUnavailableError):
+    """PostgreSQL refused this service's credentials or database (SQLSTATE classes 28, 3D, or 42501).
+
+    Retrying does not help: an operator must fix DATABASE_URL or the credentials secret.
+    """
+
+    status_code = 500
+    code = "database_misconfigured"
+    retry_after_s = None
+
+
+class DatabaseStorageFullError(DatabaseUnavailableError):
+    """PostgreSQL is out of disk (SQLSTATE 53100). 507: the request was fine, the server cannot store."""
+
+    status_code = 507
+    code = "database_storage_full"
+    retry_after_s = None
+
+
+class UpstreamTimeoutError(RetrievalError):
+    """An upstream service (embedding provider, Gemini) did not answer within its timeout."""
+
+    status_code = 504
+    code = "upstream_timeout"

@@ -7,6 +7,7 @@ embedding provider or reads a secret: load balancers and uptime checks call it e
 from __future__ import annotations
 
 import importlib.util
+import threading
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,6 +15,7 @@ from . import runtime
 from .db.errors import database_errors
 from .db.migrations import SCHEMA_VERSION
 from .db.schema import PGVECTOR_MINIMUM, at_least, pgvector_version, schema_version
+from .embeddings import Embedder
 from .embeddings.keys import embedder_configuration_problem
 from .exceptions import DatabaseOverloadedError, DatabaseUnavailableError, RetrievalError
 from .models import EmbedderCheck, HealthCheck, HealthChecks, HealthResponse, PgvectorCheck, SchemaCheck
@@ -117,22 +119,45 @@ def check_embedder(settings: Settings) -> EmbedderCheck:
 
 
 def _check_local_model() -> EmbedderCheck:
-    from .embeddings import get_embedder
     from .embeddings.local import MODEL_PACKAGE, RUNTIME_MODULES
 
-    embedder = get_embedder()
+    embedder = runtime.current_embedder()
     loaded = bool(getattr(embedder, "loaded", False))
-    runtime: LocalRuntime = getattr(embedder, "runtime", DEFAULT_LOCAL_RUNTIME)
+    model_runtime: LocalRuntime = getattr(embedder, "runtime", DEFAULT_LOCAL_RUNTIME)
     model_dir = getattr(embedder, "model_dir", None)
-    modules = RUNTIME_MODULES[runtime] + (() if model_dir is not None else (MODEL_PACKAGE,))
+    modules = RUNTIME_MODULES[model_runtime] + (() if model_dir is not None else (MODEL_PACKAGE,))
     if not loaded and not all(importlib.util.find_spec(name) for name in modules):
-        install = "make install-torch" if runtime == "torch" else "make install-local"
+        install = "make install-torch" if model_runtime == "torch" else "make install-local"
         reason = (
-            f"the local model or its runtime ({runtime}) is not installed: {install}, or set "
+            f"the local model or its runtime ({model_runtime}) is not installed: {install}, or set "
             "EMBEDDING_PROVIDER to openai, gemini or bedrock"
         )
         return EmbedderCheck(status="failed", reason=reason, provider="local", model=embedder.model)
     if not loaded and model_dir is not None and not model_dir.is_dir():
         reason = f"LOCAL_MODEL_DIR {model_dir} is not a folder"
         return EmbedderCheck(status="failed", reason=reason, provider="local", model=embedder.model)
+    failure = _local_model_failure(embedder)
+    if failure is not None:
+        return EmbedderCheck(
+            status="failed", reason=failure, provider="local", model=embedder.model, loaded=loaded
+        )
     return EmbedderCheck(status="ok", provider="local", model=embedder.model, loaded=loaded)
+
+
+# Embedders that produced one tiny embedding for a probe: each is tried once per process, not per probe.
+_VERIFIED: set[int] = set()
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _local_model_failure(embedder: Embedder) -> str | None:
+    """Why the local model failed at its last load or embedding; a loaded model embeds one word, once."""
+    if getattr(embedder, "loaded", False) and id(embedder) not in _VERIFIED:
+        with _VERIFIED_LOCK:
+            if id(embedder) not in _VERIFIED:
+                try:
+                    embedder.embed(["health"], "query")
+                except RetrievalError as exc:
+                    return exc.message
+                _VERIFIED.add(id(embedder))
+    failure = getattr(embedder, "failure", None)
+    return failure if isinstance(failure, str) else None

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 from .cache.backends import DynamoDBBackend, MemoryBackend
 from .cache.json_cache import JsonCache
 from .cache.search_cache import SearchCache
+from .cost import ExpensiveSlots
 from .db.connection import Database, PooledConnections, SingleConnection
 from .db.errors import database_errors
 from .db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
 from .db.schema import schema_version
-from .embeddings import get_embedder
+from .embeddings import Embedder, get_embedder
 from .exceptions import ConfigurationError, SchemaNotReadyError
 from .runtime_env import in_lambda
 from .service import Rerankers, RetrievalService
@@ -66,6 +67,7 @@ def build_database(settings: Settings, conninfo: str) -> Database:
         settings.db_pool_max_size,
         settings.db_connect_timeout_s,
         settings.db_statement_timeout_ms,
+        pool_wait_s=settings.db_pool_wait_ms / 1000,
     )
 
 
@@ -130,6 +132,11 @@ def get_service() -> RetrievalService:
                     iterative_scan=settings.hnsw_iterative_scan,
                     max_scan_tuples=settings.hnsw_max_scan_tuples,
                     exact_search_max_rows=settings.exact_search_max_rows,
+                    search_statement_timeout_ms=settings.search_statement_timeout_ms,
+                    expensive_statement_timeout_ms=settings.expensive_search_statement_timeout_ms,
+                    expensive_slots=ExpensiveSlots(
+                        settings.expensive_search_concurrency, settings.db_pool_wait_ms / 1000
+                    ),
                 )
     return _service
 
@@ -220,3 +227,9 @@ def reset_service() -> None:
             _database.close()
         _service = None
         _database = None
+
+
+def current_embedder() -> Embedder:
+    """The embedder requests use: the built service's, else the one it will be built with."""
+    service = _service
+    return service.embedder if service is not None else get_embedder()

@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -16,6 +16,7 @@ from . import metrics
 from .cache.json_cache import CacheStatus
 from .cache.keys import search_key
 from .cache.search_cache import SearchCache, StoreRef
+from .cost import ExpensiveSlots, is_expensive
 from .db import repository
 from .db.connection import Connection, Database
 from .db.errors import database_errors
@@ -35,6 +36,7 @@ from .filters import TRUE, MetadataValue, Predicate, check_keys, document_ids_in
 from .fusion import fuse
 from .grants import Grant
 from .index_knobs import IndexKnobs, IterativeScan
+from .keyword_query import NO_KEYWORD_TERM, KeywordQuery, is_keyword_note, normalise_keyword_query
 from .models import (
     BatchItem,
     ChunkResult,
@@ -89,6 +91,9 @@ class RetrievalService:
         iterative_scan: IterativeScan = "relaxed_order",
         max_scan_tuples: int = 20_000,
         exact_search_max_rows: int = 20_000,
+        search_statement_timeout_ms: int | None = None,
+        expensive_statement_timeout_ms: int | None = None,
+        expensive_slots: ExpensiveSlots | None = None,
     ) -> None:
         self.database = database
         self.embedder = embedder
@@ -99,6 +104,10 @@ class RetrievalService:
         self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
         self.exact_search_max_rows = exact_search_max_rows
         self.filter_sizes = FilterSizes()
+        # None: the connection's own statement timeout (DB_STATEMENT_TIMEOUT_MS).
+        self.search_statement_timeout_ms = search_statement_timeout_ms
+        self.expensive_statement_timeout_ms = expensive_statement_timeout_ms or search_statement_timeout_ms
+        self.expensive_slots = expensive_slots or ExpensiveSlots(limit=2, wait_s=0.5)
 
     @property
     def ef_search(self) -> int:
@@ -177,6 +186,13 @@ class RetrievalService:
                 )
                 continue
             requests.append(parsed)
+        # A batch is one expensive request: its searches and embeddings run under one slot.
+        with self.expensive_slots.hold():
+            return self._retrieve_batch(requests, grant)
+
+    def _retrieve_batch(
+        self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant
+    ) -> list[BatchItem]:
         vectors = QueryVectors([r.query for r in requests if isinstance(r, RetrieveRequest)])
 
         def embed(query: str) -> list[float]:
@@ -289,23 +305,48 @@ class RetrievalService:
         depth: int | None = None,
     ) -> RetrieveResponse:
         timings = Timings()
-        # Embed before touching the database, so a pooled connection is never held during a provider call.
-        with _stopwatch(timings, "embed"):
-            query_vector = (embed_query or self._embed_query)(request.query)
-        debug("embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed)
+        warnings: list[str] = []
+        keyword = normalise_keyword_query(request.query) if request.use_hybrid else KeywordQuery(None)
+        if keyword.warning is not None:
+            warnings.append(keyword.warning)
         strategy = self._rerank_strategy(request)
-        with _stopwatch(timings, "search"):
-            store, candidates = self.search_chunks(
-                request.store,
-                query_vector,
-                depth or request.candidate_count,
-                where,
-                grant=grant,
-                embedded_by=self.embedder.model,
-                query_text=request.query if request.use_hybrid else None,
-                with_embeddings=strategy == "mmr",
-                knobs=self.knobs_for(request.search),
+        mmr_depth = (depth or request.result_count) if strategy == "mmr" else None
+        expensive = is_expensive(len(request.query), keyword.terms, mmr_depth)
+        with self.expensive_slots.hold() if expensive else nullcontext():
+            # Embed before touching the database, so a pooled connection is never held during a provider call.
+            with _stopwatch(timings, "embed"):
+                query_vector = (embed_query or self._embed_query)(request.query)
+            debug(
+                "embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed
             )
+            with _stopwatch(timings, "search"):
+                store, candidates = self.search_chunks(
+                    request.store,
+                    query_vector,
+                    depth or request.candidate_count,
+                    where,
+                    grant=grant,
+                    embedded_by=self.embedder.model,
+                    query_text=keyword.text,
+                    with_embeddings=strategy == "mmr",
+                    knobs=self.knobs_for(request.search),
+                    expensive=expensive,
+                    warnings=warnings,
+                )
+            return self._ranked(request, strategy, query_vector, store, candidates, timings, warnings, depth)
+
+    def _ranked(
+        self,
+        request: RetrieveRequest,
+        strategy: str | None,
+        query_vector: Sequence[float],
+        store: Store,
+        candidates: list[ScoredChunk],
+        timings: Timings,
+        warnings: list[str],
+        depth: int | None,
+    ) -> RetrieveResponse:
+        """Fuse, threshold and rerank the candidates of a search into the response."""
         fused = (
             fuse(
                 candidates,
@@ -335,6 +376,7 @@ class RetrievalService:
             fusion=request.fusion if request.use_hybrid else None,
             keyword_scorer=("bm25" if store.keyword_ready else "ts_rank_cd") if request.use_hybrid else None,
             timings_ms=timings,
+            warnings=warnings,
         )
         rerank_scores: dict[tuple[str, int], float] = {}
         if request.engine_name == "default":
@@ -444,18 +486,57 @@ class RetrievalService:
         query_text: str | None = None,
         with_embeddings: bool = False,
         knobs: IndexKnobs | None = None,
+        expensive: bool = False,
+        warnings: list[str] | None = None,
     ) -> tuple[Store, list[ScoredChunk]]:
         """Look the store up and search it on one connection; nearest first.
 
         A store outside `grant` is a 404 as if unknown; a filter naming a key outside the store's own
         allowedMetadataKeys (or ALLOWED_METADATA_KEYS) a 422.
 
-        With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits.
-        Otherwise a filter matching few enough chunks is answered by an exact scan (`scans_exactly`).
+        With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits (a
+        text of stopwords only is not searched: a note goes to `warnings`). Otherwise a filter matching
+        few enough chunks is answered by an exact scan (`scans_exactly`).
+
+        An `expensive` search (cost.py) runs with the shorter statement timeout, in one of the
+        process's few expensive slots (none free within the wait: 503 `overloaded`).
         """
+        timeout_ms = self.expensive_statement_timeout_ms if expensive else self.search_statement_timeout_ms
+        with self.expensive_slots.hold() if expensive else nullcontext():
+            return self._search_chunks(
+                store_name,
+                query_vector,
+                limit,
+                where,
+                grant,
+                embedded_by=embedded_by,
+                query_text=query_text,
+                with_embeddings=with_embeddings,
+                knobs=knobs,
+                statement_timeout_ms=timeout_ms,
+                warnings=warnings,
+            )
+
+    def _search_chunks(
+        self,
+        store_name: str | None,
+        query_vector: Sequence[float],
+        limit: int,
+        where: Predicate,
+        grant: Grant,
+        *,
+        embedded_by: str | None,
+        query_text: str | None,
+        with_embeddings: bool,
+        knobs: IndexKnobs | None,
+        statement_timeout_ms: int | None,
+        warnings: list[str] | None,
+    ) -> tuple[Store, list[ScoredChunk]]:
         name = store_name or self.default_store
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, name, knobs or self.index_knobs)
+            store = repository.find_store_for_search(
+                conn, name, knobs or self.index_knobs, statement_timeout_ms
+            )
             if store is None:
                 raise StoreNotFoundError(name)
             grant.require_store(store.name, name)
@@ -464,6 +545,12 @@ class RetrievalService:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
+            if query_text is not None and not repository.has_keyword_lexemes(
+                conn, store, KeywordQuery(query_text).positive_text
+            ):
+                query_text = None
+                if warnings is not None:
+                    warnings.append(NO_KEYWORD_TERM)
             if query_text is not None:
                 return store, repository.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings
@@ -508,8 +595,13 @@ def _result(
 
 
 def _complete(response: RetrieveResponse | SimilaritySearchResponse) -> bool:
-    """False for an answer a failing stage degraded: it is not cached, so the next request tries again."""
-    return not (isinstance(response, RetrieveResponse) and response.pipeline.warnings)
+    """False for an answer a failing stage degraded: it is not cached, so the next request tries again.
+
+    A note on how the keyword query was bounded is no failure: the same request gets it every time.
+    """
+    if not isinstance(response, RetrieveResponse):
+        return True
+    return all(is_keyword_note(warning) for warning in response.pipeline.warnings)
 
 
 # The metric each stage's time is reported as (the stack's dashboard plots them).

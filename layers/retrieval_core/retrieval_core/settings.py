@@ -183,6 +183,14 @@ class Settings(BaseSettings):
     # Seconds a request body may take to arrive in full; a slower one (a body shorter than its
     # Content-Length) is answered 408 and its connection closed.
     request_body_timeout_s: float = Field(default=10.0, gt=0)
+    # Issue 19: bounded query cost (README "Bounded cost"). A search's statements have their own timeout,
+    # shorter for the expensive kinds (cost.py says which), which also run at most
+    # EXPENSIVE_SEARCH_CONCURRENCY at a time per process; a request waits at most DB_POOL_WAIT_MS for a
+    # connection (or an expensive slot) before a 503 `overloaded`.
+    search_statement_timeout_ms: int = Field(default=5_000, ge=100, le=28_000)
+    expensive_search_statement_timeout_ms: int = Field(default=2_000, ge=100, le=28_000)
+    expensive_search_concurrency: int = Field(default=2, ge=1)
+    db_pool_wait_ms: int = Field(default=500, ge=10, le=30_000)
 
     @property
     def metadata_keys_allowed(self) -> frozenset[str] | None:

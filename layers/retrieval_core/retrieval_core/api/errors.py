@@ -14,6 +14,10 @@ from ..exceptions import RetrievalError
 
 logger = logging.getLogger(__name__)
 
+# Codes of the errors the framework raises itself (no route, a method the route lacks, any other).
+HTTP_EXCEPTION_CODES = {404: "not_found", 405: "method_not_allowed"}
+OTHER_HTTP_EXCEPTION_CODE = "http_error"
+
 
 def error_response(
     status: int, code: str, message: str, details: dict[str, Any] | None = None
@@ -68,7 +72,7 @@ async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    code = HTTP_EXCEPTION_CODES.get(exc.status_code, OTHER_HTTP_EXCEPTION_CODE)
     if exc.status_code != 405:
         return error_response(exc.status_code, code, str(exc.detail))
     # Starlette names only the first route matching the path; every route of the path counts.

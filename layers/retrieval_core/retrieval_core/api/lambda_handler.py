@@ -26,7 +26,9 @@ from .app import create_app
 from .errors import retrieval_error_response
 from .request_id import REQUEST_ID_HEADER, mint_request_id, usable_request_id
 
-DATABASE_FAILURE_CODE = "database_unavailable"
+# Answers after which the instance drops its connection and cached credentials: an outage, or credentials
+# refused (a rotated secret, an expired IAM token), which heal by reconnecting with fresh ones.
+DATABASE_FAILURE_CODES = frozenset({"database_unavailable", "database_misconfigured"})
 
 
 def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
@@ -117,7 +119,7 @@ def _database_failed(body: dict[str, Any]) -> bool:
     # A busy one (overloaded) or a schema behind the code (schema_not_ready) would not: the connection stays.
     error = body.get("error")
     if isinstance(error, dict):
-        return error.get("code") == DATABASE_FAILURE_CODE
+        return error.get("code") in DATABASE_FAILURE_CODES
     checks = body.get("checks")
     database = checks.get("database") if isinstance(checks, dict) else None
     return isinstance(database, dict) and database.get("status") == "failed"

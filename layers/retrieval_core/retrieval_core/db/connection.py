@@ -88,20 +88,33 @@ class PooledConnections:
 
     A psycopg_pool PoolTimeout means both "every connection is lent out" and "no connection could be
     opened". Only the first goes on as a PoolTimeout (db.errors: overloaded); the second becomes a plain
-    OperationalError (unavailable), so a database that is down never looks merely busy.
+    OperationalError (unavailable), so a database that is down never looks merely busy; it carries the
+    last failure to connect as its cause, so db.errors can tell a refused password from an outage.
+
+    A request that finds every connection lent out waits at most `pool_wait_s` for one (a 503 soon is
+    better than holding the caller); one that waits for a new connection waits up to the connect timeout.
     """
 
     def __init__(
-        self, conninfo: str, min_size: int, max_size: int, connect_timeout_s: int, statement_timeout_ms: int
+        self,
+        conninfo: str,
+        min_size: int,
+        max_size: int,
+        connect_timeout_s: int,
+        statement_timeout_ms: int,
+        pool_wait_s: float | None = None,
     ) -> None:
         from psycopg_pool import ConnectionPool
 
         self._timeout = float(connect_timeout_s)
+        self._pool_wait_s = self._timeout if pool_wait_s is None else min(pool_wait_s, self._timeout)
         self._max_size = max_size
         self._lent = 0
         self._lent_lock = threading.Lock()
+        self.last_connect_failure: psycopg.OperationalError | None = None
         self._pool = ConnectionPool(
             conninfo,
+            connection_class=_recording_connection_class(self),
             min_size=min_size,
             max_size=max_size,
             kwargs={"autocommit": True, "connect_timeout": connect_timeout_s, "prepare_threshold": None},
@@ -115,14 +128,18 @@ class PooledConnections:
     def connection(self, timeout_s: float | None = None) -> Iterator[Connection]:
         from psycopg_pool import PoolTimeout
 
-        timeout = self._timeout if timeout_s is None else min(self._timeout, timeout_s)
+        timeout = self._pool_wait_s if self._all_lent() else self._timeout
+        if timeout_s is not None:
+            timeout = min(timeout, timeout_s)
         try:
             with self._pool.connection(timeout=timeout) as conn, self._lending():
                 yield conn
         except PoolTimeout as exc:
             if self._all_lent():
                 raise
-            raise psycopg.OperationalError("no connection to PostgreSQL could be opened") from exc
+            raise psycopg.OperationalError("no connection to PostgreSQL could be opened") from (
+                self.last_connect_failure or exc
+            )
 
     @contextmanager
     def _lending(self) -> Iterator[None]:
@@ -140,3 +157,20 @@ class PooledConnections:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _recording_connection_class(owner: PooledConnections) -> type[Connection]:
+    """A connection class that tells `owner` why its last attempt to connect failed (None once one works)."""
+
+    class RecordingConnection(psycopg.Connection[Any]):
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> RecordingConnection:
+            try:
+                conn = super().connect(conninfo, **kwargs)
+            except psycopg.OperationalError as exc:
+                owner.last_connect_failure = exc
+                raise
+            owner.last_connect_failure = None
+            return conn
+
+    return RecordingConnection

@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
 
-from ..exceptions import DatabaseOverloadedError, DatabaseUnavailableError, SchemaObjectMissingError
+from ..exceptions import (
+    DatabaseMisconfiguredError,
+    DatabaseOverloadedError,
+    DatabaseStorageFullError,
+    DatabaseUnavailableError,
+    QueryTimeoutError,
+    SchemaObjectMissingError,
+)
 from .migrations import SCHEMA_VERSION
 
+logger = logging.getLogger(__name__)
+
 TOO_MANY_CONNECTIONS = "53300"
+QUERY_CANCELED = "57014"  # statement_timeout (or a cancel request)
+DISK_FULL = "53100"
+# invalid_authorization_specification (28000, 28P01: wrong user or password), invalid_catalog_name (3D000:
+# no such database), insufficient_privilege (42501: the role may not use it).
+MISCONFIGURED_CLASSES = ("28", "3D")
+MISCONFIGURED_STATES = frozenset({"42501"})
+# A connection refused at start-up carries no SQLSTATE in libpq, only the server's message. These are
+# the server's (English) messages of the states above; matched, never quoted (they name the role).
+_CONNECT_MESSAGES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("password authentication failed",), "28P01"),
+    (("no pg_hba.conf entry",), "28000"),
+    (("FATAL:  role ", "does not exist"), "28000"),
+    (("FATAL:  database ", "does not exist"), "3D000"),
+    (("permission denied for database",), "42501"),
+)
 # undefined_table, undefined_column: the schema lacks what the code queries (a migration has not run).
 SCHEMA_BEHIND = frozenset({"42P01", "42703"})
 # libpq gives no SQLSTATE for a refused connection, only the server's message: these are 53300's.
@@ -22,30 +47,79 @@ _TOO_MANY_CONNECTIONS_MESSAGES = ("too many clients", "too many connections", "r
 def database_errors(operation: str) -> Iterator[None]:
     """Re-raise psycopg failures during `operation` as errors of ours.
 
-    Every connection busy (the pool's or the server's): DatabaseOverloadedError. A missing table or
-    column: SchemaObjectMissingError. Anything else: DatabaseUnavailableError.
+    Every connection busy (the pool's or the server's): DatabaseOverloadedError. A statement timeout:
+    QueryTimeoutError. Credentials or database refused: DatabaseMisconfiguredError. Out of disk:
+    DatabaseStorageFullError. A missing table or column: SchemaObjectMissingError. Anything else:
+    DatabaseUnavailableError. The SQLSTATE is logged (the driver's message is not: it can name the host,
+    the role and values).
     """
     try:
         yield
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:
+        sqlstate = sqlstate_of(exc)
+        error = classify(exc, sqlstate, operation)
+        # Busy, slow or behind: the caller is told; an unusable database is for the operator's eyes.
+        level = logging.ERROR if isinstance(error, DatabaseUnavailableError) else logging.DEBUG
+        logger.log(
+            level,
+            "database error while %s: SQLSTATE %s (%s)",
+            operation,
+            sqlstate or "none",
+            type(exc).__name__,
+        )
+        raise error from exc
+
+
+def sqlstate_of(exc: psycopg.Error) -> str | None:
+    """The error's SQLSTATE; for a connection refused at start-up, the one its server message stands for."""
+    if exc.sqlstate:
+        return exc.sqlstate
+    # A pool that could not open a connection keeps the reason (db.connection.PooledConnections).
+    cause = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else None
+    if cause is not None and cause is not exc:
+        return sqlstate_of(cause)
+    message = str(exc)
+    return next((state for markers, state in _CONNECT_MESSAGES if all(m in message for m in markers)), None)
+
+
+def classify(
+    exc: psycopg.Error, sqlstate: str | None, operation: str
+) -> DatabaseUnavailableError | DatabaseOverloadedError | QueryTimeoutError | SchemaObjectMissingError:
+    """The error of ours that `exc` (with `sqlstate`) stands for."""
+    details = {"operation": operation}
+    if sqlstate == QUERY_CANCELED:
+        return QueryTimeoutError(
+            f"the database did not finish {operation} within the statement timeout: retry, or narrow "
+            "the request (fewer terms, a smaller similarityTopK)",
+            details,
+        )
+    if sqlstate is not None and (sqlstate[:2] in MISCONFIGURED_CLASSES or sqlstate in MISCONFIGURED_STATES):
+        return DatabaseMisconfiguredError(
+            f"PostgreSQL refused this service's credentials or database while {operation}: check "
+            "DATABASE_URL, or DATABASE_HOST, DATABASE_NAME and the credentials secret",
+            details,
+        )
+    if sqlstate == DISK_FULL:
+        return DatabaseStorageFullError(
+            f"the database is out of disk space while {operation}: free or add storage", details
+        )
+    if isinstance(exc, psycopg.OperationalError):
         # Before the generic case: PoolTimeout and a refused connection are OperationalErrors too.
         if _pool_exhausted(exc) or _too_many_connections(exc):
-            raise DatabaseOverloadedError(
-                f"every database connection is busy while {operation}: retry shortly",
-                {"operation": operation},
-            ) from exc
-        raise DatabaseUnavailableError(
+            return DatabaseOverloadedError(
+                f"every database connection is busy while {operation}: retry shortly", details
+            )
+        return DatabaseUnavailableError(
             f"database unavailable while {operation}: could not reach PostgreSQL or the connection was lost",
-            {"operation": operation},
-        ) from exc
-    except psycopg.Error as exc:
-        if exc.sqlstate in SCHEMA_BEHIND:
-            raise SchemaObjectMissingError(SCHEMA_VERSION) from exc
-        # Only the SQLSTATE travels: driver messages can quote hosts, users and values.
-        raise DatabaseUnavailableError(
-            f"database error while {operation} (SQLSTATE {exc.sqlstate or 'unknown'})",
-            {"operation": operation, "sqlstate": exc.sqlstate},
-        ) from exc
+            details,
+        )
+    if sqlstate in SCHEMA_BEHIND:
+        return SchemaObjectMissingError(SCHEMA_VERSION)
+    # Only the SQLSTATE travels: driver messages can quote hosts, users and values.
+    return DatabaseUnavailableError(
+        f"database error while {operation} (SQLSTATE {sqlstate or 'unknown'})",
+        {"operation": operation, "sqlstate": sqlstate},
+    )
 
 
 def _pool_exhausted(exc: psycopg.OperationalError) -> bool:

@@ -64,6 +64,7 @@ __all__ = [
     "existing_hashes",
     "find_store",
     "find_store_for_search",
+    "has_keyword_lexemes",
     "hybrid_chunks",
     "index_name",
     "keyword_chunks",
@@ -78,6 +79,7 @@ __all__ = [
     "replace_documents",
     "search_params",
     "set_search_options",
+    "set_statement_timeout",
 ]
 
 
@@ -375,18 +377,21 @@ _SEARCH_OPTIONS = """set_config('hnsw.ef_search', %(ef_search)s, true),
        set_config('hnsw.iterative_scan', %(iterative_scan)s, true),
        set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s, true),
        set_config('enable_seqscan', 'off', true),
-       set_config('enable_bitmapscan', 'off', true)"""
+       set_config('enable_bitmapscan', 'off', true),
+       set_config('statement_timeout',
+                  coalesce(%(statement_timeout)s, current_setting('statement_timeout')), true)"""
 
 
-def _search_options(knobs: IndexKnobs) -> dict[str, str]:
+def _search_options(knobs: IndexKnobs, statement_timeout_ms: int | None) -> dict[str, str | None]:
     return {
         "ef_search": str(knobs.ef_search),
         "iterative_scan": knobs.iterative_scan,
         "max_scan_tuples": str(knobs.max_scan_tuples),
+        "statement_timeout": None if statement_timeout_ms is None else str(statement_timeout_ms),
     }
 
 
-def set_search_options(conn: Connection, knobs: IndexKnobs) -> None:
+def set_search_options(conn: Connection, knobs: IndexKnobs, statement_timeout_ms: int | None = None) -> None:
     """Per-transaction planner settings for the top-k query.
 
     Iterative scans keep a filtered HNSW scan going until k rows pass the filter.
@@ -395,16 +400,19 @@ def set_search_options(conn: Connection, knobs: IndexKnobs) -> None:
     docs/benchmarks.md); sequential scans are therefore off. Bitmap scans are off too:
     without a filter the only one walks the whole store by primary key, and with one the
     planner could trade the index for sorting a large filtered set. The exact path turns them
-    back on (`allow_bitmap_scans`).
+    back on (`allow_bitmap_scans`). `statement_timeout_ms` bounds the search's statements (SET LOCAL);
+    None keeps the connection's.
     """
-    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(knobs))
+    conn.execute(f"SELECT {_SEARCH_OPTIONS}", _search_options(knobs, statement_timeout_ms))
 
 
-def find_store_for_search(conn: Connection, name: str, knobs: IndexKnobs) -> Store | None:
+def find_store_for_search(
+    conn: Connection, name: str, knobs: IndexKnobs, statement_timeout_ms: int | None = None
+) -> Store | None:
     """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
     row = conn.execute(
         f"SELECT {STORE_COLUMNS}, {_SEARCH_OPTIONS} {STORE_BY_NAME}",
-        {"n": name, **_search_options(knobs)},
+        {"n": name, **_search_options(knobs, statement_timeout_ms)},
     ).fetchone()
     return store_from_row(row[: len(fields(Store))]) if row else None
 
@@ -478,3 +486,16 @@ def _scored(row: dict[str, Any]) -> ScoredChunk:
 def ping(conn: Connection) -> None:
     """A round trip to the server."""
     conn.execute("SELECT 1")
+
+
+def set_statement_timeout(conn: Connection, statement_timeout_ms: int) -> None:
+    """Bound the rest of this transaction's statements (SET LOCAL): a search found to be expensive."""
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(statement_timeout_ms),))
+
+
+def has_keyword_lexemes(conn: Connection, store: Store, text: str) -> bool:
+    """Whether `text` holds a lexeme in the store's text search configuration (not only stopwords)."""
+    row = conn.execute(
+        "SELECT to_tsvector(%s::regconfig, %s) <> ''::tsvector", (store.text_search, text)
+    ).fetchone()
+    return bool(row and row[0])

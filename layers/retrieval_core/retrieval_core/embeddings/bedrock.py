@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
 from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_aws_error
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
@@ -138,6 +138,12 @@ class BedrockTitanEmbedder:
                     raise self._error_for(code, status, exc, attempt if retryable else None) from exc
                 logger.warning("%s: %s (HTTP %d), retrying", _PROVIDER, code, status)
             except (boto_errors.ConnectionError, boto_errors.HTTPClientError) as exc:
+                timed_out = isinstance(exc, (boto_errors.ReadTimeoutError, boto_errors.ConnectTimeoutError))
+                if last_try and timed_out:
+                    raise UpstreamTimeoutError(
+                        f"{_PROVIDER}: Bedrock did not answer in time after {attempt} attempts "
+                        f"({type(exc).__name__})"
+                    ) from exc
                 if last_try:
                     raise EmbeddingProviderError(
                         f"{_PROVIDER}: Bedrock could not be reached after {attempt} attempts "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import ConfigurationError, EmbeddingProviderError
+from ..exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
 from ..genai_client import build_genai_client, key_rejected
 from ..provider_keys import ClientForKey, ProviderKey, gemini_embedding_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
@@ -109,6 +109,10 @@ class GeminiEmbedder:
             response = client.models.embed_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
             raise self._error_for(exc, key) from exc
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError(
+                f"{_PROVIDER}: the Gemini API did not answer in time ({type(exc).__name__})"
+            ) from exc
         except httpx.TransportError as exc:
             raise EmbeddingProviderError(
                 f"{_PROVIDER}: the Gemini API could not be reached ({type(exc).__name__})"

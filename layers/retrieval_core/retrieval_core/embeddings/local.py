@@ -11,19 +11,22 @@ each other in docs/benchmarks.md.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, EmbeddingProviderError, RetrievalError
 from ..settings import DEFAULT_LOCAL_RUNTIME, LocalRuntime
 from .base import EmbeddingKind, check_vectors
 
 if TYPE_CHECKING:
     # numpy comes with that module: imported on the first embedding only.
     from .minilm_onnx import OnnxVariant
+
+logger = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
@@ -69,6 +72,8 @@ class LocalEmbedder:
         # texts -> an array of unit vectors: the loaded runtime's encode, called the same way for both.
         self._encode: Callable[[list[str]], Any] | None = None
         self._lock = threading.Lock()
+        # Why the model last failed to load or embed (None once it works): the health check reports it.
+        self.failure: str | None = None
 
     @property
     def model(self) -> str:
@@ -158,5 +163,19 @@ class LocalEmbedder:
         if not texts:
             return []
         # MiniLM is symmetric: queries and documents are embedded the same way.
-        array = self._load()(list(texts))
+        try:
+            array = self._load()(list(texts))
+        except RetrievalError as exc:  # ConfigurationError: says what to install or set
+            self.failure = exc.message
+            raise
+        # tokenizers, onnxruntime and safetensors raise plain Exception subclasses with no common base
+        # (a corrupt tokenizer.json raises Exception itself): every one of them is this model failing.
+        except Exception as exc:
+            logger.error("local model failed: %s: %s", type(exc).__name__, exc)
+            self.failure = (
+                f"the local model {MODEL_NAME} failed to load or embed ({type(exc).__name__}): reinstall it "
+                "(make install-local) or check LOCAL_MODEL_DIR and LOCAL_MODEL_CACHE_DIR"
+            )
+            raise EmbeddingProviderError(self.failure) from exc
+        self.failure = None
         return check_vectors(array.tolist(), len(texts), DIMENSION, "local model")

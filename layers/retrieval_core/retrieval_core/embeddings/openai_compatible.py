@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import EmbeddingProviderError
+from ..exceptions import EmbeddingProviderError, UpstreamTimeoutError
 from ..http_client import bearer, json_client
 from ..provider_keys import ProviderKey, openai_embedding_key
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
@@ -98,6 +98,12 @@ class OpenAICompatibleEmbedder:
             try:
                 response = client.post("/embeddings", json=body, headers=bearer(key))
             except httpx.TransportError as exc:
+                if last_try and isinstance(exc, httpx.TimeoutException):
+                    raise UpstreamTimeoutError(
+                        f"{self._label} did not answer within {self._timeout_s:g} s, {attempt} attempts "
+                        "(HTTP_TIMEOUT_S)",
+                        {"attempts": attempt},
+                    ) from exc
                 if last_try:
                     raise EmbeddingProviderError(
                         f"{self._label} could not be reached after {attempt} attempts ({type(exc).__name__})"

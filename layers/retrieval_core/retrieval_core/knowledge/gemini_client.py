@@ -21,6 +21,7 @@ from ..exceptions import (
     StoreNotFoundError,
     UpstreamAuthError,
     UpstreamError,
+    UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
 from ..genai_client import build_genai_client, key_rejected
@@ -124,6 +125,7 @@ class GeminiCaller:
 
         client = self.client()
         retry_after: float | None = None
+        timed_out = False
         for attempt in range(1, self.attempts + 1):
             started = time.perf_counter()
             try:
@@ -137,15 +139,22 @@ class GeminiCaller:
                     raise self._error_for(operation, exc, store, blame) from exc
                 retry_after = _retry_after_s(exc)
                 last: str = f"HTTP {exc.code} {exc.status or ''}".strip()
+                timed_out = False
             except httpx.TransportError as exc:
                 debug("gemini %s: %s (attempt %d)", operation, type(exc).__name__, attempt)
                 retry_after = None
                 last = type(exc).__name__
+                timed_out = isinstance(exc, httpx.TimeoutException)
             else:
                 debug("gemini %s: answered in %.1f ms", operation, (time.perf_counter() - started) * 1000)
                 return result
             if attempt < self.attempts:
                 self._sleep(backoff_delay(attempt, self.base_delay_s))
+        if timed_out:
+            raise UpstreamTimeoutError(
+                f"the Gemini API did not answer in time ({last}, {self.attempts} attempts)",
+                {"operation": operation, "attempts": self.attempts},
+            )
         raise UpstreamUnavailableError(
             f"the Gemini API is unavailable ({last} after {self.attempts} attempts); retry later",
             {"operation": operation, "attempts": self.attempts},

