@@ -7,6 +7,7 @@ runs return no others).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from retrieval_core.evaluation.beir import read_corpus
@@ -18,28 +19,9 @@ NAME = "BM25 anchor (bm25s)"
 
 def bm25_method(corpus: Path, depth: int = DEPTH) -> Method:
     """A method ranking the documents of `corpus` (BEIR corpus.jsonl) by bm25s's BM25."""
-    import bm25s
-    import numpy as np
-
-    ids: list[str] = []
-    texts: list[str] = []
-    for doc_id, title, text in read_corpus(corpus):
-        ids.append(doc_id)
-        texts.append(f"{title} {text}" if title else text)
-    tokenizer = bm25s.tokenization.Tokenizer(stopwords="en")
-    retriever = bm25s.BM25()
-    retriever.index(tokenizer.tokenize(texts, show_progress=True), show_progress=True)
-    k = min(depth, len(ids))
-
-    def rank(query: Query) -> list[str]:
-        tokens = tokenizer.tokenize([query.text], update_vocab=False, show_progress=False)
-        if not any(len(t) for t in tokens):
-            return []
-        found, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1)
-        keep = np.asarray(scores[0]) > 0
-        return documents_of(ids[int(i)] for i in np.asarray(found[0])[keep])
-
-    return Method(NAME, "bm25s: k1 1.5, b 0.75, lucene, English stopwords, title + text", rank)
+    texts = [(doc_id, f"{title} {text}" if title else text) for doc_id, title, text in read_corpus(corpus)]
+    how = "bm25s: k1 1.5, b 0.75, lucene, English stopwords, title + text"
+    return Method(NAME, how, _bm25s_ranker(texts, depth, progress=True))
 
 
 def chunk_bm25_method(chunks: list[tuple[str, str]], depth: int = DEPTH) -> Method:
@@ -48,14 +30,19 @@ def chunk_bm25_method(chunks: list[tuple[str, str]], depth: int = DEPTH) -> Meth
     Given the chunks a store holds, this is the anchor at the service's granularity: what is left between
     it and the service's keyword search is tokenisation and stemming (PostgreSQL's text search) and k1.
     """
+    name = "BM25 anchor over the store's chunks (bm25s)"
+    return Method(name, "bm25s as the anchor, chunk level", _bm25s_ranker(chunks, depth, progress=False))
+
+
+def _bm25s_ranker(texts: list[tuple[str, str]], depth: int, progress: bool) -> Callable[[Query], list[str]]:
+    """Documents by the bm25s score of their best text among (document id, text) pairs."""
     import bm25s
     import numpy as np
 
     tokenizer = bm25s.tokenization.Tokenizer(stopwords="en")
     retriever = bm25s.BM25()
-    tokens = tokenizer.tokenize([text for _, text in chunks], show_progress=False)
-    retriever.index(tokens, show_progress=False)
-    k = min(depth, len(chunks))
+    retriever.index(tokenizer.tokenize([t for _, t in texts], show_progress=progress), show_progress=progress)
+    k = min(depth, len(texts))
 
     def rank(query: Query) -> list[str]:
         tokens = tokenizer.tokenize([query.text], update_vocab=False, show_progress=False)
@@ -63,9 +50,9 @@ def chunk_bm25_method(chunks: list[tuple[str, str]], depth: int = DEPTH) -> Meth
             return []
         found, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         keep = np.asarray(scores[0]) > 0
-        return documents_of(chunks[int(i)][0] for i in np.asarray(found[0])[keep])
+        return documents_of(texts[int(i)][0] for i in np.asarray(found[0])[keep])
 
-    return Method("BM25 anchor over the store's chunks (bm25s)", "bm25s as the anchor, chunk level", rank)
+    return rank
 
 
 def main() -> None:
