@@ -136,6 +136,10 @@ def test_a_query_of_stopwords_only_skips_the_keyword_scan_with_a_warning(client:
     answer = client.post(RETRIEVE, json=body).json()
     assert any("no word to search for by keyword" in w for w in answer["pipeline"]["warnings"])
     assert answer["results"]
+    # Stopwords beside an exclusion would match every chunk without the excluded word: not sent either.
+    excluding = client.post(RETRIEVE, json={**body, "query": "the -espresso"}).json()
+    assert any("no word to search for by keyword" in w for w in excluding["pipeline"]["warnings"])
+    assert all(r["keywordScore"] is None for r in excluding["results"])
     # A query with a real word still searches by keyword.
     real = client.post(RETRIEVE, json={**body, "query": "the espresso"}).json()
     assert real["pipeline"]["warnings"] == []

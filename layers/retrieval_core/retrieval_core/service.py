@@ -534,9 +534,18 @@ class RetrievalService:
     ) -> tuple[Store, list[ScoredChunk]]:
         name = store_name or self.default_store
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(
-                conn, name, knobs or self.index_knobs, statement_timeout_ms
-            )
+            # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"
+            # would then match every chunk without "ab"): checked with the store lookup, no extra trip.
+            has_lexemes = False
+            if query_text is None:
+                store = repository.find_store_for_search(
+                    conn, name, knobs or self.index_knobs, statement_timeout_ms
+                )
+            else:
+                positive = KeywordQuery(query_text).positive_text
+                store, has_lexemes = repository.find_store_for_hybrid_search(
+                    conn, name, knobs or self.index_knobs, statement_timeout_ms, positive
+                )
             if store is None:
                 raise StoreNotFoundError(name)
             grant.require_store(store.name, name)
@@ -545,9 +554,7 @@ class RetrievalService:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
-            if query_text is not None and not repository.has_keyword_lexemes(
-                conn, store, KeywordQuery(query_text).positive_text
-            ):
+            if query_text is not None and not has_lexemes:
                 query_text = None
                 if warnings is not None:
                     warnings.append(NO_KEYWORD_TERM)

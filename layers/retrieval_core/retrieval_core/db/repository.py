@@ -63,8 +63,8 @@ __all__ = [
     "embedding_expression",
     "existing_hashes",
     "find_store",
+    "find_store_for_hybrid_search",
     "find_store_for_search",
-    "has_keyword_lexemes",
     "hybrid_chunks",
     "index_name",
     "keyword_chunks",
@@ -417,6 +417,22 @@ def find_store_for_search(
     return store_from_row(row[: len(fields(Store))]) if row else None
 
 
+def find_store_for_hybrid_search(
+    conn: Connection, name: str, knobs: IndexKnobs, statement_timeout_ms: int | None, keyword_text: str
+) -> tuple[Store | None, bool]:
+    """`find_store_for_search`, and whether `keyword_text` holds a lexeme in the store's text search
+    configuration (not only stopwords), all in one round trip."""
+    row = conn.execute(
+        f"SELECT {STORE_COLUMNS}, to_tsvector(text_search, %(keyword_text)s) <> ''::tsvector,"
+        f" {_SEARCH_OPTIONS} {STORE_BY_NAME}",
+        {"n": name, "keyword_text": keyword_text, **_search_options(knobs, statement_timeout_ms)},
+    ).fetchone()
+    if row is None:
+        return None, False
+    width = len(fields(Store))
+    return store_from_row(row[:width]), bool(row[width])
+
+
 def nearest_chunks(
     conn: Connection,
     store: Store,
@@ -491,11 +507,3 @@ def ping(conn: Connection) -> None:
 def set_statement_timeout(conn: Connection, statement_timeout_ms: int) -> None:
     """Bound the rest of this transaction's statements (SET LOCAL): a search found to be expensive."""
     conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(statement_timeout_ms),))
-
-
-def has_keyword_lexemes(conn: Connection, store: Store, text: str) -> bool:
-    """Whether `text` holds a lexeme in the store's text search configuration (not only stopwords)."""
-    row = conn.execute(
-        "SELECT to_tsvector(%s::regconfig, %s) <> ''::tsvector", (store.text_search, text)
-    ).fetchone()
-    return bool(row and row[0])
