@@ -230,10 +230,14 @@ _BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
 
 
 # Without filters, the store's function (migration 9) runs the statement of _BM25_KEYWORD_HITS with a
-# plan its session keeps: the inline statement's planning cost as much as running it.
+# plan its session keeps: the inline statement's planning cost as much as running it. The LIMIT changes
+# no row (the function returns at most `limit`) but tells the planner so: it estimates 1,000 rows for a
+# set-returning function, and then joins the hits to `chunks` by hashing the whole store (6 ms on
+# msmarco-5k) instead of looking up 40 keys.
 _STORED_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
                SELECT document_id, chunk_index, keyword_score
-               FROM {function}(%(query_text)s, %(text_search)s::regconfig, %(limit)s))"""
+               FROM {function}(%(query_text)s, %(text_search)s::regconfig, %(limit)s)
+               LIMIT %(limit)s)"""
 
 
 def _keyword_hits(store: Store, where_sql: str) -> sql.Composed:
