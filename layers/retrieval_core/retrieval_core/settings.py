@@ -212,7 +212,7 @@ class Settings(BaseSettings):
 
     # Reranking. Each strategy is optional; a failing or unconfigured reranker leaves the vector order.
     # bge: an HTTP reranker at RERANKER_SERVICE_URL speaking TEI's `/rerank` or the Cohere/Jina-style
-    # `/v1/rerank` (RERANKER_API; "auto" decides from the URL path, see the README). llm: Gemini scores
+    # `/v1/rerank` (RERANKER_API; "auto" decides from the URL path, docs/api.md). llm: Gemini scores
     # every candidate in one call (GEMINI_API_KEY). bedrock: the Bedrock Agent Runtime Rerank API.
     # RERANK_TIMEOUT_S bounds a whole rerank call, its RERANK_ATTEMPTS attempts included.
     reranker_service_url: str | None = Field(
@@ -306,7 +306,7 @@ class Settings(BaseSettings):
     chunk_size: int = Field(default=1000, ge=50, le=100_000, description="chunk length, in characters")
     chunk_overlap: int = Field(default=150, ge=0, description="characters shared by consecutive chunks")
 
-    # Rate limits per credential (README "Rate limits"): a key's grant may set its own `rateLimit`; every
+    # Rate limits per credential (docs/operations.md): a key's grant may set its own `rateLimit`; every
     # other key and JWT subject gets at most RATE_LIMIT_REQUESTS per fixed window of RATE_LIMIT_WINDOW_S
     # seconds (0 requests: unlimited). Counted in CACHE_TABLE_NAME when set (shared by every instance),
     # else in process.
@@ -340,7 +340,7 @@ class Settings(BaseSettings):
         gt=0,
         description="seconds a request body may take to arrive on the local server; slower: 408",
     )
-    # Issue 19: bounded query cost (README "Bounded cost"). A search's statements have their own timeout,
+    # Issue 19: bounded query cost (docs/api.md "Bounded cost"). A search's statements have their own timeout,
     # shorter for the expensive kinds (cost.py says which), which also run at most
     # EXPENSIVE_SEARCH_CONCURRENCY at a time per process; a request waits at most DB_POOL_WAIT_MS for a
     # connection (or an expensive slot) before a 503 `overloaded`.

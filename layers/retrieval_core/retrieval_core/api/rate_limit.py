@@ -1,4 +1,4 @@
-"""Apply the per-credential rate limit to every authenticated request (README "Rate limits").
+"""Apply the per-credential rate limit to every authenticated request (docs/operations.md "Rate limits").
 
 An ASGI middleware placed right after authentication: it counts every request that carries a
 credential (API key or JWT), whatever its route, before the body is read; health and the API docs are
