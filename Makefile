@@ -52,8 +52,11 @@ install-local: $(VENV)/.local-installed
 install-dev: $(VENV)/.dev-installed
 install-torch: $(VENV)/.torch-installed
 
+# `make serve PORT=9000 HOST=0.0.0.0`: HOST 0.0.0.0 listens on every interface, open to the network.
+PORT ?= 8000
+HOST ?= 127.0.0.1
 serve: $(VENV)/.local-installed
-	$(BIN)/retrieval serve --host 127.0.0.1 --port 8000
+	$(BIN)/retrieval serve --host $(HOST) --port $(PORT)
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check layers functions tests bench

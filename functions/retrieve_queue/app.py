@@ -1,4 +1,4 @@
-"""Lambda: retrieve jobs from SQS, one reply per job (see README "Queue-triggered retrieval")."""
+"""Lambda: retrieve jobs from SQS, one reply per job (see docs/operations.md "Queue-triggered retrieval")."""
 
 from retrieval_core.cold_start import collector_paused
 

@@ -43,7 +43,7 @@ RERANKING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction")
 
 # Every function reads and writes the answer cache, and nothing else in DynamoDB.
 CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem", "DeleteItem")}
-# The HTTP functions also count requests there (README "Rate limits"), on the ratelimit# items only.
+# The HTTP functions also count requests there (docs/operations.md), on the ratelimit# items only.
 RATE_LIMIT_GRANT = ("dynamodb:UpdateItem", "CacheTable.Arn")
 HTTP_FUNCTIONS = ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction", "DocumentsFunction")
 

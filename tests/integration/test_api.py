@@ -115,6 +115,26 @@ def test_malformed_json_is_422(client: TestClient) -> None:
     assert response.json()["error"]["code"] == "validation_error"
 
 
+def test_malformed_json_names_the_body_and_the_character(client: TestClient) -> None:
+    # `[...]` as a placeholder for a vector: the offset of the error is not a field's name.
+    body = b'{"queryEmbedding": [...], "topK": 10}'
+    response = client.post(SEARCH, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["error"] == {
+        "code": "validation_error",
+        "message": "body: not valid JSON (Expecting value) at character 20",
+        "details": {
+            "errors": [
+                {
+                    "field": "body",
+                    "message": "not valid JSON (Expecting value) at character 20",
+                    "type": "json_invalid",
+                }
+            ]
+        },
+    }
+
+
 def test_unknown_store_is_404_naming_it(client: TestClient) -> None:
     response = client.post(RETRIEVE, json={"query": "q", "grade": 0.1, "store": "no-such-store"})
     assert response.status_code == 404

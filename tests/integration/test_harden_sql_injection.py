@@ -115,7 +115,7 @@ TARGETS: dict[str, tuple[str, Any]] = {
     ),
 }
 
-# The string form of metadataFilter (README "Metadata filters"): `{p}` is the payload as it is, `{q}` the
+# The string form of metadataFilter (docs/api.md "Metadata filters"): `{p}` is the payload as it is, `{q}` the
 # payload as a correctly escaped string literal, so it reaches the compiler as a value, not as syntax.
 FILTER_EXPRESSION_TEMPLATES = [
     "project_name = '{q}'",

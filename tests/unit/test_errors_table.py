@@ -1,7 +1,7 @@
-"""The README's "Errors" table lists exactly the codes the code can produce, each with its status.
+"""The "Errors" table of docs/api.md lists exactly the codes the code can produce, each with its status.
 
 The codes are read from the code, so a code added anywhere (a new RetrievalError subclass, a literal code
-given to `error_response`) fails this test until the README lists it.
+given to `error_response`) fails this test until docs/api.md lists it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ROW = re.compile(r"^\|\s*(?P<status>\d{3}|—)\s*\|(?P<codes>[^|]*)\|")
 
 def readme_rows() -> dict[str, str]:
     """code -> status column, from the table under '### Errors'."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
     section = text.split("### Errors\n", 1)[1].split("\n#", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
@@ -71,8 +71,8 @@ def test_the_errors_table_lists_every_code_and_only_those() -> None:
         | {OTHER_HTTP_EXCEPTION_CODE}
     )
     listed = set(readme_rows())
-    assert from_code - listed == set(), "codes the README's Errors table lacks"
-    assert listed - from_code == set(), "codes in the README's Errors table that no code produces"
+    assert from_code - listed == set(), "codes the Errors table of docs/api.md lacks"
+    assert listed - from_code == set(), "codes in the Errors table of docs/api.md that no code produces"
 
 
 def test_each_listed_code_has_its_status() -> None:

@@ -1,5 +1,5 @@
 """`retrieval`: ingest, sync and delete documents, migrate, list stores, evaluate a store, make or hash an API
-key, serve."""
+key, serve, print .env.example."""
 
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--port", type=int, default=8000)
     p_serve.add_argument("--no-sample", action="store_true", help="do not load the sample corpus")
 
+    sub.add_parser("env-example", help="print .env.example: every setting with its default and meaning")
     sub.add_parser(
         "hash-api-key",
         help="print the SHA-256 digest to list in API_KEY_HASHES for a key read from stdin (or a prompt)",
@@ -129,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from .runtime import get_service
 
+    if args.command == "env-example":
+        from .env_example import render
+        from .settings import Settings
+
+        print(render(Settings), end="")
+        return 0
     if args.command == "hash-api-key":
         return _hash_api_key()
     if args.command == "make-api-key":

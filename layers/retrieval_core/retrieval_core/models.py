@@ -90,7 +90,7 @@ MetadataExpression = Annotated[
     str,
     Field(
         max_length=4000,
-        description='A filter expression, e.g. "year >= 2023 AND NOT draft = true" (README).',
+        description='A filter expression, e.g. "year >= 2023 AND NOT draft = true" (docs/api.md).',
     ),
     AfterValidator(_no_nul),
 ]

@@ -99,7 +99,7 @@ class Report:
     chunks_written: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """The `--json` report (README, "Loading documents")."""
+        """The `--json` report (docs/loading-documents.md, "Loading documents")."""
         return {
             "store": self.store,
             "root": self.root,

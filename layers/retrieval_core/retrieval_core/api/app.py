@@ -8,6 +8,7 @@ from fastapi.routing import APIRoute
 from .. import __version__
 from ..settings import get_settings
 from .auth import ApiKeyAuth, document_api_key
+from .docs import app_with_docs
 from .errors import install_error_handlers
 from .limits import BodySizeLimit
 from .rate_limit import RateLimitMiddleware
@@ -28,7 +29,7 @@ def create_app(*routers: APIRouter) -> FastAPI:
             stores.router,
             documents.router,
         )
-    app = FastAPI(
+    app = app_with_docs(
         title="Retrieval service",
         version=__version__,
         description="Retrieval for RAG over pgvector. Every `score` is a similarity (1 - cosine distance): "

@@ -1,4 +1,4 @@
-"""Authentication: an ASGI middleware that gives every request but health its grant (docs/security.md).
+"""Authentication: an ASGI middleware giving each request but health and the docs a grant (docs/security.md).
 
 - With API keys configured (api/keys.py), a request's `x-api-key` is hashed and compared with every
   configured digest in constant time; the matching key's grant applies. Missing and wrong keys get the
@@ -10,7 +10,8 @@
 
 It is a middleware rather than a route dependency so that it runs before anything else looks at the
 request: an unauthenticated caller cannot tell a malformed body (422), an oversized one (413) or an
-unknown path (404) from a valid request, and the OpenAPI document is guarded too. What a grant allows
+unknown path (404) from a valid request. The docs pages and the OpenAPI document stay public: a
+browser cannot send `x-api-key`, and they describe the API without exposing any data. What a grant allows
 (scopes, stores) is checked by the services, once the store is known.
 """
 
@@ -29,11 +30,13 @@ from ..debug import DebugLog
 from ..exceptions import AuthenticationError, RetrievalError
 from ..grants import OPEN_GRANT, Grant, grant_from_claims
 from ..settings import get_settings
+from .docs import is_docs_path
 from .errors import retrieval_error_response
 from .keys import configured_keys, hash_api_key, keys_configured, match_key
 
 API_KEY_HEADER = "x-api-key"
-# Paths anyone may call, with or without keys: load balancers and uptime checks have none.
+# API paths anyone may call, with or without keys: load balancers and uptime checks have none. The docs
+# pages and their assets are public too (api/docs.py).
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
 GRANT_STATE = "grant"
 RATE_SUBJECT_STATE = "rate_subject"
@@ -92,7 +95,7 @@ class ApiKeyAuth:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("path") not in PUBLIC_PATHS:
+        if scope["type"] == "http" and not is_public(scope.get("path", "")):
             try:
                 grant, subject = await grant_for(scope)
             except RetrievalError as exc:
@@ -110,6 +113,11 @@ class ApiKeyAuth:
                 ",".join(sorted(grant.scopes)),
             )
         await self.app(scope, receive, send)
+
+
+def is_public(path: str) -> bool:
+    """Whether `path` needs no credential: health, and the API docs with their assets."""
+    return path in PUBLIC_PATHS or is_docs_path(path)
 
 
 def current_grant(request: Request) -> Grant:

@@ -38,16 +38,20 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or (str(loc[0]) if loc else "body")
 
 
+def _field_error(error: dict[str, Any]) -> dict[str, Any]:
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        # FastAPI puts the character offset of the syntax error where a field name would be.
+        position = loc[-1] if loc and isinstance(loc[-1], int) else None
+        reason = error.get("ctx", {}).get("error", "JSON decode error")
+        where = f" at character {position}" if position is not None else ""
+        return {"field": "body", "message": f"not valid JSON ({reason}){where}", "type": "json_invalid"}
+    return {"field": _field_path(loc), "message": error.get("msg", "invalid"), "type": error.get("type")}
+
+
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [
-        {
-            "field": _field_path(tuple(e.get("loc", ()))),
-            "message": e.get("msg", "invalid"),
-            "type": e.get("type"),
-        }
-        for e in exc.errors()
-    ]
+    errors = [_field_error(e) for e in exc.errors()]
     first = errors[0] if errors else {"field": "body", "message": "invalid request"}
     return error_response(
         422, "validation_error", f"{first['field']}: {first['message']}", {"errors": errors}

@@ -1,4 +1,4 @@
-"""Apply the per-credential rate limit to every authenticated request (README "Rate limits").
+"""Apply the per-credential rate limit to every authenticated request (docs/operations.md "Rate limits").
 
 An ASGI middleware placed right after authentication: it counts every request that carries a
 credential (API key or JWT), whatever its route, before the body is read; health and the API docs are
@@ -15,11 +15,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..exceptions import RetrievalError
 from ..grants import Grant
 from ..ratelimit.limiter import get_rate_limiter
-from .auth import GRANT_STATE, PUBLIC_PATHS, RATE_SUBJECT_STATE
+from .auth import GRANT_STATE, RATE_SUBJECT_STATE, is_public
 from .errors import retrieval_error_response
-
-# FastAPI's own documentation routes: reading the docs costs nothing worth limiting.
-UNCOUNTED_PATHS = PUBLIC_PATHS | {"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
 
 
 class RateLimitMiddleware:
@@ -29,7 +26,7 @@ class RateLimitMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("path") not in UNCOUNTED_PATHS:
+        if scope["type"] == "http" and not is_public(scope.get("path", "")):
             try:
                 await _take(scope, 1)
             except RetrievalError as exc:

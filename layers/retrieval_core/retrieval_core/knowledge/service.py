@@ -298,8 +298,8 @@ def check_filter_keys(
 ) -> None:
     """ALLOWED_METADATA_KEYS on a filter Gemini evaluates (422 naming the allowed keys).
 
-    With an allow-list, an expression must be one our parser reads (README "Metadata filters", a subset of
-    Gemini's AIP-160 syntax): a filter whose keys cannot be told is refused, not passed on unchecked.
+    With an allow-list, an expression must be one our parser reads (docs/api.md "Metadata filters", a subset
+    of Gemini's AIP-160 syntax): a filter whose keys cannot be told is refused, not passed on unchecked.
     """
     if allowed_keys is None or not metadata_filter:
         return

@@ -1,1 +1,1 @@
-"""Per-credential rate limits: fixed windows counted in DynamoDB (or in process), README "Rate limits"."""
+"""Per-credential rate limits: fixed windows counted in DynamoDB (or in process); docs/operations.md."""

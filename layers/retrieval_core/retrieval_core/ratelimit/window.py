@@ -5,7 +5,7 @@ the same window (and the same counter key) for the same instant without talking 
 window's count starts at 0; a request costing `cost` passes while count + cost <= requests.
 
 A fixed window lets a caller send up to 2 x `requests` across one window boundary (the end of one
-window, the start of the next); README "Rate limits" says so.
+window, the start of the next); docs/operations.md "Rate limits" says so.
 """
 
 from __future__ import annotations

@@ -1,0 +1,39 @@
+"""`.env.example`: every setting of `Settings` with its default and meaning, made from the class itself.
+
+`retrieval env-example > .env.example` writes it; tests/unit/test_env_example.py checks that the file
+in the repository is what this makes, so the list cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+HEADER = """\
+# Settings of the retrieval service, read from the environment or from a `.env` file in the working
+# directory. Copy this file to `.env` and uncomment what you change; every line shows the default.
+# Made by `retrieval env-example > .env.example` from retrieval_core/settings.py: do not edit by hand.
+# Never commit a real key to a `.env`: deployed stacks read keys from the *_SECRET_ARN secrets.
+# DEBUG=retrieval-service (a debug line per stage of every request) is read from the process
+# environment only, not from `.env`.
+"""
+
+
+def render(settings_class: type[BaseModel]) -> str:
+    """The `.env.example` text of `settings_class`: a comment and a commented `NAME=default` per field."""
+    blocks = [HEADER]
+    for name, field in settings_class.model_fields.items():
+        blocks.append(f"# {field.description}\n# {name.upper()}={_value(field.default)}\n")
+    return "\n".join(blocks)
+
+
+def _value(default: Any) -> str:
+    if default is None:
+        return ""
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, Path):
+        return default.as_posix()
+    return str(default)
