@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     bedrock_region: str | None = None
     bedrock_endpoint_url: str | None = None
     http_timeout_s: float = Field(default=30.0, gt=0)
+    # The time an HTTP request may spend, its outbound calls (their attempts, timeouts and backoff) cut to
+    # it: 25 s leaves 4 s of the HTTP functions' 29 s Timeout to answer. In Lambda it is also cut to the
+    # invocation's remaining time less 3 s. Past it, an upstream call ends as 504 upstream_timeout.
+    request_deadline_s: float = Field(default=25.0, gt=0)
 
     # Gemini File Search (POST /api/v1/knowledge/search, GET /api/v1/stores/resolve). The key comes from
     # GEMINI_API_KEY, else from this Secrets Manager secret (in Lambda).

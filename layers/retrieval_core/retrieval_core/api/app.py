@@ -8,6 +8,7 @@ from fastapi.routing import APIRoute
 from .. import __version__
 from ..settings import get_settings
 from .auth import ApiKeyAuth, document_api_key
+from .deadline import RequestDeadlineMiddleware
 from .errors import install_error_handlers
 from .limits import BodySizeLimit
 from .rate_limit import RateLimitMiddleware
@@ -52,6 +53,8 @@ def create_app(*routers: APIRouter) -> FastAPI:
     app.add_middleware(ApiKeyAuth)
     _add_cors(app)
     app.add_middleware(RequestIdMiddleware)
+    # Outermost: the request's deadline runs from its arrival.
+    app.add_middleware(RequestDeadlineMiddleware)
     document_api_key(app)
     return app
 
