@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -15,6 +16,21 @@ from tests.servers import MotoServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def core_logger_restored() -> Iterator[None]:
+    """Undo what a Lambda handler built in a test does to the `retrieval_core` logger.
+
+    With AWS_LAMBDA_FUNCTION_NAME set, building a handler lets Powertools replace that logger's handlers
+    and stop it propagating, which would hide the core's log lines from every later test's caplog.
+    """
+    logger = logging.getLogger("retrieval_core")
+    level, handlers, propagate = logger.level, list(logger.handlers), logger.propagate
+    yield
+    logger.setLevel(level)
+    logger.handlers = handlers
+    logger.propagate = propagate
 
 
 def start_postgres(parent: Path):  # type: ignore[no-untyped-def]

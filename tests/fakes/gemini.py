@@ -16,6 +16,7 @@ Served, in the documented REST shapes:
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from . import fake_vector
@@ -58,6 +59,8 @@ class FakeGemini(FakeHTTPServer):
         # groundingMetadata (REST JSON) generateContent answers with, per store name.
         self.groundings: dict[str, dict[str, Any]] = {}
         self.max_page_size = max_page_size
+        self.generate_delay_s = 0.0  # delay every generateContent answer (released early by `stop()`)
+        self._release = threading.Event()
         for version in API_VERSIONS:
             self.add_route(
                 "POST", rf"/{version}/models/(?P<model>[^/:]+):batchEmbedContents", self._batch_embed_contents
@@ -139,7 +142,13 @@ class FakeGemini(FakeHTTPServer):
             body["nextPageToken"] = str(start + size)
         return Reply(200, body)
 
+    def stop(self) -> None:
+        self._release.set()
+        super().stop()
+
     def _generate_content(self, request: RecordedRequest, match: re.Match[str]) -> Reply:
+        if self.generate_delay_s:
+            self._release.wait(self.generate_delay_s)
         if not self._authorized(request):
             return self.invalid_key_reply()
         body = request.json()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from fastapi.testclient import TestClient
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.embeddings.openai_compatible import OpenAICompatibleEmbedder
 from retrieval_core.exceptions import UpstreamTimeoutError
+from retrieval_core.request_deadline import deadline_of
 from retrieval_core.settings import Settings
 
 RETRIEVE = "/api/v1/rag/retrieve"
@@ -131,3 +133,18 @@ def test_an_embedding_endpoint_that_never_answers_is_504_upstream_timeout() -> N
             embedder.embed(["hello"], "query")
     assert caught.value.status_code == 504 and caught.value.code == "upstream_timeout"
     assert "did not answer within 0.2 s, 3 attempts" in caught.value.message
+
+
+def test_an_embedding_endpoint_that_never_answers_ends_at_the_request_deadline() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        port = silent.getsockname()[1]
+        settings = Settings(
+            embedding_provider="openai", openai_base_url=f"http://127.0.0.1:{port}/v1", embedding_dimension=8
+        )
+        embedder = build_embedder(settings)  # HTTP_TIMEOUT_S 30 s, 3 attempts: 90 s without a deadline
+        started = time.monotonic()
+        with deadline_of(1.0), pytest.raises(UpstreamTimeoutError) as caught:
+            embedder.embed(["hello"], "query")
+        elapsed_s = time.monotonic() - started
+    assert caught.value.code == "upstream_timeout"
+    assert 0.9 < elapsed_s < 1.5

@@ -3,6 +3,7 @@ the caller sent, and ALLOWED_METADATA_KEYS holds there too. Real google-genai cl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,3 +138,20 @@ def test_the_allow_list_holds_on_gemini_paths(
         SEARCH, json={"query": QUESTION, "store": HVAC_DISPLAY, "metadataFilter": "year >= 2023"}
     )
     assert allowed.status_code == 200, allowed.text
+
+
+def test_a_hanging_gemini_is_our_504_within_the_request_deadline(
+    gemini: FakeGemini, sample_store: Any
+) -> None:
+    # HTTP_TIMEOUT_S 30 s x 3 attempts would outlast any function timeout; the deadline (2 s here, 25 s
+    # by default) cuts the attempt and leaves no time for another.
+    with knowledge_client(gemini, REQUEST_DEADLINE_S="2", HTTP_TIMEOUT_S="30") as client:
+        warm_resolution(client, gemini)
+        gemini.generate_delay_s = 30
+        started = time.monotonic()
+        response = client.post(SEARCH, json={"query": QUESTION, "store": HVAC_DISPLAY})
+        elapsed_s = time.monotonic() - started
+    assert response.status_code == 504, response.text
+    assert response.json()["error"]["code"] == "upstream_timeout"
+    assert 1.8 < elapsed_s < 3.0
+    assert len(gemini.generate_calls()) == 1

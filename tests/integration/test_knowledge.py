@@ -355,6 +355,7 @@ def test_without_debug_no_debug_lines(
     client: TestClient, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("DEBUG", raising=False)
-    with caplog.at_level(logging.INFO):
+    # Captured at DEBUG, where the lines would be: at INFO they could never be seen.
+    with caplog.at_level(logging.DEBUG, logger="retrieval_core"):
         assert search(client).status_code == 200
     assert not [r for r in caplog.records if r.getMessage().startswith("retrieval-service ")]

@@ -9,6 +9,7 @@ redelivery, receive counts and the redrive to the dead-letter queue are SQS's ow
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 from collections import Counter
@@ -533,3 +534,29 @@ def test_a_precomputed_query_vector_gives_the_same_answer_without_embedding(
     assert len(counting.calls) == 1  # only the plain call embedded
     assert [r.id for r in precomputed.results] == [r.id for r in plain.results]
     assert precomputed.results[0].metadata["documentId"] == "k8s-scheduling"
+
+
+# These two run in this order (pytest keeps a file's order): the first builds a queue handler, which in
+# Lambda detaches the core's logger from the root logger; the second shows tests/conftest.py put it back.
+
+
+def test_a_queue_handler_sends_the_core_logs_through_powertools(queue_handler: Handler) -> None:
+    assert logging.getLogger("retrieval_core").propagate is False
+
+
+def test_after_a_queue_handler_the_core_logs_reach_the_root_logger_again() -> None:
+    # A handler of our own on the root logger, as `logging.basicConfig` gives one: caplog's handler would
+    # not do, because Powertools copied it onto the detached logger as well.
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.WARNING)
+    logging.getLogger().addHandler(keep)
+    try:
+        logging.getLogger("retrieval_core.queue").warning("seen after the queue tests")
+    finally:
+        logging.getLogger().removeHandler(keep)
+    assert [r.getMessage() for r in records] == ["seen after the queue tests"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from retrieval_core.exceptions import RerankerUnavailableError, RetrievalError
+from retrieval_core.request_deadline import deadline_of
 from retrieval_core.rerank import RerankScore, build_reranker, clear_reranker_cache, get_reranker
 from retrieval_core.rerank.bedrock import BedrockReranker
 from retrieval_core.rerank.http import HTTPReranker
@@ -151,6 +153,16 @@ def test_bge_gives_up_within_its_timeout_when_the_service_hangs() -> None:
 
         assert "timeout" in caught.value.message
         # The whole budget went to the first attempt: no second request was started after it.
+        assert len(fake.requests) == 1
+
+
+def test_bge_gives_up_at_the_request_deadline_before_its_own_timeout() -> None:
+    with FakeReranker(hang_s=10) as fake:
+        reranker = _bge(fake.url, reranker_api="tei", rerank_timeout_s=30.0)
+        started = time.monotonic()
+        with deadline_of(1.0), pytest.raises(RerankerUnavailableError):
+            reranker.rerank(QUERY, DOCUMENTS)
+        assert time.monotonic() - started < 1.5
         assert len(fake.requests) == 1
 
 

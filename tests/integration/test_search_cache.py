@@ -289,4 +289,5 @@ def test_runtime_uses_dynamodb_when_cache_table_is_set(moto: MotoServer, service
     cache.put_answer("k", {"a": 1}, 60)
     assert cache.get_answer("k") == {"a": 1}
     assert not build_cache(Settings()).shared
-    assert get_service().cache is not None
+    service_cache = get_service().cache
+    assert service_cache is not None and not service_cache.shared  # no CACHE_TABLE_NAME in the test env

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+import zlib
+
 import pytest
 
 from retrieval_core import metrics
@@ -115,6 +118,7 @@ def test_json_cache_round_trips_compressed_values() -> None:
     assert cache.get("k") == value
     stored = backend.get("k")
     assert stored is not None and len(stored) < 200  # compressed
+    assert json.loads(zlib.decompress(stored)) == value
 
 
 def test_json_cache_fails_open_and_counts(caplog: pytest.LogCaptureFixture) -> None:
@@ -200,6 +204,9 @@ def test_a_dropped_store_is_no_longer_vouched_for() -> None:
     )
     cache.remember_store("pgvector", "docs", StoreRef("docs", 5))
     cache.put_answer("a@5", {"answer": "from the dropped store"}, 60)
-    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[1] is not None
+    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}") == (
+        StoreRef("docs", 5),
+        {"answer": "from the dropped store"},
+    )
     cache.forget_version("pgvector", "docs")
     assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}") == (None, None)

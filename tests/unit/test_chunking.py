@@ -47,10 +47,14 @@ def test_paragraph_breaks_win_over_sentences() -> None:
 def test_multibyte_text_is_never_split_inside_a_character() -> None:
     text = "日本語のテキスト。" * 100 + "🙂" * 300
     chunks = chunk_text(text, max_chars=64, overlap=8)
-    for chunk in chunks:
-        assert len(chunk) <= 64
-        assert chunk.encode("utf-8").decode("utf-8") == chunk
-    assert "".join(chunks).count("🙂") >= 300
+    spans = chunk_spans(text, max_chars=64, overlap=8)
+    # Every chunk is the text itself between two character positions: no character cut, lost or replaced.
+    assert chunks == [text[start:end] for start, end in spans]
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(start <= end for (_, end), (start, _) in itertools.pairwise(spans)), "no gap"
+    # Sizes count characters, not bytes: 64 emoji (256 bytes in UTF-8) make one chunk.
+    assert all(len(chunk) <= 64 for chunk in chunks)
+    assert "🙂" * 64 in chunks
 
 
 @pytest.mark.parametrize(("max_chars", "overlap"), [(0, 0), (10, 10), (10, -1)])

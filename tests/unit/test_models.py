@@ -72,7 +72,8 @@ def test_contradictory_options_are_refused_not_ignored(extra: dict[str, object],
 
 def test_naive_engine_accepts_a_disabled_rerank_object() -> None:
     body = {"query": "q", "grade": 0.5, "engineName": "naive", "rerank": {"enabled": False}}
-    assert RetrieveRequest.model_validate(body).rerank is not None
+    rerank = RetrieveRequest.model_validate(body).rerank
+    assert rerank is not None and rerank.enabled is False
 
 
 HYBRID = {"useHybrid": True}

@@ -13,6 +13,7 @@ from .retry import RETRY_MAX_DELAY_S
 if TYPE_CHECKING:
     from google.genai import Client
     from google.genai.errors import APIError
+    from google.genai.types import HttpRetryOptions
 
 
 def build_genai_client(
@@ -37,16 +38,7 @@ def build_genai_client(
     from google.genai import types
 
     retry = (
-        types.HttpRetryOptions(
-            attempts=retry_attempts,
-            initial_delay=retry_base_delay_s,
-            max_delay=RETRY_MAX_DELAY_S,
-            exp_base=2,
-            jitter=retry_base_delay_s,
-            http_status_codes=sorted(retryable_statuses),
-        )
-        if retryable_statuses
-        else None
+        retry_options(retry_attempts, retry_base_delay_s, retryable_statuses) if retryable_statuses else None
     )
     return genai.Client(
         vertexai=False,
@@ -60,6 +52,22 @@ def build_genai_client(
             # installed), so the transport errors callers catch are the ones raised.
             httpx_client=httpx.Client(timeout=timeout_s),
         ),
+    )
+
+
+def retry_options(
+    attempts: int, base_delay_s: float, retryable_statuses: Collection[int]
+) -> HttpRetryOptions:
+    """The SDK's own retry policy: `attempts` in all, exponential backoff from `base_delay_s`."""
+    from google.genai import types
+
+    return types.HttpRetryOptions(
+        attempts=attempts,
+        initial_delay=base_delay_s,
+        max_delay=RETRY_MAX_DELAY_S,
+        exp_base=2,
+        jitter=base_delay_s,
+        http_status_codes=sorted(retryable_statuses),
     )
 
 

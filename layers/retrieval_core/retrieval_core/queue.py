@@ -55,6 +55,7 @@ from .lambda_runtime import (
     lazy_boto3_client,
 )
 from .models import RetrieveRequest, validation_error
+from .request_deadline import LAMBDA_MARGIN_S, deadline_of, lambda_remaining_s
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -204,13 +205,16 @@ class QueueProcessor:
         queries = [job.request.query for job in jobs.values() if job.request is not None]
         batch = Batch(jobs, QueryVectors(queries))
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        # Outbound calls end before the function's Timeout: a job they could not finish is retried.
+        remaining_s = lambda_remaining_s(context)
         try:
-            response = process_partial_response(
-                event=event,
-                record_handler=partial(self._process, batch),
-                processor=processor,
-                context=context,
-            )
+            with deadline_of(None if remaining_s is None else max(0.0, remaining_s - LAMBDA_MARGIN_S)):
+                response = process_partial_response(
+                    event=event,
+                    record_handler=partial(self._process, batch),
+                    processor=processor,
+                    context=context,
+                )
         finally:
             self._correlate(None)
             if batch.database_failed:

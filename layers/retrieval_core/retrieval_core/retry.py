@@ -44,6 +44,12 @@ def backoff_delay(retry: int, base_delay_s: float, max_delay_s: float = RETRY_MA
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+def worst_case_s(attempts: int, timeout_s: float, base_delay_s: float) -> float:
+    """The longest that `attempts` attempts of `timeout_s` each take, the longest waits between included."""
+    waits = sum(min(RETRY_MAX_DELAY_S, base_delay_s * 2.0 ** (retry - 1)) for retry in range(1, attempts))
+    return attempts * timeout_s + waits
+
+
 class Deadline:
     """A point in time (monotonic clock) that work must finish by; None: no limit."""
 

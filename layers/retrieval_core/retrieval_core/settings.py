@@ -125,6 +125,14 @@ class Settings(BaseSettings):
     http_timeout_s: float = Field(
         default=30.0, gt=0, description="timeout of one embedding provider request, in seconds"
     )
+    # The time an HTTP request may spend, its outbound calls (their attempts, timeouts and backoff) cut to
+    # it: 25 s leaves 4 s of the HTTP functions' 29 s Timeout to answer. In Lambda it is also cut to the
+    # invocation's remaining time less 3 s. Past it, an upstream call ends as 504 upstream_timeout.
+    request_deadline_s: float = Field(
+        default=25.0,
+        gt=0,
+        description="seconds an HTTP request may spend on outbound calls; past it, 504 upstream_timeout",
+    )
 
     # Gemini File Search (POST /api/v1/knowledge/search, GET /api/v1/stores/resolve). The key comes from
     # GEMINI_API_KEY, else from this Secrets Manager secret (in Lambda).

@@ -8,6 +8,7 @@ from fastapi.routing import APIRoute
 from .. import __version__
 from ..settings import get_settings
 from .auth import ApiKeyAuth, document_api_key
+from .deadline import RequestDeadlineMiddleware
 from .docs import app_with_docs
 from .errors import install_error_handlers
 from .limits import BodySizeLimit
@@ -53,6 +54,8 @@ def create_app(*routers: APIRouter) -> FastAPI:
     app.add_middleware(ApiKeyAuth)
     _add_cors(app)
     app.add_middleware(RequestIdMiddleware)
+    # Outermost: the request's deadline runs from its arrival.
+    app.add_middleware(RequestDeadlineMiddleware)
     document_api_key(app)
     return app
 

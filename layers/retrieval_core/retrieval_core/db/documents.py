@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pgvector import Vector
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from .connection import Connection
 from .stores import Store, bump_version
+from .vectors import Vector
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from dataclasses import fields
 from functools import lru_cache
 from typing import Any
 
-from pgvector import Vector
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -44,6 +43,7 @@ from .stores import (
     metadata_index_name,
     store_from_row,
 )
+from .vectors import Vector, as_floats
 
 __all__ = [
     "STORAGE_TYPES",
@@ -497,7 +497,7 @@ def _scored(row: dict[str, Any]) -> ScoredChunk:
         content=row["content"],
         score=similarity_from_distance(row["distance"]),
         metadata=row["metadata"],
-        embedding=embedding.to_list() if embedding is not None else None,
+        embedding=as_floats(embedding) if embedding is not None else None,
         keyword_score=row.get("keyword_score"),
         vector_hit=row.get("vector_hit", True),
     )

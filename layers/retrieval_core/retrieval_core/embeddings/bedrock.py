@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
-from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_aws_error
+from ..request_deadline import request_deadline, time_for_retry
+from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, Deadline, backoff_delay, is_retryable_aws_error
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
@@ -77,14 +78,16 @@ class BedrockTitanEmbedder:
         if not texts:
             return []
         client = self._bedrock()
+        # Read here: the pool's threads do not see the request's context.
+        deadline = request_deadline()
         if len(texts) == 1:
-            vectors = [self._embed_one(client, texts[0])]
+            vectors = [self._embed_one(client, texts[0], deadline)]
         else:
             pool = ThreadPoolExecutor(
                 max_workers=min(self._concurrency, len(texts)), thread_name_prefix="titan-embed"
             )
             try:
-                futures = [pool.submit(self._embed_one, client, text) for text in texts]
+                futures = [pool.submit(self._embed_one, client, text, deadline) for text in texts]
                 vectors = [future.result() for future in futures]
             finally:
                 # On the first failure, drop the texts not yet sent instead of paying for them.
@@ -117,12 +120,14 @@ class BedrockTitanEmbedder:
                     ) from exc
             return self._client
 
-    def _embed_one(self, client: Any, text: str) -> list[float]:
+    def _embed_one(self, client: Any, text: str, deadline: Deadline) -> list[float]:
         from botocore import exceptions as boto_errors
 
         body = json.dumps({"inputText": text, "dimensions": self.dimension, "normalize": True})
         for attempt in range(1, self.retry_attempts + 1):
-            last_try = attempt == self.retry_attempts
+            delay = backoff_delay(attempt, self.retry_base_delay_s)
+            # botocore's read timeout is fixed per client: another attempt only when a whole one still fits.
+            last_try = attempt == self.retry_attempts or not time_for_retry(self._timeout_s + delay, deadline)
             try:
                 response = client.invoke_model(
                     modelId=self.model, body=body, contentType="application/json", accept="application/json"
@@ -150,7 +155,7 @@ class BedrockTitanEmbedder:
                         f"({type(exc).__name__})"
                     ) from exc
                 logger.warning("%s: %s, retrying", _PROVIDER, type(exc).__name__)
-            time.sleep(backoff_delay(attempt, self.retry_base_delay_s))
+            time.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _parse(self, response: Any) -> list[float]:

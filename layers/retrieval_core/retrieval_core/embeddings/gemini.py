@@ -10,9 +10,17 @@ import httpx
 from pydantic import SecretStr
 
 from ..exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
-from ..genai_client import build_genai_client, key_rejected
+from ..genai_client import build_genai_client, key_rejected, retry_options
 from ..provider_keys import ClientForKey, ProviderKey, gemini_embedding_key
-from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
+from ..request_deadline import attempt_timeout_s, request_deadline
+from ..retry import (
+    MAX_DETAIL_CHARS,
+    RETRY_ATTEMPTS,
+    RETRY_BASE_DELAY_S,
+    RETRYABLE_STATUSES,
+    Deadline,
+    worst_case_s,
+)
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
 
@@ -104,7 +112,15 @@ class GeminiEmbedder:
         # One Content per text: a bare list of strings is merged into a single multi-part
         # Content for multimodal embedding models, which would yield one vector for the batch.
         contents = [types.Content(parts=[types.Part(text=text)]) for text in batch]
-        config = types.EmbedContentConfig(task_type=TASK_TYPES[kind], output_dimensionality=self.dimension)
+        timeout_s, attempts = self._attempts_within(request_deadline())
+        config = types.EmbedContentConfig(
+            task_type=TASK_TYPES[kind],
+            output_dimensionality=self.dimension,
+            http_options=types.HttpOptions(
+                timeout=max(1, int(timeout_s * 1000)),
+                retry_options=retry_options(attempts, self.retry_base_delay_s, RETRYABLE_STATUSES),
+            ),
+        )
         try:
             response = client.models.embed_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
@@ -120,6 +136,23 @@ class GeminiEmbedder:
         vectors = [list(embedding.values or []) for embedding in response.embeddings or []]
         check_vectors(vectors, len(batch), self.dimension, _PROVIDER)
         return [_normalize(vector) for vector in vectors]
+
+    def _attempts_within(self, deadline: Deadline) -> tuple[float, int]:
+        """HTTP_TIMEOUT_S and the retry attempts, cut so that the SDK's retries end before `deadline`."""
+        timeout_s = attempt_timeout_s(self._timeout_s, deadline)
+        remaining = deadline.remaining_s()
+        if timeout_s is None or remaining is None:
+            if timeout_s is None:
+                raise UpstreamTimeoutError(
+                    f"{_PROVIDER}: no time left before the request's deadline (REQUEST_DEADLINE_S)"
+                )
+            return timeout_s, self.retry_attempts
+        fitting = [
+            n
+            for n in range(1, self.retry_attempts + 1)
+            if worst_case_s(n, timeout_s, self.retry_base_delay_s) <= remaining
+        ]
+        return timeout_s, max(fitting, default=1)
 
     def _error_for(self, exc: APIError, key: SecretStr) -> EmbeddingProviderError:
         if key_rejected(exc):

@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from ..exceptions import EmbeddingProviderError, UpstreamTimeoutError
 from ..http_client import bearer, json_client
 from ..provider_keys import ProviderKey, openai_embedding_key
+from ..request_deadline import attempt_timeout_s, request_deadline, time_for_retry
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
 from ..settings import Settings
 from .base import EmbeddingKind, check_vectors
@@ -93,11 +94,20 @@ class OpenAICompatibleEmbedder:
     def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
         client = self._http()
         key = self._key.read()
+        deadline = request_deadline()
         for attempt in range(1, self.retry_attempts + 1):
-            last_try = attempt == self.retry_attempts
+            timeout_s = attempt_timeout_s(self._timeout_s, deadline)
+            if timeout_s is None:
+                raise UpstreamTimeoutError(
+                    f"{self._label} did not answer before the request's deadline (REQUEST_DEADLINE_S), "
+                    f"{attempt - 1} attempts",
+                    {"attempts": attempt - 1},
+                )
+            delay = backoff_delay(attempt, self.retry_base_delay_s)
             try:
-                response = client.post("/embeddings", json=body, headers=bearer(key))
+                response = client.post("/embeddings", json=body, headers=bearer(key), timeout=timeout_s)
             except httpx.TransportError as exc:
+                last_try = attempt == self.retry_attempts or not time_for_retry(delay, deadline)
                 if last_try and isinstance(exc, httpx.TimeoutException):
                     raise UpstreamTimeoutError(
                         f"{self._label} did not answer within {self._timeout_s:g} s, {attempt} attempts "
@@ -110,6 +120,7 @@ class OpenAICompatibleEmbedder:
                     ) from exc
                 logger.warning("%s: %s, retrying", self._label, type(exc).__name__)
             else:
+                last_try = attempt == self.retry_attempts or not time_for_retry(delay, deadline)
                 if response.is_success:
                     return response
                 if not is_retryable_status(response.status_code):
@@ -120,7 +131,7 @@ class OpenAICompatibleEmbedder:
                         {"status": response.status_code, "attempts": attempt},
                     )
                 logger.warning("%s answered HTTP %d, retrying", self._label, response.status_code)
-            time.sleep(backoff_delay(attempt, self.retry_base_delay_s))
+            time.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _error_for(self, response: httpx.Response, key: SecretStr | None) -> EmbeddingProviderError:

@@ -26,6 +26,7 @@ from ..exceptions import (
 )
 from ..genai_client import build_genai_client, key_rejected
 from ..provider_keys import ClientForKey, gemini_key
+from ..request_deadline import attempt_timeout_s, request_deadline, time_for_retry
 from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES, backoff_delay
 from ..settings import Settings
 from .debug import debug
@@ -109,12 +110,16 @@ class GeminiCaller:
     def call(
         self,
         operation: str,
-        call: Callable[[Client], T],
+        call: Callable[[Client, int], T],
         *,
         store: str | None = None,
         blame: Callable[[str], str | None] | None = None,
     ) -> T:
-        """Run `call(client)`; 429, 5xx and transport errors are retried with backoff and jitter.
+        """Run `call(client, timeout_ms)`; 429, 5xx and transport errors are retried with backoff and jitter.
+
+        `call` must pass `timeout_ms`, the attempt's timeout (HTTP_TIMEOUT_S cut to the request's deadline),
+        to the SDK's `http_options`. No attempt or wait goes past the deadline: once it is spent, the call
+        ends as UpstreamTimeoutError (504).
 
         `store` names the store a 404 is about (StoreNotFoundError); without it a 404 is an upstream error.
         `blame(message)` names the caller's field a Gemini 400 is about (a 422 naming it); a 400 it
@@ -124,12 +129,19 @@ class GeminiCaller:
         from google.genai import errors
 
         client = self.client()
+        deadline = request_deadline()
         retry_after: float | None = None
         timed_out = False
+        made = 0
         for attempt in range(1, self.attempts + 1):
+            timeout_s = attempt_timeout_s(self._timeout_s, deadline)
+            if timeout_s is None:
+                timed_out = timed_out or made == 0
+                break
+            made = attempt
             started = time.perf_counter()
             try:
-                result = call(client)
+                result = call(client, max(1, int(timeout_s * 1000)))
             except errors.APIError as exc:
                 elapsed_ms = (time.perf_counter() - started) * 1000
                 debug(
@@ -149,15 +161,19 @@ class GeminiCaller:
                 debug("gemini %s: answered in %.1f ms", operation, (time.perf_counter() - started) * 1000)
                 return result
             if attempt < self.attempts:
-                self._sleep(backoff_delay(attempt, self.base_delay_s))
+                delay = backoff_delay(attempt, self.base_delay_s)
+                if not time_for_retry(delay, deadline):
+                    break
+                self._sleep(delay)
         if timed_out:
             raise UpstreamTimeoutError(
-                f"the Gemini API did not answer in time ({last}, {self.attempts} attempts)",
-                {"operation": operation, "attempts": self.attempts},
+                f"the Gemini API did not answer in time ({made} attempts, within the request's deadline "
+                "REQUEST_DEADLINE_S and HTTP_TIMEOUT_S per attempt)",
+                {"operation": operation, "attempts": made},
             )
         raise UpstreamUnavailableError(
-            f"the Gemini API is unavailable ({last} after {self.attempts} attempts); retry later",
-            {"operation": operation, "attempts": self.attempts},
+            f"the Gemini API is unavailable ({last} after {made} attempts); retry later",
+            {"operation": operation, "attempts": made},
             retry_after_s=max(1, math.ceil(retry_after)) if retry_after else DEFAULT_RETRY_AFTER_S,
         )
 

@@ -81,8 +81,10 @@ class KnowledgeService:
         return store
 
     def _list_gemini_stores(self) -> list[StoreEntry]:
-        def list_all(client: Client) -> list[StoreEntry]:
-            pager = client.file_search_stores.list(config={"page_size": self.page_size})
+        def list_all(client: Client, timeout_ms: int) -> list[StoreEntry]:
+            pager = client.file_search_stores.list(
+                config={"page_size": self.page_size, "http_options": {"timeout": timeout_ms}}
+            )
             stores = [StoreEntry(s.name, s.display_name) for s in pager.page if s.name]
             pages = 1
             while pager.config.get("page_token"):
@@ -231,7 +233,7 @@ class KnowledgeService:
     ) -> tuple[str, dict[str, Any] | None]:
         """generateContent with the fileSearch tool; (answer text, raw groundingMetadata)."""
 
-        def generate(client: Client) -> bytes | str:
+        def generate(client: Client, timeout_ms: int) -> bytes | str:
             from google.genai import types
 
             config = types.GenerateContentConfig(
@@ -246,6 +248,7 @@ class KnowledgeService:
                 max_output_tokens=max_output_tokens,
                 # The raw body: the SDK's models drop grounding fields they do not know (the legacy shapes).
                 should_return_http_response=True,
+                http_options=types.HttpOptions(timeout=timeout_ms),
             )
             response = client.models.generate_content(model=model, contents=query, config=config)
             raw = response.sdk_http_response.body if response.sdk_http_response else None

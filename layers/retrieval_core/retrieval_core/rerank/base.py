@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ..exceptions import RerankerUnavailableError
+from ..request_deadline import request_deadline
 from ..retry import backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,11 @@ def with_attempts(
     `deadline` is a `time.monotonic()` value: the budget covers every attempt and the waits between
     them, so a slow reranker holds a request for at most RERANK_TIMEOUT_S, not attempts times that.
     `attempt` raises RetryableFailure to ask for another try, RerankerUnavailableError to stop.
+    The request's deadline (REQUEST_DEADLINE_S) cuts the budget further.
     """
+    request_left = request_deadline().remaining_s()
+    if request_left is not None:
+        deadline = min(deadline, time.monotonic() + request_left)
     for number in range(1, attempts + 1):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
