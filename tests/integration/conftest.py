@@ -47,3 +47,25 @@ def gemini_client(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]
     """A TestClient over the full app, its knowledge service talking to `gemini`."""
     with knowledge_client(gemini) as test_client:
         yield test_client
+
+
+@pytest.fixture()
+def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Set environment variables for one test: `configure(NAME="value", ...)` returns the settings rebuilt
+    from them. Undone after: settings, cached secrets and the rate limiter follow the environment again."""
+    from retrieval_core.aws_secrets import forget_cached_secrets
+    from retrieval_core.ratelimit.limiter import replace_rate_limiter
+    from retrieval_core.settings import get_settings
+
+    def apply(**env: str) -> Any:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+        forget_cached_secrets()
+        return get_settings()
+
+    yield apply
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    forget_cached_secrets()
+    replace_rate_limiter(None)

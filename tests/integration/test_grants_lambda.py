@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -40,20 +39,6 @@ CONTEXT = SimpleNamespace(
     invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:retrieve",
 )
 UNAUTHORIZED = {"error": {"code": "unauthorized", "message": "missing or invalid API key", "details": {}}}
-
-
-@pytest.fixture()
-def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from retrieval_core.settings import get_settings
-
-    def apply(**env: str) -> None:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-
-    yield apply
-    monkeypatch.undo()
-    get_settings.cache_clear()
 
 
 @pytest.fixture()

@@ -34,24 +34,6 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@pytest.fixture()
-def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Set auth-related environment variables for one test; settings and cached secrets are rebuilt."""
-    from retrieval_core.aws_secrets import forget_cached_secrets
-    from retrieval_core.settings import get_settings
-
-    def apply(**env: str) -> None:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-        forget_cached_secrets()
-
-    yield apply
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    forget_cached_secrets()
-
-
 def requests_to_protected_routes(client: TestClient, headers: dict[str, str]) -> list[Any]:
     return [
         client.post(RETRIEVE, json={"query": "espresso", "grade": 0.0}, headers=headers),

@@ -24,21 +24,6 @@ MINTED = re.compile(r"[0-9a-f]{32}")
 API_KEY = "rk-http-hardening-3c9d1e7a"
 
 
-@pytest.fixture()
-def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Set environment variables for one test; settings rebuilt before and after."""
-    from retrieval_core.settings import get_settings
-
-    def apply(**env: str) -> None:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-
-    yield apply
-    monkeypatch.undo()
-    get_settings.cache_clear()
-
-
 # x-request-id
 
 

@@ -76,23 +76,6 @@ def table(moto: MotoServer) -> str:
     return name
 
 
-@pytest.fixture()
-def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Set environment variables and rebuild the settings; the limiter follows them. Undone after."""
-    from retrieval_core.settings import get_settings
-
-    def apply(**env: str) -> Any:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-        return get_settings()
-
-    yield apply
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    replace_rate_limiter(None)
-
-
 @pytest.fixture(scope="module")
 def serial_moto() -> Iterator[MotoServer]:
     """moto_server applying one request at a time: each conditional update atomic, as in DynamoDB."""
