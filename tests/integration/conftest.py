@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,3 +70,13 @@ def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     get_settings.cache_clear()
     forget_cached_secrets()
     replace_rate_limiter(None)
+
+
+@pytest.fixture()
+def table(moto: Any) -> str:
+    """A fresh cache table (the stack's shape) on the test's moto_server; its name."""
+    from tests.servers import create_cache_table
+
+    name = f"cache-{uuid.uuid4().hex[:8]}"
+    create_cache_table(moto.client("dynamodb"), name)
+    return name

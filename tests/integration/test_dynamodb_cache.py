@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
 
@@ -11,26 +10,12 @@ from retrieval_core import metrics
 from retrieval_core.cache.backends import DYNAMODB_MAX_VALUE_BYTES, DynamoDBBackend, ValueTooLargeError
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.exceptions import CacheUnavailableError
-from tests.servers import MotoServer, create_cache_table
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture()
-def table(moto: MotoServer) -> str:
-    name = f"cache-{uuid.uuid4().hex[:8]}"
-    create_cache_table(moto.client("dynamodb"), name)
-    return name
+from tests.fakes.clock import ManualClock
+from tests.servers import MotoServer
 
 
 def test_hit_miss_and_expiry_with_a_controlled_clock(moto: MotoServer, table: str) -> None:
-    clock = Clock()
+    clock = ManualClock()
     backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
     assert backend.get("k") is None
     backend.put("k", b"value", ttl_s=300)
@@ -44,7 +29,7 @@ def test_hit_miss_and_expiry_with_a_controlled_clock(moto: MotoServer, table: st
 
 
 def test_add_only_writes_when_absent_or_expired(moto: MotoServer, table: str) -> None:
-    clock = Clock()
+    clock = ManualClock()
     backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
     assert backend.add("v", b"1", ttl_s=60) is True
     assert backend.add("v", b"2", ttl_s=60) is False
@@ -57,7 +42,7 @@ def test_add_only_writes_when_absent_or_expired(moto: MotoServer, table: str) ->
 def test_put_newer_keeps_the_highest_order_whatever_order_the_puts_arrive_in(
     moto: MotoServer, table: str
 ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
     assert backend.put_newer("version", b"7", 7, ttl_s=60) is True
     assert backend.put_newer("version", b"5", 5, ttl_s=60) is False  # published late, committed earlier

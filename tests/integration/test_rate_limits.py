@@ -29,6 +29,7 @@ from retrieval_core.ratelimit.limiter import (
     replace_rate_limiter,
 )
 from retrieval_core.ratelimit.window import RateLimit
+from tests.fakes.clock import EPOCH, ManualClock
 from tests.integration.test_grants_lambda import CONTEXT, event_with
 from tests.servers import MotoServer, create_cache_table, free_port
 
@@ -36,7 +37,7 @@ SEARCH = "/api/v1/chunks/similarity-search"
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
 VECTOR = [0.05] * 384
-START = 1_800_000_000.0  # a multiple of 60 and of 10: the start of a window
+START = EPOCH  # a multiple of 60 and of 10: the start of a window
 
 LIMITED = "rk_limited_" + "a1" * 16
 OTHER = "rk_other_" + "b2" * 16
@@ -61,21 +62,6 @@ API_KEYS = [
 ]
 
 
-class Clock:
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture()
-def table(moto: MotoServer) -> str:
-    name = f"cache-{uuid.uuid4().hex[:8]}"
-    create_cache_table(moto.client("dynamodb"), name)
-    return name
-
-
 @pytest.fixture(scope="module")
 def serial_moto() -> Iterator[MotoServer]:
     """moto_server applying one request at a time: each conditional update atomic, as in DynamoDB."""
@@ -83,7 +69,7 @@ def serial_moto() -> Iterator[MotoServer]:
         yield server
 
 
-def dynamodb_limiter(moto: MotoServer, table: str, limit: RateLimit, clock: Clock) -> RateLimiter:
+def dynamodb_limiter(moto: MotoServer, table: str, limit: RateLimit, clock: ManualClock) -> RateLimiter:
     """One Lambda instance's limiter: its own boto3 client on the shared table."""
     return RateLimiter(
         DynamoDBCounter(table, lambda: moto.client("dynamodb")), limit, shared=True, clock=clock
@@ -95,7 +81,7 @@ def test_two_instances_sharing_the_table_never_let_more_than_the_limit_through(
 ) -> None:
     moto, table = serial_moto, f"cache-{uuid.uuid4().hex[:8]}"
     create_cache_table(moto.client("dynamodb"), table)
-    clock = Clock()
+    clock = ManualClock()
     instances = [dynamodb_limiter(moto, table, RateLimit(25, 60), clock) for _ in range(2)]
 
     def attempt(which: int) -> tuple[int, bool]:
@@ -118,7 +104,7 @@ def test_two_instances_sharing_the_table_never_let_more_than_the_limit_through(
 
 
 def test_the_next_window_starts_from_zero_on_the_shared_table(moto: MotoServer, table: str) -> None:
-    clock = Clock()
+    clock = ManualClock()
     first, second = (dynamodb_limiter(moto, table, RateLimit(600, 60), clock) for _ in range(2))
     own = RateLimit(2, 10)
     first.check("key:a", own)
@@ -144,7 +130,7 @@ def test_an_unusable_counter_lets_requests_through_with_a_warning_and_a_metric(
         DYNAMODB_ENDPOINT_URL=endpoint,
         RATE_LIMIT_REQUESTS="1",
     )
-    clock = Clock()
+    clock = ManualClock()
     limiter = build_rate_limiter(settings, clock)
     before = metrics.counters["RateLimitError"]
     with caplog.at_level(logging.WARNING, logger="retrieval_core.ratelimit.limiter"):
@@ -184,12 +170,12 @@ def key(value: str) -> dict[str, str]:
 @pytest.fixture()
 def limited(
     client: TestClient, configure: Any, moto: MotoServer, table: str, aws_env: None
-) -> tuple[TestClient, Clock]:
+) -> tuple[TestClient, ManualClock]:
     """The app with API_KEYS and the limiter counting in `table` on moto, on a clock the test moves."""
     settings = configure(
         API_KEYS=json.dumps(API_KEYS), CACHE_TABLE_NAME=table, DYNAMODB_ENDPOINT_URL=moto.endpoint_url
     )
-    clock = Clock()
+    clock = ManualClock()
     replace_rate_limiter(build_rate_limiter(settings, clock))
     return client, clock
 
@@ -199,7 +185,7 @@ def search(client: TestClient, api_key: str) -> Any:
 
 
 def test_the_201st_rapid_request_is_a_429_with_retry_after_and_other_keys_are_unaffected(
-    limited: tuple[TestClient, Clock], moto: MotoServer, table: str
+    limited: tuple[TestClient, ManualClock], moto: MotoServer, table: str
 ) -> None:
     client, clock = limited
     statuses = [search(client, LIMITED).status_code for _ in range(200)]
@@ -239,12 +225,12 @@ def test_the_201st_rapid_request_is_a_429_with_retry_after_and_other_keys_are_un
     assert "429" in operation["responses"]
 
 
-def test_a_wrong_key_is_a_401_not_a_429(limited: tuple[TestClient, Clock]) -> None:
+def test_a_wrong_key_is_a_401_not_a_429(limited: tuple[TestClient, ManualClock]) -> None:
     client, _ = limited
     assert search(client, "rk_wrong_" + "ee" * 16).status_code == 401
 
 
-def test_a_batch_counts_each_item(limited: tuple[TestClient, Clock]) -> None:
+def test_a_batch_counts_each_item(limited: tuple[TestClient, ManualClock]) -> None:
     client, _ = limited
     three = {"requests": [{"query": "remote work", "grade": 0.0}] * 3}
     assert client.post(BATCH, json=three, headers=key(BATCHER)).status_code == 200  # 3 of 5
@@ -257,7 +243,7 @@ def test_a_batch_counts_each_item(limited: tuple[TestClient, Clock]) -> None:
 def test_the_in_process_counter_limits_without_dynamodb(client: TestClient, configure: Any) -> None:
     settings = configure(API_KEYS=json.dumps(API_KEYS))
     assert settings.cache_table_name is None
-    clock = Clock()
+    clock = ManualClock()
     replace_rate_limiter(build_rate_limiter(settings, clock))
     assert [search(client, SMALL).status_code for _ in range(4)] == [200, 200, 200, 429]
     assert search(client, OTHER).status_code == 200
@@ -279,7 +265,7 @@ def test_a_jwt_subject_gets_the_default_limit_in_the_lambda_handler(
         CACHE_TABLE_NAME=table,
         DYNAMODB_ENDPOINT_URL=moto.endpoint_url,
     )
-    replace_rate_limiter(build_rate_limiter(settings, Clock(START + 20)))
+    replace_rate_limiter(build_rate_limiter(settings, ManualClock(START + 20)))
     handler = build_handler(retrieve.router)
 
     def token(subject: str) -> dict[str, Any]:
@@ -303,7 +289,7 @@ def test_make_api_key_prints_an_entry_with_its_own_rate_limit(client: TestClient
     new_key, entry_line = run.stdout.strip().splitlines()
     assert json.loads(entry_line)["rateLimit"] == {"requests": 2, "windowSeconds": 60}
     settings = configure(API_KEYS=f"[{entry_line}]")
-    replace_rate_limiter(build_rate_limiter(settings, Clock()))
+    replace_rate_limiter(build_rate_limiter(settings, ManualClock()))
     assert [search(client, new_key).status_code for _ in range(3)] == [200, 200, 429]
     for wrong in ("fast", "2/0", "-1/60", "2"):
         refused = make_api_key("--name", "x", "--stores", "*", "--rate-limit", wrong)

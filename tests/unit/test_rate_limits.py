@@ -11,16 +11,9 @@ from retrieval_core.exceptions import ConfigurationError, RateLimitedError
 from retrieval_core.ratelimit.counters import MEMORY_SWEEP_AT, MemoryCounter
 from retrieval_core.ratelimit.limiter import RateLimiter
 from retrieval_core.ratelimit.window import TTL_SLACK_S, RateLimit, parse_rate_limit, window_at
+from tests.fakes.clock import ManualClock
 
 DIGEST = "ab" * 32
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_windows_are_aligned_on_the_epoch_so_every_instance_names_the_same_counter() -> None:
@@ -113,7 +106,7 @@ def test_the_memory_counter_lets_exactly_the_limit_through_and_a_cost_only_if_it
 
 
 def test_the_memory_counter_forgets_windows_that_ended() -> None:
-    clock = Clock(1_000.0)
+    clock = ManualClock(1_000.0)
     counter = MemoryCounter(clock)
     for i in range(MEMORY_SWEEP_AT):
         counter.take(f"old-{i}", 1, 1, 500)
@@ -123,7 +116,7 @@ def test_the_memory_counter_forgets_windows_that_ended() -> None:
 
 
 def test_the_limiter_refuses_with_retry_after_until_the_next_window() -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     limiter = RateLimiter(MemoryCounter(clock), RateLimit(600, 60), shared=False, clock=clock)
     own = RateLimit(2, 10)
     limiter.check("key:a", own)
@@ -140,7 +133,7 @@ def test_the_limiter_refuses_with_retry_after_until_the_next_window() -> None:
 
 
 def test_the_default_applies_without_a_grant_limit_and_zero_is_unlimited() -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     limiter = RateLimiter(MemoryCounter(clock), RateLimit(3, 60), shared=False, clock=clock)
     for _ in range(3):
         limiter.check("jwt:x", None)
@@ -154,7 +147,7 @@ def test_the_default_applies_without_a_grant_limit_and_zero_is_unlimited() -> No
 
 
 def test_a_cost_larger_than_the_room_left_is_refused_and_takes_nothing() -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     limiter = RateLimiter(MemoryCounter(clock), RateLimit(5, 60), shared=False, clock=clock)
     limiter.check("key:a", None, cost=3)
     with pytest.raises(RateLimitedError):

@@ -536,16 +536,10 @@ class RetrievalService:
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
             # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"
             # would then match every chunk without "ab"): checked with the store lookup, no extra trip.
-            has_lexemes = False
-            if query_text is None:
-                store = repository.find_store_for_search(
-                    conn, name, knobs or self.index_knobs, statement_timeout_ms
-                )
-            else:
-                positive = KeywordQuery(query_text).positive_text
-                store, has_lexemes = repository.find_store_for_hybrid_search(
-                    conn, name, knobs or self.index_knobs, statement_timeout_ms, positive
-                )
+            positive = KeywordQuery(query_text).positive_text if query_text is not None else None
+            store, has_lexemes = repository.find_store_with_lexemes(
+                conn, name, knobs or self.index_knobs, statement_timeout_ms, positive
+            )
             if store is None:
                 raise StoreNotFoundError(name)
             grant.require_store(store.name, name)

@@ -178,7 +178,6 @@ class Settings(BaseSettings):
         le=100_000,
         description="most chunks a filter may match to be searched exactly; 0: never",
     )
-    # shared_buffers of the embedded PostgreSQL (local and benchmarks only; applied when it starts).
     embedded_shared_buffers_mb: int = Field(
         default=256,
         ge=16,
@@ -341,8 +340,6 @@ class Settings(BaseSettings):
     cors_max_age_s: int = Field(
         default=600, ge=0, le=86_400, description="local server: seconds a browser may cache a preflight"
     )
-    # Seconds a request body may take to arrive in full; a slower one (a body shorter than its
-    # Content-Length) is answered 408 and its connection closed.
     request_body_timeout_s: float = Field(
         default=10.0,
         gt=0,

@@ -63,8 +63,8 @@ __all__ = [
     "embedding_expression",
     "existing_hashes",
     "find_store",
-    "find_store_for_hybrid_search",
     "find_store_for_search",
+    "find_store_with_lexemes",
     "hybrid_chunks",
     "index_name",
     "keyword_chunks",
@@ -414,18 +414,14 @@ def find_store_for_search(
     conn: Connection, name: str, knobs: IndexKnobs, statement_timeout_ms: int | None = None
 ) -> Store | None:
     """Like `find_store`, and applies `set_search_options` in the same round trip (call in a transaction)."""
-    row = conn.execute(
-        f"SELECT {STORE_COLUMNS}, {_SEARCH_OPTIONS} {STORE_BY_NAME}",
-        {"n": name, **_search_options(knobs, statement_timeout_ms)},
-    ).fetchone()
-    return store_from_row(row[: len(fields(Store))]) if row else None
+    return find_store_with_lexemes(conn, name, knobs, statement_timeout_ms, None)[0]
 
 
-def find_store_for_hybrid_search(
-    conn: Connection, name: str, knobs: IndexKnobs, statement_timeout_ms: int | None, keyword_text: str
+def find_store_with_lexemes(
+    conn: Connection, name: str, knobs: IndexKnobs, statement_timeout_ms: int | None, keyword_text: str | None
 ) -> tuple[Store | None, bool]:
-    """`find_store_for_search`, and whether `keyword_text` holds a lexeme in the store's text search
-    configuration (not only stopwords), all in one round trip."""
+    """`find_store_for_search` that also says whether `keyword_text` holds a lexeme in the store's text search
+    configuration (not only stopwords), in the same round trip. No `keyword_text`: False."""
     row = conn.execute(
         f"SELECT {STORE_COLUMNS}, to_tsvector(text_search, %(keyword_text)s) <> ''::tsvector,"
         f" {_SEARCH_OPTIONS} {STORE_BY_NAME}",

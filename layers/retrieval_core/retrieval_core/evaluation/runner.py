@@ -72,28 +72,16 @@ DEFAULT_METHODS: tuple[MethodSpec, ...] = (
     MethodSpec("hybrid RRF (k=60)", {**HYBRID, "fusion": "rrf"}),
     *(
         MethodSpec(
-            f"hybrid weighted {w:.1f} / {1 - w:.1f}",
+            f"hybrid weighted{label} {w:.1f} / {1 - w:.1f}",
             {
                 **HYBRID,
                 "fusion": "weighted",
-                "normalization": "minmax",
+                "normalization": normalization,
                 "vectorWeight": w,
                 "keywordWeight": round(1 - w, 1),
             },
         )
-        for w in WEIGHTS
-    ),
-    *(
-        MethodSpec(
-            f"hybrid weighted, max-scaled {w:.1f} / {1 - w:.1f}",
-            {
-                **HYBRID,
-                "fusion": "weighted",
-                "normalization": "max",
-                "vectorWeight": w,
-                "keywordWeight": round(1 - w, 1),
-            },
-        )
+        for normalization, label in (("minmax", ""), ("max", ", max-scaled"))
         for w in WEIGHTS
     ),
     MethodSpec(
