@@ -93,6 +93,11 @@ class PooledConnections:
 
     A request that finds every connection lent out waits at most `pool_wait_s` for one (a 503 soon is
     better than holding the caller); one that waits for a new connection waits up to the connect timeout.
+
+    psycopg_pool retries a failed connection with a doubling delay for five minutes by default, so after
+    a long outage its next try could come minutes after the database is back. We stop each chain of
+    retries after one connect timeout instead: a request that then finds the pool empty starts a fresh
+    attempt at once, and recovery never waits longer than the connect timeout.
     """
 
     def __init__(
@@ -120,6 +125,7 @@ class PooledConnections:
             kwargs={"autocommit": True, "connect_timeout": connect_timeout_s, "prepare_threshold": None},
             configure=lambda conn: configure_connection(conn, statement_timeout_ms),
             check=ConnectionPool.check_connection,
+            reconnect_timeout=self._timeout,
             open=False,
         )
         self._pool.open(wait=False)
