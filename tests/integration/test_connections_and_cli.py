@@ -62,6 +62,8 @@ def test_cli_ingests_lists_and_deletes(
     assert main(["stores"]) == 0
     listing = capsys.readouterr().out
     assert "cli-docs\tcli-docs\tall-MiniLM-L6-v2\t384\t2 chunks" in listing
+    assert main(["stores", "list"]) == 0
+    assert capsys.readouterr().out == listing
 
     assert main(["delete", "--store", "cli-docs", "guide.md", "nope.md"]) == 0
     assert "deleted 1 document from store 'cli-docs': guide.md; not found: nope.md" in capsys.readouterr().out

