@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+PYTHONPATH = os.pathsep.join([str(REPO / "layers" / "retrieval_core"), str(REPO)])
 DOCUMENTED_ADDRESSES = ("127.0.0.1:8000", "localhost:8000")
 EXAMPLE = re.compile(
     r"<!-- example: (?P<mark>\d{3}(?:, last)?|setup) -->\n```(?:bash|sh)\n(?P<command>.*?)\n```\n"
@@ -37,7 +38,8 @@ EXAMPLE = re.compile(
     re.DOTALL,
 )
 MARKER = re.compile(r"<!-- example: [^>]*-->")
-FENCED = re.compile(r"^```[\w-]*\n(?P<code>.*?)\n```$", re.DOTALL | re.MULTILINE)
+# Fences may be indented (a block inside a list item).
+FENCED = re.compile(r"^[ \t]*```[\w-]*\n(?P<code>.*?)\n[ \t]*```$", re.DOTALL | re.MULTILINE)
 # curl prints this after each answer's body; the commands themselves run exactly as the pages have them.
 STATUS_LINE = re.compile(r"\n@@status (\d{3})\n")
 CURLRC = 'write-out = "\\n@@status %{http_code}\\n"\nnoproxy = "*"\n'
@@ -129,7 +131,7 @@ def run_examples(examples: list[Example], address: str, workdir: Path) -> None:
     env = {
         **os.environ,
         "CURL_HOME": str(workdir),
-        "PYTHONPATH": os.pathsep.join([str(REPO / "layers" / "retrieval_core"), str(REPO)]),
+        "PYTHONPATH": PYTHONPATH,
         # docs/documents-api.md sends it; a server without configured keys ignores the header.
         "RETRIEVAL_KEY": "rk_ignored_by_a_server_without_keys",
     }
@@ -190,7 +192,7 @@ def served_app() -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(
         DATA_DIR=str(root / "data"),
-        PYTHONPATH=os.pathsep.join([str(REPO / "layers" / "retrieval_core"), str(REPO)]),
+        PYTHONPATH=PYTHONPATH,
         EMBEDDING_PROVIDER="local",
         DEFAULT_STORE="sample",
     )

@@ -10,13 +10,14 @@ A `curl` block of README.md or docs/ that targets the local service (`127.0.0.1:
 `$API` as docs/documents-api.md defines it) is either marked or listed in NOT_RUN with its reason, so no
 local example goes stale unchecked.
 
+docs/security.md's `retrieval make-api-key` example runs too (its key is random, so it has a test of its
+own): the entry printed has the shape and values shown, and the SHA-256 of the key printed.
+
 Not executed, and why:
 - docs/loading-documents.md, the `retrieval` command block: it syncs from `s3://my-bucket` (needs S3),
   evaluates a BEIR set the reader brings (`corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv`), and
   mixes several commands with no answer shown. The commands themselves are exercised by
   tests/integration/test_cli_sync.py and test_eval_cli.py.
-- docs/security.md, `retrieval make-api-key`: its output is a new random key each time (the CLI is
-  covered by tests/integration/test_harden_auth.py and test_grants.py).
 - docs/deploy.md, docs/migrations.md, docs/s3-sync.md, docs/operations.md: `sam`, `aws`, `make deploy`
   and `retrieval migrate` against a deployed stack's database, which need AWS.
 - JSON shown without a request (docs/api.md's health answer, docs/operations.md's rate-limit and queue
@@ -26,18 +27,34 @@ Not executed, and why:
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.doc_examples import REPO, local_curl_blocks, page_examples, run_examples
+from tests.doc_examples import (
+    PYTHONPATH,
+    REPO,
+    local_curl_blocks,
+    page_examples,
+    run_examples,
+    shape_problems,
+)
 from tests.files import markdown_bytes, pdf_bytes
 
 PAGES = sorted(REPO.glob("docs/*.md"))
 RUNNABLE = [page for page in PAGES if page_examples(page)]
 # Local requests not run, each with its reason: (page, a fragment of the block) -> reason.
 NOT_RUN: dict[tuple[str, str], str] = {}
+# docs/security.md's block: the command, the key printed, the entry printed.
+MAKE_API_KEY = re.compile(r"```console\n\$ (?P<command>retrieval make-api-key .*)\n.*\n(?P<entry>\{.*\})\n")
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="the docs' examples use curl")
 
@@ -76,3 +93,23 @@ def test_the_local_examples_are_all_run_or_listed_with_a_reason() -> None:
 def test_the_pages_with_local_requests_have_runnable_examples() -> None:
     names = {page.name for page in RUNNABLE}
     assert {"api.md", "documents-api.md", "loading-documents.md"} <= names, names
+
+
+def test_the_make_api_key_example_prints_a_key_and_the_entry_shown() -> None:
+    shown = MAKE_API_KEY.search((REPO / "docs" / "security.md").read_text("utf-8"))
+    assert shown is not None, "docs/security.md no longer shows `retrieval make-api-key` and its output"
+    arguments = shlex.split(shown["command"])[1:]
+    run = subprocess.run(
+        [sys.executable, "-m", "retrieval_core.cli", *arguments],
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    key, entry_line = run.stdout.splitlines()
+    assert key.startswith("rk_"), key
+    entry, shown_entry = json.loads(entry_line), json.loads(shown["entry"])
+    assert shape_problems(shown_entry, entry) == []
+    assert entry["sha256"] == hashlib.sha256(key.encode()).hexdigest()
+    assert entry | {"sha256": shown_entry["sha256"]} == shown_entry  # the name, stores and scopes asked for
