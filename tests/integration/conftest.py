@@ -80,3 +80,12 @@ def table(moto: Any) -> str:
     name = f"cache-{uuid.uuid4().hex[:8]}"
     create_cache_table(moto.client("dynamodb"), name)
     return name
+
+
+@pytest.fixture(scope="session")
+def served_app() -> Iterator[str]:
+    """The address of one `retrieval serve` on a fresh database, for the README's and the docs' examples."""
+    from tests.doc_examples import served_app
+
+    with served_app() as address:
+        yield address
