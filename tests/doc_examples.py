@@ -179,8 +179,16 @@ class ServerDidNotStart(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class ServedApp:
+    """A running `retrieval serve`: where it listens, and the file its output goes to."""
+
+    address: str
+    log: Path
+
+
 @contextmanager
-def served_app() -> Iterator[str]:
+def served_app() -> Iterator[ServedApp]:
     """The address of `retrieval serve`, started as `make serve` starts it (fresh database, sample corpus).
 
     The server picks its own port (`--port 0`) and the address is read from its log: a port chosen here and
@@ -207,7 +215,7 @@ def served_app() -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     try:
-        yield _wait_until_healthy(server, log)
+        yield ServedApp(_wait_until_healthy(server, log), log)
     finally:
         server.send_signal(signal.SIGTERM)
         try:

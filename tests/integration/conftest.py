@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.doc_examples import ServedApp
 from tests.fakes.gemini import FakeGemini
 from tests.integration.knowledge_support import GEMINI_KEY, knowledge_client, stock_fake
 
@@ -83,9 +84,9 @@ def table(moto: Any) -> str:
 
 
 @pytest.fixture(scope="session")
-def served_app() -> Iterator[str]:
-    """The address of one `retrieval serve` on a fresh database, for the README's and the docs' examples."""
+def served_app() -> Iterator[ServedApp]:
+    """One `retrieval serve` on a fresh database, for the README's and the docs' examples."""
     from tests.doc_examples import served_app
 
-    with served_app() as address:
-        yield address
+    with served_app() as app:
+        yield app

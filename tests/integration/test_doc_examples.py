@@ -42,6 +42,7 @@ import pytest
 from tests.doc_examples import (
     PYTHONPATH,
     REPO,
+    ServedApp,
     local_curl_blocks,
     page_examples,
     run_examples,
@@ -72,8 +73,8 @@ def workdir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=lambda page: page.name)
-def test_every_example_of_the_page_answers_as_shown(page: Path, served_app: str, workdir: Path) -> None:
-    run_examples(page_examples(page), served_app, workdir)
+def test_every_example_of_the_page_answers_as_shown(page: Path, served_app: ServedApp, workdir: Path) -> None:
+    run_examples(page_examples(page), served_app.address, workdir)
 
 
 def test_the_local_examples_are_all_run_or_listed_with_a_reason() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.doc_examples import REPO, page_examples, run_examples
+from tests.doc_examples import REPO, ServedApp, page_examples, run_examples
 
 README = REPO / "README.md"
 
@@ -37,7 +37,16 @@ def test_the_readme_shows_an_example_of_every_endpoint() -> None:
         assert method in commands
 
 
-def test_every_readme_example_answers_as_shown(served_app: str, tmp_path: Path) -> None:
+def test_every_readme_example_answers_as_shown(served_app: ServedApp, tmp_path: Path) -> None:
     examples = page_examples(README)
     assert len(examples) >= 12
-    run_examples(examples, served_app, tmp_path)
+    run_examples(examples, served_app.address, tmp_path)
+
+
+def test_serve_starts_with_a_few_plain_lines(served_app: ServedApp) -> None:
+    # A newcomer's first screen: where the database runs, the migrations, the sample corpus, the address;
+    # not every pg_ctl command of the embedded server with initdb's output, nor a platform warning.
+    startup = served_app.log.read_text().split("Uvicorn running on")[0]
+    for noise in ("Running commandline", "initdb", "Warning", "Traceback"):
+        assert noise not in startup, startup
+    assert len(startup.splitlines()) <= 10, startup
