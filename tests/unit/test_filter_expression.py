@@ -116,7 +116,7 @@ def test_empty_expression_is_no_filter() -> None:
         ("a @ 1", 2, "a key, a value, an operator or a parenthesis", "'@'"),
         ("a < true", 4, "a number or a string after <", "a boolean"),
         ("and = 1", 0, "a metadata key, NOT or '('", "'AND'"),
-        ("a 1", 2, "an operator: =, !=, <, <=, >, >= or IN", "'1'"),
+        ("a 1", 2, "an operator: =, !=, <, <=, >, >=, IN, NOT IN, STARTS WITH, CONTAINS or HAS", "'1'"),
         ("a IN ()", 6, "a string, a number, true or false", "')'"),
         ("a IN 1", 5, "'(' opening the IN list", "'1'"),
         ("a IN (1 2)", 8, "',' or ')' in the IN list", "'2'"),

@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .exceptions import InvalidRequestError
+from .filter_tree import is_tree
 from .filters import MetadataValue
 from .fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
 from .index_knobs import (
@@ -94,18 +95,42 @@ MetadataExpression = Annotated[
     ),
     AfterValidator(_no_nul),
 ]
+MetadataTree = Annotated[
+    dict[str, Any],
+    Field(
+        description="A filter tree in Bedrock Knowledge Bases' shape: an object whose single key is an "
+        "operator (andAll, orAll, equals, notEquals, greaterThan, greaterThanOrEquals, lessThan, "
+        "lessThanOrEquals, in, notIn, startsWith, stringContains, listContains, equalsIgnoreCase, exists), "
+        "e.g. "
+        '{"andAll": [{"equals": {"key": "year", "value": 2024}}, '
+        '{"startsWith": {"key": "title", "value": "Kube"}}]} (docs/api.md).',
+        examples=[
+            {
+                "andAll": [
+                    {"equals": {"key": "year", "value": 2024}},
+                    {"startsWith": {"key": "title", "value": "Kube"}},
+                ]
+            }
+        ],
+    ),
+]
 _EQUALITIES: TypeAdapter[dict[str, MetadataValue]] = TypeAdapter(MetadataEqualities)
 _EXPRESSION: TypeAdapter[str] = TypeAdapter(MetadataExpression)
 
 
-def _one_filter_form(value: Any, _: Any) -> dict[str, MetadataValue] | str:
+def _one_filter_form(value: Any, _: Any) -> dict[str, Any] | str:
     # Validates the one form the input has, so errors name `metadataFilter.<key>`, not union branches.
+    # A tree is read (and a malformed one refused, naming its path) where the filter is compiled.
     if isinstance(value, str):
         return _EXPRESSION.validate_python(value)
+    if is_tree(value):
+        return dict(value)
     return _EQUALITIES.validate_python(value)
 
 
-MetadataFilter = Annotated[MetadataEqualities | MetadataExpression, WrapValidator(_one_filter_form)]
+MetadataFilter = Annotated[
+    MetadataEqualities | MetadataTree | MetadataExpression, WrapValidator(_one_filter_form)
+]
 
 
 class RequestModel(BaseModel):

@@ -32,7 +32,14 @@ from .exceptions import (
     RetrievalError,
     StoreNotFoundError,
 )
-from .filters import TRUE, MetadataValue, Predicate, check_keys, document_ids_in, metadata_predicate
+from .filters import (
+    TRUE,
+    MetadataFilterValue,
+    Predicate,
+    check_keys,
+    document_ids_in,
+    metadata_predicate,
+)
 from .fusion import fuse
 from .grants import Grant
 from .index_knobs import IndexKnobs, IterativeScan
@@ -224,7 +231,7 @@ class RetrievalService:
         return self._through_cache("similarity-search", request, SimilaritySearchResponse, compute, grant)
 
     def where_for(
-        self, doc_ids: Sequence[str] | None, metadata_filter: Mapping[str, MetadataValue] | str | None
+        self, doc_ids: Sequence[str] | None, metadata_filter: MetadataFilterValue | None
     ) -> Predicate:
         """The SQL predicate of a request's `docIds` and `metadataFilter`; a bad filter raises (422)."""
         return document_ids_in(doc_ids) & metadata_predicate(metadata_filter, self.allowed_metadata_keys)
