@@ -15,6 +15,7 @@ from retrieval_core.filter_expression import (
     MAX_IN_ITEMS,
     And,
     Comparison,
+    Exists,
     Node,
     Not,
     Or,
@@ -272,6 +273,8 @@ RESERVED = {"document_ids", "query_vector", "limit", "metadata_contains", "ef_se
 
 
 def _values_of(node: Node) -> list[object]:
+    if isinstance(node, Exists):
+        return [node.key]
     if isinstance(node, Comparison):
         listed = node.value if isinstance(node.value, tuple) else (node.value,)
         return [node.key, *listed]
@@ -290,9 +293,12 @@ def _param_values(params: dict[str, object]) -> list[object]:
             except json.JSONDecodeError:
                 found.append(item)
                 continue
-            found.extend(
-                [*decoded.keys(), *decoded.values()] if isinstance(decoded, dict) else [item, decoded]
-            )
+            if isinstance(decoded, dict):  # {key: value}, or {key: [value]} for HAS
+                held = [v if isinstance(v, list) else [v] for v in decoded.values()]
+                inner = [v for values in held for v in values]
+                found.extend([*decoded.keys(), *inner])
+            else:
+                found.extend([item, decoded])
     return found
 
 
@@ -302,6 +308,8 @@ def _neutral(node: Node) -> Node:
     def plain(value: object) -> object:
         return value if isinstance(value, bool) else "x" if isinstance(value, str) else 0
 
+    if isinstance(node, Exists):
+        return Exists("k")
     if isinstance(node, Comparison):
         value = node.value
         return c("k", node.op, tuple(map(plain, value)) if isinstance(value, tuple) else plain(value))
