@@ -1,13 +1,15 @@
 """Filtered ANN returns k: iterative HNSW scans, the exact path for selective filters, the index knobs.
 
 A store of 6,000 synthetic 32-dimensional chunks (clusters plus noise) is written directly;
-tenant `one` holds 1% of the chunks, tenant `ten` 10%. The expected answers are computed by
-brute force in numpy.
+tenant `one` holds 1% of the chunks, tenant `ten` 10%. A second store of the same chunks also names
+each chunk's tenant in a list and a title, and only tenant `one` has a `marker`, so that every
+filter operator can select exactly tenant `one`. The expected answers are computed by brute force
+in numpy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,7 +22,7 @@ from retrieval_core.api.app import create_app
 from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
-from retrieval_core.filters import metadata_equals
+from retrieval_core.filters import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.index_knobs import IndexKnobs
 from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
@@ -66,7 +68,44 @@ def _synthetic(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return vectors.astype(np.float32), tenants, queries.astype(np.float32)
 
 
-def _write_store(service: Any, name: str, storage: repository.Storage) -> Corpus:
+def _tenant(tenant: str) -> dict[str, Any]:
+    return {"tenant": tenant}
+
+
+def _operator_metadata(tenant: str) -> dict[str, Any]:
+    marker = {"marker": 1} if tenant == "one" else {}
+    return {"tenant": tenant, "tags": [tenant, "all"], "title": f"{tenant.upper()} chunk", **marker}
+
+
+# Every new operator, in both forms, selecting tenant `one` (1% of the store); and whether the store's
+# GIN index on metadata can answer it (docs/api.md "Metadata filters" says the same).
+ONE_PERCENT: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "startsWith": ("title STARTS WITH 'ONE '", {"startsWith": {"key": "title", "value": "ONE "}}, False),
+    "stringContains": ("title CONTAINS 'ONE'", {"stringContains": {"key": "title", "value": "ONE"}}, False),
+    "listContains": ("tags HAS 'one'", {"listContains": {"key": "tags", "value": "one"}}, True),
+    "equalsIgnoreCase": (
+        "lower(tenant) = 'ONE'",
+        {"equalsIgnoreCase": {"key": "tenant", "value": "ONE"}},
+        False,
+    ),
+    "exists": ("EXISTS(marker)", {"exists": {"key": "marker"}}, False),
+    "notIn": ("tenant NOT IN ('rest', 'ten')", {"notIn": {"key": "tenant", "value": ["rest", "ten"]}}, False),
+    "in": ("tenant IN ('one')", {"in": {"key": "tenant", "value": ["one"]}}, True),
+    "equals": ("tenant = 'one'", {"equals": {"key": "tenant", "value": "one"}}, True),
+}
+ONE_PERCENT_FILTERS = [
+    pytest.param(form, id=f"{name}-{kind}")
+    for name, (expression, tree, _) in ONE_PERCENT.items()
+    for kind, form in (("expression", expression), ("tree", tree))
+]
+
+
+def _write_store(
+    service: Any,
+    name: str,
+    storage: repository.Storage,
+    metadata: Callable[[str], dict[str, Any]] = _tenant,
+) -> Corpus:
     vectors, tenants, queries = _synthetic(seed=7)
     documents = []
     ids = []
@@ -74,7 +113,7 @@ def _write_store(service: Any, name: str, storage: repository.Storage) -> Corpus
         chunks = []
         for c in range(CHUNKS_PER_DOCUMENT):
             i = d * CHUNKS_PER_DOCUMENT + c
-            chunks.append(ChunkRow(f"d{d:04d}", c, f"chunk {i}", {"tenant": tenants[i]}, vectors[i].tolist()))
+            chunks.append(ChunkRow(f"d{d:04d}", c, f"chunk {i}", metadata(tenants[i]), vectors[i].tolist()))
             ids.append(f"d{d:04d}#{c}")
         documents.append(DocumentRow(f"d{d:04d}", "", {}, "-", chunks))
     with service.database.connection() as conn:
@@ -98,6 +137,11 @@ def corpus(service: Any) -> Corpus:
 
 
 @pytest.fixture(scope="module")
+def operator_corpus(service: Any) -> Corpus:
+    return _write_store(service, "filtered-ann-operators", "vector", _operator_metadata)
+
+
+@pytest.fixture(scope="module")
 def database(postgres_dsn: str) -> Iterator[SingleConnection]:
     """One connection of its own, so that its index statistics can be flushed before they are read."""
     database = SingleConnection(postgres_dsn, 5, 15_000)
@@ -110,13 +154,18 @@ def _service(database: SingleConnection, shared: Any, **kwargs: Any) -> Retrieva
 
 
 def _search(
-    service: RetrievalService, store: str, query: np.ndarray, tenant: str | None, **knobs: Any
+    service: RetrievalService,
+    store: str,
+    query: np.ndarray,
+    tenant: str | None,
+    metadata_filter: str | dict[str, Any] | None = None,
+    **knobs: Any,
 ) -> list[str]:
     request = SimilaritySearchRequest(
         query_embedding=query.tolist(),
         top_k=K,
         store=store,
-        metadata_filter={"tenant": tenant} if tenant else None,
+        metadata_filter=metadata_filter or ({"tenant": tenant} if tenant else None),
         search=SearchKnobs(**knobs) if knobs else None,
         cache_ttl_ms=0,
     )
@@ -186,6 +235,48 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
     assert [rows("strict_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
     # Without iterative scans, ef_search 40 candidates hold about 0.4 (1%) or 4 (10%) tenant rows.
     assert min(rows("off", q) for q in corpus.queries) < K
+
+
+@pytest.mark.parametrize("metadata_filter", ONE_PERCENT_FILTERS)
+def test_every_operator_keeps_the_full_k_at_one_percent_on_both_paths(
+    service: Any, database: SingleConnection, operator_corpus: Corpus, metadata_filter: str | dict[str, Any]
+) -> None:
+    # Through the HNSW index (iterative scans, exact path off), and through the exact path the service
+    # picks for 60 matching chunks of 6,000.
+    corpus = operator_corpus
+    hnsw_only = _service(database, service, exact_search_max_rows=0)
+    chooser = _service(database, service)
+    recalls = []
+    before = _index_scans(database, corpus.store)
+    for query in corpus.queries:
+        expected = corpus.exact_top_k(query, "one")
+        found = _search(hnsw_only, corpus.store.name, query, None, metadata_filter)
+        assert len(found) == K
+        assert {corpus.tenants[corpus.ids.index(i)] for i in found} == {"one"}
+        recalls.append(_recall(found, expected))
+        assert _search(chooser, corpus.store.name, query, None, metadata_filter) == expected
+    assert np.mean(recalls) >= 0.9
+    assert _index_scans(database, corpus.store) - before == len(corpus.queries)  # the HNSW ones only
+
+
+@pytest.mark.parametrize("name", list(ONE_PERCENT))
+def test_the_gin_index_can_serve_the_containment_operators_and_no_other(
+    service: Any, operator_corpus: Corpus, name: str
+) -> None:
+    # The plan of the exact path's count with every other way to the rows priced out: only a filter the
+    # store's GIN index on metadata can answer is read through it.
+    expression, tree, indexed = ONE_PERCENT[name]
+    store = operator_corpus.store
+    gin = repository.metadata_index_name(store)
+    for form in (expression, tree):
+        where = metadata_predicate(form)
+        with service.database.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_indexscan = off")
+            conn.execute("SET LOCAL enable_bitmapscan = on")
+            query = f"EXPLAIN SELECT 1 FROM chunks WHERE store_id = {store.id} AND {where.sql}"
+            plan = "\n".join(row[0] for row in conn.execute(query, where.params))
+        assert (f"Bitmap Index Scan on {gin}" in plan) is indexed, plan
 
 
 def test_a_selective_filter_is_answered_exactly_and_a_broad_one_by_the_index(
