@@ -10,10 +10,10 @@ import pytest
 from retrieval_core.cache.keys import search_key
 from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterTreeError, InvalidRequestError
 from retrieval_core.filter_expression import MAX_COMPARISONS, MAX_DEPTH, MAX_IN_ITEMS, And, Comparison, parse
-from retrieval_core.filter_tree import is_tree, parse_tree
+from retrieval_core.filter_tree import TREE_OPERATORS, is_tree, parse_tree
 from retrieval_core.filters import filter_keys, metadata_predicate
 from retrieval_core.knowledge.service import gemini_filter
-from retrieval_core.models import SimilaritySearchRequest
+from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
 
 ISSUE_EXAMPLE = {
     "andAll": [
@@ -164,3 +164,26 @@ def test_trees_gemini_cannot_express_are_refused_naming_the_operator(operator: s
     assert caught.value.status_code == 422
     assert operator in caught.value.message
     assert caught.value.details["errors"][0]["field"] == "metadataFilter"
+
+
+def _operators(tree: Any) -> set[str]:
+    ((name, operand),) = tree.items()
+    if isinstance(operand, list):
+        return {name}.union(*(_operators(item) for item in operand))
+    return {name}
+
+
+def test_the_openapi_schema_shows_every_operator_with_an_example_that_works() -> None:
+    schema = RetrieveRequest.model_json_schema(by_alias=True)["properties"]["metadataFilter"]
+    tree, expression = (
+        next(s for s in schema["anyOf"] if "examples" in s and s.get("type") == kind)
+        for kind in ("object", "string")
+    )
+    assert set().union(*(_operators(t) for t in tree["examples"])) == TREE_OPERATORS
+    for example in tree["examples"]:
+        metadata_predicate(example)
+    words = " ".join(expression["examples"])
+    for syntax in ("STARTS WITH", "CONTAINS", "HAS", "NOT IN", "lower(", "EXISTS(", "NOT ", " AND ", " OR "):
+        assert syntax in words
+    for example in expression["examples"]:
+        assert parse(example) is not None

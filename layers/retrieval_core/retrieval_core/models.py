@@ -92,26 +92,49 @@ MetadataExpression = Annotated[
     Field(
         max_length=4000,
         description='A filter expression, e.g. "year >= 2023 AND NOT draft = true" (docs/api.md).',
+        examples=[
+            "year >= 2023 AND NOT draft = true",
+            "year = 2024 AND title STARTS WITH 'Kube'",
+            "title CONTAINS 'pod' OR tags HAS 'k8s'",
+            "source_type NOT IN ('drive', 'web')",
+            "lower(project_name) = 'platform' AND EXISTS(pageNumber)",
+        ],
     ),
     AfterValidator(_no_nul),
+]
+# One example per operator of the filter tree, shown in the OpenAPI schema.
+TREE_EXAMPLES: list[dict[str, Any]] = [
+    {
+        "andAll": [
+            {"equals": {"key": "year", "value": 2024}},
+            {"startsWith": {"key": "title", "value": "Kube"}},
+        ]
+    },
+    {
+        "orAll": [
+            {"notEquals": {"key": "year", "value": 2024}},
+            {"greaterThan": {"key": "pageNumber", "value": 10}},
+            {"greaterThanOrEquals": {"key": "year", "value": 2023}},
+            {"lessThan": {"key": "year", "value": 2025}},
+            {"lessThanOrEquals": {"key": "year", "value": 2024}},
+        ]
+    },
+    {"in": {"key": "source_type", "value": ["s3", "drive"]}},
+    {"notIn": {"key": "source_type", "value": ["drive"]}},
+    {"stringContains": {"key": "title", "value": "pod"}},
+    {"listContains": {"key": "tags", "value": "k8s"}},
+    {"equalsIgnoreCase": {"key": "project_name", "value": "platform"}},
+    {"exists": {"key": "pageNumber"}},
 ]
 MetadataTree = Annotated[
     dict[str, Any],
     Field(
         description="A filter tree in Bedrock Knowledge Bases' shape: an object whose single key is an "
         "operator (andAll, orAll, equals, notEquals, greaterThan, greaterThanOrEquals, lessThan, "
-        "lessThanOrEquals, in, notIn, startsWith, stringContains, listContains, equalsIgnoreCase, exists), "
-        "e.g. "
-        '{"andAll": [{"equals": {"key": "year", "value": 2024}}, '
-        '{"startsWith": {"key": "title", "value": "Kube"}}]} (docs/api.md).',
-        examples=[
-            {
-                "andAll": [
-                    {"equals": {"key": "year", "value": 2024}},
-                    {"startsWith": {"key": "title", "value": "Kube"}},
-                ]
-            }
-        ],
+        "lessThanOrEquals, in, notIn, startsWith, stringContains, listContains, equalsIgnoreCase, exists; "
+        "reserved as the single key of an equality object); leaves are {key, value}, exists takes only "
+        "key (docs/api.md).",
+        examples=TREE_EXAMPLES,
     ),
 ]
 _EQUALITIES: TypeAdapter[dict[str, MetadataValue]] = TypeAdapter(MetadataEqualities)
