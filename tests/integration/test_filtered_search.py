@@ -107,8 +107,8 @@ ONE_PERCENT: dict[str, tuple[str, dict[str, Any], bool]] = {
 # Each operator alone. (The conjunction above the planner estimates at a few rows, and it reads them
 # through the GIN index and sorts them exactly even when the service asks for the HNSW index.)
 ONE_PERCENT_FILTERS = [
-    pytest.param(form, id=f"{name}-{kind}")
-    for name, (expression, tree, _) in ONE_PERCENT.items()
+    pytest.param(form, indexed, id=f"{name}-{kind}")
+    for name, (expression, tree, indexed) in ONE_PERCENT.items()
     if name != "andAll"
     for kind, form in (("expression", expression), ("tree", tree))
 ]
@@ -251,30 +251,36 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
     assert min(rows("off", q) for q in corpus.queries) < K
 
 
-@pytest.mark.parametrize("metadata_filter", ONE_PERCENT_FILTERS)
+@pytest.mark.parametrize(("metadata_filter", "indexed"), ONE_PERCENT_FILTERS)
 def test_every_operator_keeps_the_full_k_at_one_percent(
-    service: Any, database: SingleConnection, operator_corpus: Corpus, metadata_filter: str | dict[str, Any]
+    service: Any,
+    database: SingleConnection,
+    operator_corpus: Corpus,
+    metadata_filter: str | dict[str, Any],
+    indexed: bool,
 ) -> None:
-    # Through the service: with the exact path it picks for 60 matching chunks of 6,000, and with the
-    # exact path off (the planner then walks the HNSW index or, for a filter it estimates at a few rows,
-    # reads the store's rows and sorts them; full k either way).
+    # Through the service as configured: 60 matching chunks of 6,000 are read exactly when the GIN index
+    # finds them, else the HNSW index is walked. And with the exact path off (the planner then walks the
+    # HNSW index or, for a filter it estimates at a few rows, reads the store's rows and sorts them).
     corpus = operator_corpus
     hnsw_only = _service(database, service, exact_search_max_rows=0)
     chooser = _service(database, service)
     recalls = []
     for query in corpus.queries:
         expected = corpus.exact_top_k(query, "one")
-        assert _search(chooser, corpus.store.name, query, None, metadata_filter) == expected
-        found = _search(hnsw_only, corpus.store.name, query, None, metadata_filter)
-        assert len(found) == K
-        assert {corpus.tenants[corpus.ids.index(i)] for i in found} == {"one"}
-        recalls.append(_recall(found, expected))
+        for searcher in (chooser, hnsw_only):
+            found = _search(searcher, corpus.store.name, query, None, metadata_filter)
+            assert len(found) == K
+            assert {corpus.tenants[corpus.ids.index(i)] for i in found} == {"one"}
+            recalls.append(_recall(found, expected))
+        if indexed:
+            assert _search(chooser, corpus.store.name, query, None, metadata_filter) == expected
     assert np.mean(recalls) >= 0.9
 
 
-@pytest.mark.parametrize("metadata_filter", ONE_PERCENT_FILTERS)
+@pytest.mark.parametrize(("metadata_filter", "indexed"), ONE_PERCENT_FILTERS)
 def test_an_hnsw_walk_keeps_the_full_k_at_one_percent_with_every_operator(
-    service: Any, operator_corpus: Corpus, metadata_filter: str | dict[str, Any]
+    service: Any, operator_corpus: Corpus, metadata_filter: str | dict[str, Any], indexed: bool
 ) -> None:
     # The top-k query the service issues, held to the HNSW index (sorting the filtered rows is priced
     # out): iterative scans fill the answer whichever operator filters it.
@@ -310,6 +316,35 @@ def test_the_gin_index_can_serve_the_containment_operators_and_no_other(
             query = f"EXPLAIN SELECT 1 FROM chunks WHERE store_id = {store.id} AND {where.sql}"
             plan = "\n".join(row[0] for row in conn.execute(query, where.params))
         assert (f"Bitmap Index Scan on {gin}" in plan) is indexed, plan
+        assert where.indexed is indexed
+
+
+@pytest.mark.parametrize("name", list(ONE_PERCENT))
+def test_the_exact_path_is_taken_only_when_an_index_finds_the_filters_chunks(
+    service: Any, database: SingleConnection, operator_corpus: Corpus, name: str
+) -> None:
+    # 60 matching chunks are few enough for the exact path; without an index it would read all 6,000
+    # (twice: the count, then the scan), so such a filter is not even counted: chunks is not read.
+    expression, tree, indexed = ONE_PERCENT[name]
+    for form in (expression, tree):
+        chooser = _service(database, service)
+        before = _table_reads(database)
+        with database.connection() as conn, conn.transaction():
+            where = chooser.where_for(None, form)
+            assert chooser.scans_exactly(conn, operator_corpus.store, where, K) is indexed
+        assert (_table_reads(database) > before) is indexed
+
+
+def _table_reads(database: SingleConnection) -> int:
+    """Sequential and index scans of the chunks table so far (counted by PostgreSQL)."""
+    with database.connection() as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'chunks'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def test_a_selective_filter_is_answered_exactly_and_a_broad_one_by_the_index(

@@ -243,12 +243,15 @@ class _Parser:
             return Not(self.unary(depth + 1))
         return self.comparison()
 
-    def at_word(self, word: str, offset: int = 0) -> bool:
-        """The token `offset` ahead is the identifier `word` (any case): a contextual operator word."""
-        token = self.tokens[min(self.index + offset, len(self.tokens) - 1)]
-        return token.kind == "IDENT" and token.text.upper() == word
+    def at_word(self, word: str) -> bool:
+        """The current token is the identifier `word` (any case): an operator where no key can stand."""
+        return self.current.kind == "IDENT" and self.current.text.upper() == word
+
+    def before_parenthesis(self) -> bool:
+        return self.tokens[min(self.index + 1, len(self.tokens) - 1)].kind == "LPAREN"
 
     def key(self) -> str:
+        """A metadata key; each one starts a comparison, counted against MAX_COMPARISONS."""
         if self.current.kind != "IDENT":
             raise self.fail("a metadata key, NOT or '('")
         key_token = self.advance()
@@ -270,10 +273,9 @@ class _Parser:
         return key
 
     def comparison(self) -> Comparison | Exists:
-        next_is_parenthesis = self.tokens[min(self.index + 1, len(self.tokens) - 1)].kind == "LPAREN"
-        if self.at_word("EXISTS") and next_is_parenthesis:
+        if self.at_word("EXISTS") and self.before_parenthesis():
             return Exists(self.key_in_parentheses())
-        if self.at_word("LOWER") and next_is_parenthesis:
+        if self.at_word("LOWER") and self.before_parenthesis():
             key = self.key_in_parentheses()
             if not (self.current.kind == "OP" and self.current.text == "="):
                 raise self.fail("'=' after lower(key)")
@@ -441,8 +443,20 @@ class _Compiler:
         return f"COALESCE(jsonb_typeof(metadata -> {key}::text) = '{json_type}' AND {compare}, false)"
 
 
+def indexed(node: Node) -> bool:
+    """Whether the GIN index on metadata finds the rows of `node`: containment (=, IN, HAS), an AND
+    with such a part, an OR of such parts."""
+    if isinstance(node, Comparison):
+        return node.op in ("=", "IN", "HAS")
+    if isinstance(node, And):
+        return any(indexed(operand) for operand in node.operands)
+    if isinstance(node, Or):
+        return all(indexed(operand) for operand in node.operands)
+    return False  # EXISTS (`?` is not a jsonb_path_ops operator) and NOT
+
+
 def compile_node(node: Node) -> Predicate:
     """The SQL predicate over the `metadata` jsonb column for `node`, values bound as `mf0`, `mf1`, ..."""
     compiler = _Compiler()
     sql = compiler.node(node)
-    return Predicate(sql, compiler.params)
+    return Predicate(sql, compiler.params, indexed=indexed(node))
