@@ -143,8 +143,15 @@ def chunk_id(row: int) -> str:
     return f"d{row // CHUNKS_PER_DOCUMENT:06d}#{row % CHUNKS_PER_DOCUMENT}"
 
 
-def load_store(conninfo: str, name: str, storage: str, data: Data) -> dict[str, float]:
-    """Create the store, COPY the rows in (binary), then build its HNSW index; seconds of each step."""
+def load_store(
+    conninfo: str,
+    name: str,
+    storage: str,
+    data: Data,
+    metadata: Callable[[Data, int], dict[str, Any]] = row_metadata,
+) -> dict[str, float]:
+    """Create the store, COPY the rows in (binary), then build its HNSW index; seconds of each step.
+    `metadata` gives each row's metadata."""
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
@@ -184,7 +191,7 @@ def load_store(conninfo: str, name: str, storage: str, data: Data) -> dict[str, 
                             f"d{doc:06d}",
                             index,
                             f"synthetic chunk {row}",
-                            Jsonb(row_metadata(data, row)),
+                            Jsonb(metadata(data, row)),
                             data.vectors[row],
                         )
                     )

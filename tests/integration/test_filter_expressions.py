@@ -224,7 +224,12 @@ def restricted_client(service_env: dict[str, str], filter_store) -> Iterator[Tes
 
 
 @pytest.mark.parametrize(
-    "metadata_filter", ["project = 'x' OR NOT draft = true", {"project": "x", "draft": True}]
+    "metadata_filter",
+    [
+        "project = 'x' OR NOT draft = true",
+        {"project": "x", "draft": True},
+        {"orAll": [{"equals": {"key": "project", "value": "x"}}, {"andAll": [{"exists": {"key": "draft"}}]}]},
+    ],
 )
 def test_allowed_metadata_keys_reject_other_keys(
     restricted_client: TestClient, metadata_filter: object

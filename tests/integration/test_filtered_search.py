@@ -1,13 +1,15 @@
 """Filtered ANN returns k: iterative HNSW scans, the exact path for selective filters, the index knobs.
 
 A store of 6,000 synthetic 32-dimensional chunks (clusters plus noise) is written directly;
-tenant `one` holds 1% of the chunks, tenant `ten` 10%. The expected answers are computed by
-brute force in numpy.
+tenant `one` holds 1% of the chunks, tenant `ten` 10%. A second store of the same chunks also names
+each chunk's tenant in a list and a title, and only tenant `one` has a `marker`, so that every
+filter operator can select exactly tenant `one`. The expected answers are computed by brute force
+in numpy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,7 +22,7 @@ from retrieval_core.api.app import create_app
 from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
-from retrieval_core.filters import metadata_equals
+from retrieval_core.filters import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.index_knobs import IndexKnobs
 from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
@@ -66,7 +68,58 @@ def _synthetic(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return vectors.astype(np.float32), tenants, queries.astype(np.float32)
 
 
-def _write_store(service: Any, name: str, storage: repository.Storage) -> Corpus:
+def _tenant(tenant: str) -> dict[str, Any]:
+    return {"tenant": tenant}
+
+
+def _operator_metadata(tenant: str) -> dict[str, Any]:
+    marker = {"marker": 1} if tenant == "one" else {}
+    return {"tenant": tenant, "tags": [tenant, "all"], "title": f"{tenant.upper()} chunk", **marker}
+
+
+# Every new operator, in both forms, selecting tenant `one` (1% of the store); and whether the store's
+# GIN index on metadata can answer it (docs/api.md "Metadata filters" says the same).
+ONE_PERCENT: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "startsWith": ("title STARTS WITH 'ONE '", {"startsWith": {"key": "title", "value": "ONE "}}, False),
+    "stringContains": ("title CONTAINS 'ONE'", {"stringContains": {"key": "title", "value": "ONE"}}, False),
+    "listContains": ("tags HAS 'one'", {"listContains": {"key": "tags", "value": "one"}}, True),
+    "equalsIgnoreCase": (
+        "lower(tenant) = 'ONE'",
+        {"equalsIgnoreCase": {"key": "tenant", "value": "ONE"}},
+        False,
+    ),
+    "exists": ("EXISTS(marker)", {"exists": {"key": "marker"}}, False),
+    "notIn": ("tenant NOT IN ('rest', 'ten')", {"notIn": {"key": "tenant", "value": ["rest", "ten"]}}, False),
+    "in": ("tenant IN ('one')", {"in": {"key": "tenant", "value": ["one"]}}, True),
+    "equals": ("tenant = 'one'", {"equals": {"key": "tenant", "value": "one"}}, True),
+    # One indexed part is enough: the index narrows the rows the other part is checked on.
+    "andAll": (
+        "tenant = 'one' AND title STARTS WITH 'ONE '",
+        {
+            "andAll": [
+                {"equals": {"key": "tenant", "value": "one"}},
+                {"startsWith": {"key": "title", "value": "ONE "}},
+            ]
+        },
+        True,
+    ),
+}
+# Each operator alone. (The conjunction above the planner estimates at a few rows, and it reads them
+# through the GIN index and sorts them exactly even when the service asks for the HNSW index.)
+ONE_PERCENT_FILTERS = [
+    pytest.param(form, indexed, id=f"{name}-{kind}")
+    for name, (expression, tree, indexed) in ONE_PERCENT.items()
+    if name != "andAll"
+    for kind, form in (("expression", expression), ("tree", tree))
+]
+
+
+def _write_store(
+    service: Any,
+    name: str,
+    storage: repository.Storage,
+    metadata: Callable[[str], dict[str, Any]] = _tenant,
+) -> Corpus:
     vectors, tenants, queries = _synthetic(seed=7)
     documents = []
     ids = []
@@ -74,7 +127,7 @@ def _write_store(service: Any, name: str, storage: repository.Storage) -> Corpus
         chunks = []
         for c in range(CHUNKS_PER_DOCUMENT):
             i = d * CHUNKS_PER_DOCUMENT + c
-            chunks.append(ChunkRow(f"d{d:04d}", c, f"chunk {i}", {"tenant": tenants[i]}, vectors[i].tolist()))
+            chunks.append(ChunkRow(f"d{d:04d}", c, f"chunk {i}", metadata(tenants[i]), vectors[i].tolist()))
             ids.append(f"d{d:04d}#{c}")
         documents.append(DocumentRow(f"d{d:04d}", "", {}, "-", chunks))
     with service.database.connection() as conn:
@@ -98,6 +151,11 @@ def corpus(service: Any) -> Corpus:
 
 
 @pytest.fixture(scope="module")
+def operator_corpus(service: Any) -> Corpus:
+    return _write_store(service, "filtered-ann-operators", "vector", _operator_metadata)
+
+
+@pytest.fixture(scope="module")
 def database(postgres_dsn: str) -> Iterator[SingleConnection]:
     """One connection of its own, so that its index statistics can be flushed before they are read."""
     database = SingleConnection(postgres_dsn, 5, 15_000)
@@ -110,13 +168,18 @@ def _service(database: SingleConnection, shared: Any, **kwargs: Any) -> Retrieva
 
 
 def _search(
-    service: RetrievalService, store: str, query: np.ndarray, tenant: str | None, **knobs: Any
+    service: RetrievalService,
+    store: str,
+    query: np.ndarray,
+    tenant: str | None,
+    metadata_filter: str | dict[str, Any] | None = None,
+    **knobs: Any,
 ) -> list[str]:
     request = SimilaritySearchRequest(
         query_embedding=query.tolist(),
         top_k=K,
         store=store,
-        metadata_filter={"tenant": tenant} if tenant else None,
+        metadata_filter=metadata_filter or ({"tenant": tenant} if tenant else None),
         search=SearchKnobs(**knobs) if knobs else None,
         cache_ttl_ms=0,
     )
@@ -186,6 +249,102 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
     assert [rows("strict_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
     # Without iterative scans, ef_search 40 candidates hold about 0.4 (1%) or 4 (10%) tenant rows.
     assert min(rows("off", q) for q in corpus.queries) < K
+
+
+@pytest.mark.parametrize(("metadata_filter", "indexed"), ONE_PERCENT_FILTERS)
+def test_every_operator_keeps_the_full_k_at_one_percent(
+    service: Any,
+    database: SingleConnection,
+    operator_corpus: Corpus,
+    metadata_filter: str | dict[str, Any],
+    indexed: bool,
+) -> None:
+    # Through the service as configured: 60 matching chunks of 6,000 are read exactly when the GIN index
+    # finds them, else the HNSW index is walked. And with the exact path off (the planner then walks the
+    # HNSW index or, for a filter it estimates at a few rows, reads the store's rows and sorts them).
+    corpus = operator_corpus
+    hnsw_only = _service(database, service, exact_search_max_rows=0)
+    chooser = _service(database, service)
+    recalls = []
+    for query in corpus.queries:
+        expected = corpus.exact_top_k(query, "one")
+        for searcher in (chooser, hnsw_only):
+            found = _search(searcher, corpus.store.name, query, None, metadata_filter)
+            assert len(found) == K
+            assert {corpus.tenants[corpus.ids.index(i)] for i in found} == {"one"}
+            recalls.append(_recall(found, expected))
+        if indexed:
+            assert _search(chooser, corpus.store.name, query, None, metadata_filter) == expected
+    assert np.mean(recalls) >= 0.9
+
+
+@pytest.mark.parametrize(("metadata_filter", "indexed"), ONE_PERCENT_FILTERS)
+def test_an_hnsw_walk_keeps_the_full_k_at_one_percent_with_every_operator(
+    service: Any, operator_corpus: Corpus, metadata_filter: str | dict[str, Any], indexed: bool
+) -> None:
+    # The top-k query the service issues, held to the HNSW index (sorting the filtered rows is priced
+    # out): iterative scans fill the answer whichever operator filters it.
+    corpus = operator_corpus
+    where = metadata_predicate(metadata_filter)
+    query_sql = repository.nearest_chunks_query(corpus.store, where)
+    for query in corpus.queries:
+        params = repository.search_params(query, K, where)
+        with service.database.connection() as conn, conn.transaction():
+            repository.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
+            conn.execute("SET LOCAL enable_sort = off")
+            plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + query_sql.as_bytes(conn), params))
+            assert repository.index_name(corpus.store) in plan, plan
+            rows = conn.execute(query_sql, params).fetchall()
+        assert len(rows) == K
+
+
+@pytest.mark.parametrize("name", list(ONE_PERCENT))
+def test_the_gin_index_can_serve_the_containment_operators_and_no_other(
+    service: Any, operator_corpus: Corpus, name: str
+) -> None:
+    # The plan of the exact path's count with every other way to the rows priced out: only a filter the
+    # store's GIN index on metadata can answer is read through it.
+    expression, tree, indexed = ONE_PERCENT[name]
+    store = operator_corpus.store
+    gin = repository.metadata_index_name(store)
+    for form in (expression, tree):
+        where = metadata_predicate(form)
+        with service.database.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_indexscan = off")
+            conn.execute("SET LOCAL enable_bitmapscan = on")
+            query = f"EXPLAIN SELECT 1 FROM chunks WHERE store_id = {store.id} AND {where.sql}"
+            plan = "\n".join(row[0] for row in conn.execute(query, where.params))
+        assert (f"Bitmap Index Scan on {gin}" in plan) is indexed, plan
+        assert where.indexed is indexed
+
+
+@pytest.mark.parametrize("name", list(ONE_PERCENT))
+def test_the_exact_path_is_taken_only_when_an_index_finds_the_filters_chunks(
+    service: Any, database: SingleConnection, operator_corpus: Corpus, name: str
+) -> None:
+    # 60 matching chunks are few enough for the exact path; without an index it would read all 6,000
+    # (twice: the count, then the scan), so such a filter is not even counted: chunks is not read.
+    expression, tree, indexed = ONE_PERCENT[name]
+    for form in (expression, tree):
+        chooser = _service(database, service)
+        before = _table_reads(database)
+        with database.connection() as conn, conn.transaction():
+            where = chooser.where_for(None, form)
+            assert chooser.scans_exactly(conn, operator_corpus.store, where, K) is indexed
+        assert (_table_reads(database) > before) is indexed
+
+
+def _table_reads(database: SingleConnection) -> int:
+    """Sequential and index scans of the chunks table so far (counted by PostgreSQL)."""
+    with database.connection() as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'chunks'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def test_a_selective_filter_is_answered_exactly_and_a_broad_one_by_the_index(

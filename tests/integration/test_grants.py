@@ -340,6 +340,9 @@ def test_the_global_allow_list_applies_to_gemini_filters(gemini: FakeGemini, sam
             search('source_type = "s3" AND year > 2020'),
             retrieve({"year": 2024}),
             retrieve("year = 2024"),
+            retrieve(
+                {"andAll": [{"equals": {"key": "source_type", "value": "s3"}}, {"exists": {"key": "year"}}]}
+            ),
         ):
             assert refused.status_code == 422
             assert refused.json()["error"]["details"] == {

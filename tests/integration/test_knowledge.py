@@ -285,6 +285,33 @@ def test_retrieve_on_a_file_search_store_returns_the_chunks_in_the_retrieve_shap
     assert (sent.get("metadata_filter") or sent.get("metadataFilter")) == 'source_type = "s3" AND year = 2024'
 
 
+def test_retrieve_sends_a_filter_tree_in_gemini_syntax_and_refuses_what_gemini_cannot_express(
+    client: TestClient, gemini: FakeGemini
+) -> None:
+    tree = {
+        "andAll": [
+            {"equals": {"key": "source_type", "value": "s3"}},
+            {"in": {"key": "year", "value": [2023, 2024]}},
+        ]
+    }
+    assert retrieve(client, metadataFilter=tree).status_code == 200
+    sent = gemini.generate_calls()[0].json()["tools"][0]["fileSearch"]
+    assert (sent.get("metadata_filter") or sent.get("metadataFilter")) == (
+        '(source_type = "s3") AND (year = 2023 OR year = 2024)'
+    )
+    gemini.reset()
+    refused = retrieve(
+        client,
+        metadataFilter={"orAll": [tree, {"startsWith": {"key": "title", "value": "HVAC"}}]},
+        cacheTTLms=0,
+    )
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "validation_error"
+    assert error["message"].startswith("metadataFilter: startsWith is not supported for Gemini File Search")
+    assert gemini.generate_calls() == []
+
+
 def test_retrieve_grade_drops_unscored_chunks_and_those_below_it(client: TestClient) -> None:
     body = retrieve(client, grade=0.9).json()
     assert [r["score"] for r in body["results"]] == [0.91]

@@ -15,6 +15,7 @@ from retrieval_core.filter_expression import (
     MAX_IN_ITEMS,
     And,
     Comparison,
+    Exists,
     Node,
     Not,
     Or,
@@ -116,7 +117,7 @@ def test_empty_expression_is_no_filter() -> None:
         ("a @ 1", 2, "a key, a value, an operator or a parenthesis", "'@'"),
         ("a < true", 4, "a number or a string after <", "a boolean"),
         ("and = 1", 0, "a metadata key, NOT or '('", "'AND'"),
-        ("a 1", 2, "an operator: =, !=, <, <=, >, >= or IN", "'1'"),
+        ("a 1", 2, "an operator: =, !=, <, <=, >, >=, IN, NOT IN, STARTS WITH, CONTAINS or HAS", "'1'"),
         ("a IN ()", 6, "a string, a number, true or false", "')'"),
         ("a IN 1", 5, "'(' opening the IN list", "'1'"),
         ("a IN (1 2)", 8, "',' or ')' in the IN list", "'2'"),
@@ -272,6 +273,8 @@ RESERVED = {"document_ids", "query_vector", "limit", "metadata_contains", "ef_se
 
 
 def _values_of(node: Node) -> list[object]:
+    if isinstance(node, Exists):
+        return [node.key]
     if isinstance(node, Comparison):
         listed = node.value if isinstance(node.value, tuple) else (node.value,)
         return [node.key, *listed]
@@ -290,9 +293,12 @@ def _param_values(params: dict[str, object]) -> list[object]:
             except json.JSONDecodeError:
                 found.append(item)
                 continue
-            found.extend(
-                [*decoded.keys(), *decoded.values()] if isinstance(decoded, dict) else [item, decoded]
-            )
+            if isinstance(decoded, dict):  # {key: value}, or {key: [value]} for HAS
+                held = [v if isinstance(v, list) else [v] for v in decoded.values()]
+                inner = [v for values in held for v in values]
+                found.extend([*decoded.keys(), *inner])
+            else:
+                found.extend([item, decoded])
     return found
 
 
@@ -302,6 +308,8 @@ def _neutral(node: Node) -> Node:
     def plain(value: object) -> object:
         return value if isinstance(value, bool) else "x" if isinstance(value, str) else 0
 
+    if isinstance(node, Exists):
+        return Exists("k")
     if isinstance(node, Comparison):
         value = node.value
         return c("k", node.op, tuple(map(plain, value)) if isinstance(value, tuple) else plain(value))
@@ -395,3 +403,77 @@ def test_junk_raises_only_filter_errors(text: str) -> None:
             assert error.status_code == 422
             continue
         assert only_fixed_fragments(predicate.sql), predicate.sql
+
+
+# The operators of issue 20 ------------------------------------------------------------------------
+
+
+def test_the_new_operators_parse_in_any_case() -> None:
+    assert parse("title starts with 'Kube'") == c("title", "STARTS WITH", "Kube")
+    assert parse("title Contains '%'") == c("title", "CONTAINS", "%")
+    assert parse("tags has 3") == c("tags", "HAS", 3)
+    assert parse("tags HAS true") == c("tags", "HAS", True)
+    assert parse("year not in (1, '1')") == c("year", "NOT IN", (1, "1"))
+    assert parse("LOWER(title) = 'x'") == c("title", "LOWER=", "x")
+    assert parse("NOT exists(draft)") == Not(Exists("draft"))
+
+
+def test_operator_words_stay_usable_as_keys() -> None:
+    for word in ("starts", "with", "contains", "has", "lower", "exists"):
+        assert parse(f"{word} = 1") == c(word, "=", 1)
+    assert parse("has HAS 'x'") == c("has", "HAS", "x")
+    assert parse("starts STARTS WITH 'x'") == c("starts", "STARTS WITH", "x")
+    assert parse("lower(lower) = 'x' AND exists(exists)") == And(
+        (c("lower", "LOWER=", "x"), Exists("exists"))
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "expected"),
+    [
+        ("title STARTS 'x'", 13, "WITH after STARTS"),
+        ("title STARTS WITH 1", 18, "a string after STARTS WITH"),
+        ("title CONTAINS x", 15, "a string after CONTAINS"),
+        ("lower(title) != 'x'", 13, "'=' after lower(key)"),
+        ("lower(title) = 1", 15, "a string after lower(key) ="),
+        ("lower(title = 'x'", 12, "')' after the key"),
+        ("EXISTS()", 7, "a metadata key, NOT or '('"),
+        ("year NOT (1)", 9, "IN after NOT"),
+        ("tags HAS (1)", 9, "a string, a number, true or false after HAS"),
+    ],
+)
+def test_malformed_new_operators_name_what_was_expected(text: str, position: int, expected: str) -> None:
+    error = syntax_error(text)
+    assert (error.details["position"], error.details["expected"]) == (position, expected)
+
+
+def test_text_operators_bind_the_value_as_literal_text() -> None:
+    predicate = compile_node(c("title", "STARTS WITH", "100%_\\"))
+    assert "LIKE" not in predicate.sql and "starts_with(" in predicate.sql
+    assert predicate.params["mf1"] == "100%_\\"
+    contains = compile_node(c("title", "CONTAINS", "%"))
+    assert "LIKE" not in contains.sql and contains.params["mf1"] == "%"
+
+
+def test_containment_serves_equals_in_and_has_only() -> None:
+    # The GIN index (jsonb_path_ops) answers `metadata @> ...` alone.
+    for op, value in (("=", 1), ("IN", (1, 2)), ("HAS", "k8s")):
+        assert compile_node(c("k", op, value)).sql.startswith("metadata @> ")
+    assert json.loads(compile_node(c("k", "HAS", "k8s")).params["mf0"]) == {"k": ["k8s"]}
+    for op, value in (("!=", 1), ("NOT IN", (1,)), ("STARTS WITH", "x"), ("CONTAINS", "x"), ("LOWER=", "x")):
+        assert compile_node(c("k", op, value)).sql.startswith("COALESCE(")
+    assert compile_node(Exists("k")).sql == "metadata ? %(mf0)s::text"
+
+
+def test_a_predicate_is_indexed_when_the_gin_index_finds_its_rows() -> None:
+    eq, starts = c("a", "=", 1), c("b", "STARTS WITH", "x")
+    assert compile_node(eq).indexed and compile_node(c("a", "HAS", 1)).indexed
+    assert not compile_node(starts).indexed and not compile_node(Exists("a")).indexed
+    assert compile_node(And((eq, starts))).indexed  # the index narrows, the rest is checked on those
+    assert not compile_node(Or((eq, starts))).indexed  # the OR's other half has no index
+    assert compile_node(Or((eq, c("a", "IN", (2, 3))))).indexed
+    assert not compile_node(Not(eq)).indexed
+    assert metadata_predicate({"a": 1}).indexed
+    assert not metadata_predicate("b STARTS WITH 'x'").indexed
+    # docIds reach their rows through the primary key.
+    assert (document_ids_in(["d"]) & metadata_predicate("b STARTS WITH 'x'")).indexed

@@ -282,6 +282,18 @@ class FilterSyntaxError(InvalidRequestError):
         )
 
 
+class FilterTreeError(InvalidRequestError):
+    """A JSON filter tree is malformed or over a limit; `details.field` is the path to the bad part."""
+
+    code = "invalid_metadata_filter"
+
+    def __init__(self, path: str, expected: str, found: str) -> None:
+        super().__init__(
+            f"{path}: expected {expected}, found {found}",
+            {"field": path, "expected": expected, "found": found},
+        )
+
+
 class FilterKeyNotAllowedError(InvalidRequestError):
     """A metadata filter uses a key outside ALLOWED_METADATA_KEYS."""
 

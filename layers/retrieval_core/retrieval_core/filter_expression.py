@@ -7,15 +7,24 @@ Grammar (keywords case-insensitive; precedence NOT > AND > OR):
     and_expr   := unary ("AND" unary)*
     unary      := "NOT" unary | "(" or_expr ")" | comparison
     comparison := key ("=" | "!=" | "<" | "<=" | ">" | ">=") literal
-                | key "IN" "(" literal ("," literal)* ")"
+                | key ["NOT"] "IN" "(" literal ("," literal)* ")"
+                | key "STARTS" "WITH" string | key "CONTAINS" string | key "HAS" literal
+                | "LOWER" "(" key ")" "=" string | "EXISTS" "(" key ")"
     key        := [A-Za-z_][A-Za-z0-9_]*   (not a keyword)
     literal    := string | number | "true" | "false"
+
+STARTS, WITH, CONTAINS, HAS, LOWER and EXISTS are read as operators only where a key cannot
+stand (after a key, or before "("), so they stay usable as keys.
 
 Strings take single or double quotes; inside, the quote is escaped by doubling it
 (`'O''Brien'`) or with a backslash (`'O\\'Brien'`), and `\\\\` is a backslash.
 Comparisons are typed: a number literal matches JSON numbers only, a string literal JSON
 strings only, `true`/`false` JSON booleans only. A comparison on a missing key or on a
 value of another type is false (never NULL), so `NOT` is plain two-valued negation.
+`NOT IN` is false too for a value whose type none of the listed values has. STARTS WITH and
+CONTAINS take the value as literal text (no wildcards); CONTAINS also looks into the strings of
+a list. HAS is list membership. `lower(key) = 'v'` is equality after lowercasing both sides.
+EXISTS tests that the key is present, whatever its value.
 
 Every key and value travels as a bound parameter named `mf0`, `mf1`, ...; the SQL text is
 built only from the fixed fragments below.
@@ -39,17 +48,30 @@ MAX_COMPARISONS = 100
 MAX_KEY_LENGTH = 256
 
 Value = str | int | float | bool
-Operator = TypingLiteral["=", "!=", "<", "<=", ">", ">=", "IN"]
+# LOWER= is `lower(key) = value`, equality ignoring case.
+Operator = TypingLiteral[
+    "=", "!=", "<", "<=", ">", ">=", "IN", "NOT IN", "STARTS WITH", "CONTAINS", "HAS", "LOWER="
+]
 KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "TRUE", "FALSE"})
+LIST_OPERATORS = ("IN", "NOT IN")
+STRING_OPERATORS = ("STARTS WITH", "CONTAINS", "LOWER=")
+ORDERING_OPERATORS = ("<", "<=", ">", ">=")
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """`key op value`; for IN, `value` is the tuple of listed literals."""
+    """`key op value`; for IN and NOT IN, `value` is the tuple of listed literals."""
 
     key: str
     op: Operator
     value: Value | tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Exists:
+    """The key is present in the metadata, whatever its value."""
+
+    key: str
 
 
 @dataclass(frozen=True)
@@ -67,7 +89,7 @@ class Or:
     operands: tuple[Node, ...]
 
 
-Node = Comparison | Not | And | Or
+Node = Comparison | Exists | Not | And | Or
 
 
 @dataclass(frozen=True)
@@ -221,7 +243,15 @@ class _Parser:
             return Not(self.unary(depth + 1))
         return self.comparison()
 
-    def comparison(self) -> Comparison:
+    def at_word(self, word: str) -> bool:
+        """The current token is the identifier `word` (any case): an operator where no key can stand."""
+        return self.current.kind == "IDENT" and self.current.text.upper() == word
+
+    def before_parenthesis(self) -> bool:
+        return self.tokens[min(self.index + 1, len(self.tokens) - 1)].kind == "LPAREN"
+
+    def key(self) -> str:
+        """A metadata key; each one starts a comparison, counted against MAX_COMPARISONS."""
         if self.current.kind != "IDENT":
             raise self.fail("a metadata key, NOT or '('")
         key_token = self.advance()
@@ -231,18 +261,63 @@ class _Parser:
         self.comparisons += 1
         if self.comparisons > MAX_COMPARISONS:
             raise _error(key_token.position, f"at most {MAX_COMPARISONS} comparisons", _shown(key))
-        if self.at_keyword("IN"):
+        return key
+
+    def key_in_parentheses(self) -> str:
+        self.advance()  # EXISTS or LOWER; the caller saw "(" after it
+        self.advance()
+        key = self.key()
+        if self.current.kind != "RPAREN":
+            raise self.fail("')' after the key")
+        self.advance()
+        return key
+
+    def comparison(self) -> Comparison | Exists:
+        if self.at_word("EXISTS") and self.before_parenthesis():
+            return Exists(self.key_in_parentheses())
+        if self.at_word("LOWER") and self.before_parenthesis():
+            key = self.key_in_parentheses()
+            if not (self.current.kind == "OP" and self.current.text == "="):
+                raise self.fail("'=' after lower(key)")
             self.advance()
+            return Comparison(key, "LOWER=", self.string_literal("LOWER="))
+        key = self.key()
+        if self.at_keyword("IN") or self.at_keyword("NOT"):
+            if self.advance().text == "NOT":
+                if not self.at_keyword("IN"):
+                    raise self.fail("IN after NOT")
+                self.advance()
+                return Comparison(key, "NOT IN", self.literal_list())
             return Comparison(key, "IN", self.literal_list())
+        if self.at_word("STARTS"):
+            self.advance()
+            if not self.at_word("WITH"):
+                raise self.fail("WITH after STARTS")
+            self.advance()
+            return Comparison(key, "STARTS WITH", self.string_literal("STARTS WITH"))
+        if self.at_word("CONTAINS"):
+            self.advance()
+            return Comparison(key, "CONTAINS", self.string_literal("CONTAINS"))
+        if self.at_word("HAS"):
+            self.advance()
+            return Comparison(key, "HAS", self.literal("a string, a number, true or false after HAS"))
         if self.current.kind != "OP":
-            raise self.fail("an operator: =, !=, <, <=, >, >= or IN")
+            raise self.fail("an operator: =, !=, <, <=, >, >=, IN, NOT IN, STARTS WITH, CONTAINS or HAS")
         op = self.advance().text
-        ordering = op in ("<", "<=", ">", ">=")
+        ordering = op in ORDERING_OPERATORS
         value = self.literal("a number or a string" if ordering else "a string, a number, true or false")
         if ordering and isinstance(value, bool):
             position = self.tokens[self.index - 1].position
             raise _error(position, f"a number or a string after {op}", "a boolean")
         return Comparison(key, op, value)  # type: ignore[arg-type]  # op is one of _OPERATORS
+
+    def string_literal(self, op: str) -> str:
+        shown = "lower(key) =" if op == "LOWER=" else op
+        if self.current.kind != "STRING":
+            raise self.fail(f"a string after {shown}")
+        value = self.advance().value
+        assert isinstance(value, str)
+        return value
 
     def literal(self, expected: str) -> Value:
         token = self.current
@@ -285,7 +360,7 @@ def parse(text: str) -> Node | None:
 
 def keys_of(node: Node) -> list[str]:
     """Every key the expression compares, in order of appearance."""
-    if isinstance(node, Comparison):
+    if isinstance(node, Comparison | Exists):
         return [node.key]
     if isinstance(node, Not):
         return keys_of(node.operand)
@@ -310,34 +385,78 @@ class _Compiler:
     def node(self, node: Node) -> str:
         if isinstance(node, Comparison):
             return self.comparison(node)
+        if isinstance(node, Exists):
+            return f"metadata ? {self.bind(node.key)}::text"
         if isinstance(node, Not):
             return f"NOT ({self.node(node.operand)})"
         joiner = " AND " if isinstance(node, And) else " OR "
         return joiner.join(f"({self.node(operand)})" for operand in node.operands)
 
+    def contains(self, key: str, value: object) -> str:
+        # Containment of a one-key object: typed equality that the GIN index on metadata can answer.
+        return f"metadata @> {self.bind(json.dumps({key: value}))}::jsonb"
+
     def comparison(self, c: Comparison) -> str:
         if c.op == "=":
-            # One-key containment: typed equality that the GIN index on metadata can answer.
-            return f"metadata @> {self.bind(json.dumps({c.key: c.value}))}::jsonb"
-        if c.op == "IN":
+            return self.contains(c.key, c.value)
+        if c.op == "HAS":
+            return self.contains(c.key, [c.value])  # an array holding the value, among others
+        if c.op in LIST_OPERATORS:
             assert isinstance(c.value, tuple)
-            return f"metadata @> ANY({self.bind([json.dumps({c.key: v}) for v in c.value])}::jsonb[])"
+            listed = self.bind([json.dumps({c.key: v}) for v in c.value])
+            if c.op == "IN":
+                return f"metadata @> ANY({listed}::jsonb[])"
+            types = self.bind(sorted({_json_type(v) for v in c.value}))
+            key = self.bind(c.key)
+            # NOT IN holds for a value of one of the listed types that is none of the listed values.
+            return (
+                f"COALESCE(jsonb_typeof(metadata -> {key}::text) = ANY({types}::text[])"
+                f" AND NOT metadata @> ANY({listed}::jsonb[]), false)"
+            )
         assert not isinstance(c.value, tuple)
         key = self.bind(c.key)
         json_type = _json_type(c.value)  # one of three fixed words, never caller text
-        sql_op = "<>" if c.op == "!=" else c.op
-        if json_type == "string" and sql_op != "<>":
+        if c.op == "CONTAINS":
+            # A string holding the value, or a list holding such a string (Bedrock's stringContains).
+            needle = self.bind(c.value)
+            items = f"jsonb_array_elements(metadata -> {key}::text) AS item"
+            return (
+                f"COALESCE(CASE jsonb_typeof(metadata -> {key}::text)"
+                f" WHEN 'string' THEN strpos(metadata ->> {key}::text, {needle}::text) > 0"
+                f" WHEN 'array' THEN EXISTS (SELECT FROM {items}"
+                f" WHERE jsonb_typeof(item) = 'string' AND strpos(item #>> '{{}}', {needle}::text) > 0)"
+                " ELSE false END, false)"
+            )
+        if c.op == "STARTS WITH":
+            # starts_with, not LIKE: the value is literal text, % and _ included.
+            compare = f"starts_with(metadata ->> {key}::text, {self.bind(c.value)}::text)"
+        elif c.op == "LOWER=":
+            compare = f"lower(metadata ->> {key}::text) = lower({self.bind(c.value)}::text)"
+        elif json_type == "string" and c.op != "!=":
             # Byte order of UTF-8 = code point order, whatever the database's default collation.
-            compare = f'(metadata ->> {key}::text) COLLATE "C" {sql_op} {self.bind(c.value)}::text'
+            compare = f'(metadata ->> {key}::text) COLLATE "C" {c.op} {self.bind(c.value)}::text'
         else:
             # jsonb compares numbers numerically; the type check keeps comparisons typed.
+            sql_op = "<>" if c.op == "!=" else c.op
             compare = f"(metadata -> {key}::text) {sql_op} {self.bind(json.dumps(c.value))}::jsonb"
         # COALESCE: a missing key makes the comparison false, never NULL, so NOT stays two-valued.
         return f"COALESCE(jsonb_typeof(metadata -> {key}::text) = '{json_type}' AND {compare}, false)"
+
+
+def indexed(node: Node) -> bool:
+    """Whether the GIN index on metadata finds the rows of `node`: containment (=, IN, HAS), an AND
+    with such a part, an OR of such parts."""
+    if isinstance(node, Comparison):
+        return node.op in ("=", "IN", "HAS")
+    if isinstance(node, And):
+        return any(indexed(operand) for operand in node.operands)
+    if isinstance(node, Or):
+        return all(indexed(operand) for operand in node.operands)
+    return False  # EXISTS (`?` is not a jsonb_path_ops operator) and NOT
 
 
 def compile_node(node: Node) -> Predicate:
     """The SQL predicate over the `metadata` jsonb column for `node`, values bound as `mf0`, `mf1`, ..."""
     compiler = _Compiler()
     sql = compiler.node(node)
-    return Predicate(sql, compiler.params)
+    return Predicate(sql, compiler.params, indexed=indexed(node))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import FilterKeyNotAllowedError
+
+if TYPE_CHECKING:
+    from .filter_expression import Node
 
 MetadataValue = str | int | float | bool
 
@@ -24,6 +27,8 @@ class Predicate:
     params: dict[str, Any] = field(default_factory=dict)
     # The metadata keys it reads: a store's own allow-list is checked against them once the store is known.
     metadata_keys: frozenset[str] = frozenset()
+    # Whether an index (GIN on metadata, the primary key) finds its rows without reading the others.
+    indexed: bool = True
 
     def __and__(self, other: Predicate) -> Predicate:
         if not self.sql:
@@ -34,6 +39,7 @@ class Predicate:
             f"({self.sql}) AND ({other.sql})",
             {**self.params, **other.params},
             self.metadata_keys | other.metadata_keys,
+            self.indexed or other.indexed,
         )
 
 
@@ -49,28 +55,59 @@ def metadata_equals(filters: Mapping[str, MetadataValue] | None) -> Predicate:
     )
 
 
-def metadata_predicate(
-    value: Mapping[str, MetadataValue] | str | None, allowed_keys: frozenset[str] | None = None
-) -> Predicate:
-    """Either filter form as a predicate: an object of equalities, or an expression string.
+# What `metadataFilter` holds: equalities, a JSON filter tree (filter_tree.py) or an expression string.
+MetadataFilterValue = Mapping[str, Any] | str
 
-    `allowed_keys`, when given, is the only keys a filter may name (FilterKeyNotAllowedError else).
-    An expression that does not parse raises FilterSyntaxError.
+
+def filter_node(value: MetadataFilterValue) -> Node | None:
+    """The syntax tree of an expression string or of a filter tree; None for equalities or no filter.
+
+    Raises FilterSyntaxError or FilterTreeError (422) when malformed.
     """
-    # Imported here: filter_expression builds on Predicate from this module.
-    from .filter_expression import compile_node, keys_of, parse
+    # Imported here: both modules build on Predicate from this module.
+    from .filter_expression import parse
+    from .filter_tree import is_tree, parse_tree
 
     if isinstance(value, str):
-        node = parse(value)
-        if node is None:
-            return TRUE
-        keys = keys_of(node)
-        check_keys(keys, allowed_keys)
-        return replace(compile_node(node), metadata_keys=frozenset(keys))
+        return parse(value)
+    return parse_tree(value) if is_tree(value) else None
+
+
+def filter_keys(value: MetadataFilterValue | None) -> list[str]:
+    """Every metadata key a filter of any form names; raises as `filter_node` when malformed."""
+    from .filter_expression import keys_of
+
+    if not value:
+        return []
+    node = filter_node(value)
+    if node is not None:
+        return keys_of(node)
+    return [] if isinstance(value, str) else list(value)
+
+
+def metadata_predicate(
+    value: MetadataFilterValue | None, allowed_keys: frozenset[str] | None = None
+) -> Predicate:
+    """Any filter form as a predicate: an object of equalities, a filter tree or an expression string.
+
+    `allowed_keys`, when given, is the only keys a filter may name (FilterKeyNotAllowedError else).
+    A malformed filter raises FilterSyntaxError or FilterTreeError.
+    """
+    from .filter_expression import compile_node, keys_of
+
     if not value:
         return TRUE
-    check_keys(list(value), allowed_keys)
-    return replace(metadata_equals(value), metadata_keys=frozenset(value))
+    node = filter_node(value)
+    if node is None and isinstance(value, str):  # an expression of blanks only
+        return TRUE
+    keys = keys_of(node) if node is not None else list(value)
+    check_keys(keys, allowed_keys)
+    if node is not None:
+        predicate = compile_node(node)
+    else:
+        assert not isinstance(value, str)
+        predicate = metadata_equals(value)
+    return replace(predicate, metadata_keys=frozenset(keys))
 
 
 def check_keys(keys: Iterable[str], allowed_keys: frozenset[str] | None) -> None:

@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .exceptions import InvalidRequestError
+from .filter_tree import is_tree
 from .filters import MetadataValue
 from .fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
 from .index_knobs import (
@@ -91,21 +92,68 @@ MetadataExpression = Annotated[
     Field(
         max_length=4000,
         description='A filter expression, e.g. "year >= 2023 AND NOT draft = true" (docs/api.md).',
+        examples=[
+            "year >= 2023 AND NOT draft = true",
+            "year = 2024 AND title STARTS WITH 'Kube'",
+            "title CONTAINS 'pod' OR tags HAS 'k8s'",
+            "source_type NOT IN ('drive', 'web')",
+            "lower(project_name) = 'platform' AND EXISTS(pageNumber)",
+        ],
     ),
     AfterValidator(_no_nul),
+]
+# One example per operator of the filter tree, shown in the OpenAPI schema.
+TREE_EXAMPLES: list[dict[str, Any]] = [
+    {
+        "andAll": [
+            {"equals": {"key": "year", "value": 2024}},
+            {"startsWith": {"key": "title", "value": "Kube"}},
+        ]
+    },
+    {
+        "orAll": [
+            {"notEquals": {"key": "year", "value": 2024}},
+            {"greaterThan": {"key": "pageNumber", "value": 10}},
+            {"greaterThanOrEquals": {"key": "year", "value": 2023}},
+            {"lessThan": {"key": "year", "value": 2025}},
+            {"lessThanOrEquals": {"key": "year", "value": 2024}},
+        ]
+    },
+    {"in": {"key": "source_type", "value": ["s3", "drive"]}},
+    {"notIn": {"key": "source_type", "value": ["drive"]}},
+    {"stringContains": {"key": "title", "value": "pod"}},
+    {"listContains": {"key": "tags", "value": "k8s"}},
+    {"equalsIgnoreCase": {"key": "project_name", "value": "platform"}},
+    {"exists": {"key": "pageNumber"}},
+]
+MetadataTree = Annotated[
+    dict[str, Any],
+    Field(
+        description="A filter tree in Bedrock Knowledge Bases' shape: an object whose single key is an "
+        "operator (andAll, orAll, equals, notEquals, greaterThan, greaterThanOrEquals, lessThan, "
+        "lessThanOrEquals, in, notIn, startsWith, stringContains, listContains, equalsIgnoreCase, exists; "
+        "reserved as the single key of an equality object); leaves are {key, value}, exists takes only "
+        "key (docs/api.md).",
+        examples=TREE_EXAMPLES,
+    ),
 ]
 _EQUALITIES: TypeAdapter[dict[str, MetadataValue]] = TypeAdapter(MetadataEqualities)
 _EXPRESSION: TypeAdapter[str] = TypeAdapter(MetadataExpression)
 
 
-def _one_filter_form(value: Any, _: Any) -> dict[str, MetadataValue] | str:
+def _one_filter_form(value: Any, _: Any) -> dict[str, Any] | str:
     # Validates the one form the input has, so errors name `metadataFilter.<key>`, not union branches.
+    # A tree is read (and a malformed one refused, naming its path) where the filter is compiled.
     if isinstance(value, str):
         return _EXPRESSION.validate_python(value)
+    if is_tree(value):
+        return dict(value)
     return _EQUALITIES.validate_python(value)
 
 
-MetadataFilter = Annotated[MetadataEqualities | MetadataExpression, WrapValidator(_one_filter_form)]
+MetadataFilter = Annotated[
+    MetadataEqualities | MetadataTree | MetadataExpression, WrapValidator(_one_filter_form)
+]
 
 
 class RequestModel(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import metrics
@@ -13,7 +13,9 @@ from ..cache.json_cache import CacheStatus
 from ..cache.keys import search_key
 from ..cache.search_cache import SearchCache
 from ..exceptions import InvalidRequestError, UpstreamError
-from ..filters import MetadataValue, check_keys
+from ..filter_expression import And, Comparison, Node, Or
+from ..filter_tree import COMPARISONS, is_tree, parse_tree
+from ..filters import MetadataFilterValue, MetadataValue, check_keys, filter_keys
 from ..grants import Grant
 from ..models import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
 from .debug import debug
@@ -297,7 +299,7 @@ def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | Non
 
 
 def check_filter_keys(
-    metadata_filter: Mapping[str, MetadataValue] | str | None, allowed_keys: frozenset[str] | None
+    metadata_filter: MetadataFilterValue | None, allowed_keys: frozenset[str] | None
 ) -> None:
     """ALLOWED_METADATA_KEYS on a filter Gemini evaluates (422 naming the allowed keys).
 
@@ -306,32 +308,55 @@ def check_filter_keys(
     """
     if allowed_keys is None or not metadata_filter:
         return
-    if isinstance(metadata_filter, str):
-        from ..filter_expression import keys_of, parse
-
-        node = parse(metadata_filter)
-        check_keys(keys_of(node) if node is not None else [], allowed_keys)
-    else:
-        check_keys(list(metadata_filter), allowed_keys)
+    check_keys(filter_keys(metadata_filter), allowed_keys)
 
 
-def gemini_filter(metadata_filter: Mapping[str, str | int | float | bool] | str | None) -> str | None:
-    """Our `metadataFilter` equalities in Gemini's filter syntax: `k = "v" AND n = 3`.
+# Tree operators that Gemini's AIP-160 filters express with the same meaning.
+_GEMINI_OPERATORS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_TREE_NAMES = {op: name for name, op in COMPARISONS.items()}
+
+
+def gemini_filter(metadata_filter: MetadataFilterValue | None) -> str | None:
+    """Our `metadataFilter` in Gemini's filter syntax: `k = "v" AND n = 3`.
 
     An expression string is passed through as it is: Gemini evaluates it (seed 000's syntax is Gemini's).
+    A filter tree is translated; an operator Gemini has no equal of is refused (422 naming it).
     """
     if not metadata_filter:
         return None
     if isinstance(metadata_filter, str):
         return metadata_filter
-    clauses = []
-    for key, value in metadata_filter.items():
-        if not _FILTER_KEY.match(key):
-            raise _filter_error(key, "Gemini metadata keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
-        if isinstance(value, bool):
-            raise _filter_error(key, "Gemini custom metadata holds strings and numbers, not booleans")
-        clauses.append(f"{key} = {json.dumps(value)}")
-    return " AND ".join(clauses)
+    if is_tree(metadata_filter):
+        return _gemini_node(parse_tree(metadata_filter))
+    return " AND ".join(_gemini_comparison(key, "=", value) for key, value in metadata_filter.items())
+
+
+def _gemini_node(node: Node) -> str:
+    if isinstance(node, And | Or):
+        joiner = " AND " if isinstance(node, And) else " OR "
+        return joiner.join(f"({_gemini_node(operand)})" for operand in node.operands)
+    if isinstance(node, Comparison) and node.op == "IN":
+        assert isinstance(node.value, tuple)
+        return " OR ".join(_gemini_comparison(node.key, "=", value) for value in node.value)
+    if isinstance(node, Comparison) and node.op in _GEMINI_OPERATORS:
+        assert not isinstance(node.value, tuple)
+        return _gemini_comparison(node.key, _GEMINI_OPERATORS[node.op], node.value)
+    name = _TREE_NAMES[node.op] if isinstance(node, Comparison) else "exists"
+    raise InvalidRequestError.for_field(
+        "metadataFilter",
+        f"the operator {name} is not supported by Gemini File Search",
+        "unsupported",
+        f"{name} is not supported for Gemini File Search stores; use equals, notEquals, "
+        "greaterThan(OrEquals), lessThan(OrEquals), in, andAll or orAll",
+    )
+
+
+def _gemini_comparison(key: str, op: str, value: MetadataValue) -> str:
+    if not _FILTER_KEY.match(key):
+        raise _filter_error(key, "Gemini metadata keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
+    if isinstance(value, bool):
+        raise _filter_error(key, "Gemini custom metadata holds strings and numbers, not booleans")
+    return f"{key} {op} {json.dumps(value)}"
 
 
 def _filter_error(key: str, message: str) -> InvalidRequestError:
