@@ -463,17 +463,3 @@ def test_containment_serves_equals_in_and_has_only() -> None:
     for op, value in (("!=", 1), ("NOT IN", (1,)), ("STARTS WITH", "x"), ("CONTAINS", "x"), ("LOWER=", "x")):
         assert compile_node(c("k", op, value)).sql.startswith("COALESCE(")
     assert compile_node(Exists("k")).sql == "metadata ? %(mf0)s::text"
-
-
-def test_a_predicate_is_indexed_when_the_gin_index_finds_its_rows() -> None:
-    eq, starts = c("a", "=", 1), c("b", "STARTS WITH", "x")
-    assert compile_node(eq).indexed and compile_node(c("a", "HAS", 1)).indexed
-    assert not compile_node(starts).indexed and not compile_node(Exists("a")).indexed
-    assert compile_node(And((eq, starts))).indexed  # the index narrows, the rest is checked on those
-    assert not compile_node(Or((eq, starts))).indexed  # the OR's other half has no index
-    assert compile_node(Or((eq, c("a", "IN", (2, 3))))).indexed
-    assert not compile_node(Not(eq)).indexed
-    assert metadata_predicate({"a": 1}).indexed
-    assert not metadata_predicate("b STARTS WITH 'x'").indexed
-    # docIds reach their rows through the primary key.
-    assert (document_ids_in(["d"]) & metadata_predicate("b STARTS WITH 'x'")).indexed

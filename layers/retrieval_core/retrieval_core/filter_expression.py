@@ -443,20 +443,8 @@ class _Compiler:
         return f"COALESCE(jsonb_typeof(metadata -> {key}::text) = '{json_type}' AND {compare}, false)"
 
 
-def indexed(node: Node) -> bool:
-    """Whether the GIN index on metadata finds the rows of `node`: containment (=, IN, HAS), an AND
-    with such a part, an OR of such parts."""
-    if isinstance(node, Comparison):
-        return node.op in ("=", "IN", "HAS")
-    if isinstance(node, And):
-        return any(indexed(operand) for operand in node.operands)
-    if isinstance(node, Or):
-        return all(indexed(operand) for operand in node.operands)
-    return False  # EXISTS (`?` is not a jsonb_path_ops operator) and NOT
-
-
 def compile_node(node: Node) -> Predicate:
     """The SQL predicate over the `metadata` jsonb column for `node`, values bound as `mf0`, `mf1`, ..."""
     compiler = _Compiler()
     sql = compiler.node(node)
-    return Predicate(sql, compiler.params, indexed=indexed(node))
+    return Predicate(sql, compiler.params)

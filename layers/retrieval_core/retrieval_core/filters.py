@@ -27,8 +27,6 @@ class Predicate:
     params: dict[str, Any] = field(default_factory=dict)
     # The metadata keys it reads: a store's own allow-list is checked against them once the store is known.
     metadata_keys: frozenset[str] = frozenset()
-    # Whether an index (GIN on metadata, the primary key) finds its rows without reading the others.
-    indexed: bool = True
 
     def __and__(self, other: Predicate) -> Predicate:
         if not self.sql:
@@ -39,7 +37,6 @@ class Predicate:
             f"({self.sql}) AND ({other.sql})",
             {**self.params, **other.params},
             self.metadata_keys | other.metadata_keys,
-            self.indexed or other.indexed,
         )
 
 

@@ -571,18 +571,13 @@ class RetrievalService:
         """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
 
         Yes when the filter matches at most `exact_scan_limit` chunks, as counted at most a minute ago
-        (search_plan.py has the cost model), and an index finds them. Never for an unfiltered search.
+        (search_plan.py has the cost model). Never for an unfiltered search.
         """
         if not where.sql:
             return False
         most = exact_scan_limit(store.chunk_count, limit, self.exact_search_max_rows)
         if most == 0 or store.chunk_count <= most:
             return most > 0
-        if not where.indexed:
-            # Without an index both the count and the exact scan read every chunk of the store: 80-140 ms
-            # at 100,000 chunks against 10-18 ms for the HNSW walk (docs/benchmarks.md, issue 20). The walk
-            # falls back to the exact scan when it comes back short.
-            return False
         key = (store.id, where.sql, _hashable(where.params))
         return self.filter_sizes.at_most(
             key, most, lambda up_to: repository.count_matching(conn, store, where, up_to)
