@@ -484,3 +484,21 @@ class UpstreamTimeoutError(RetrievalError):
 
     status_code = 504
     code = "upstream_timeout"
+
+
+# Issue 20: up to 100 results
+
+
+class ResponseTooLargeError(RetrievalError):
+    """An answer larger than the message or response that must carry it (reply_size.py)."""
+
+    status_code = 413
+    code = "response_too_large"
+
+    def __init__(self, size_bytes: int, limit_bytes: int, room: str) -> None:
+        super().__init__(
+            f"the answer is {size_bytes} bytes, over the {limit_bytes} bytes {room}; ask "
+            "for fewer results (similarityTopK, rerank.topK), leave out returnFormatted, or send the "
+            "request alone to POST /api/v1/rag/retrieve",
+            {"sizeBytes": size_bytes, "maxBytes": limit_bytes},
+        )
