@@ -24,10 +24,10 @@ logger = logging.getLogger(__name__)
 
 TOKENIZER_NAME = "all-MiniLM-L6-v2"
 ESTIMATE_NAME = "estimate"
-# The estimate: ASCII characters / 3 plus one token per other character, rounded up. WordPiece makes a
-# token of at least one character, so a non-ASCII character never counts for less than it could; on
-# English text MiniLM averages 4.5 characters a token, and ceil(characters / 3) undercounted 12 of 9,000
-# passages (msmarco-5k, scifact, nfcorpus: 3,000 each; docs/api.md "Prompt-ready context").
+# The estimate: ASCII characters / 3, rounded up, plus one token per other character (a WordPiece token
+# holds at least one character). MiniLM averages 4.5 characters a token on English text; the estimate
+# counted 1.5 times its tokens and undercounted 9 of 9,000 passages (the first 3,000 of msmarco-5k,
+# scifact and nfcorpus each; docs/api.md "Prompt-ready context").
 ASCII_CHARS_PER_TOKEN = 3
 
 
