@@ -55,23 +55,29 @@ def _text(value: Any) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
 
 
-def format_chunk(content: str, metadata: Mapping[str, Any]) -> str:
-    """A chunk's `formattedContent`: its citation header, a newline, then its text."""
-    return f"{citation_header(metadata)}\n{content}"
-
-
-def shingles(text: str) -> frozenset[tuple[str, ...]]:
-    """The text's word 3-grams, lowercased (the whole word sequence when it is shorter)."""
-    words = tuple(w.lower() for w in _WORD.findall(text))
+def shingles(text: str) -> frozenset[int]:
+    """Hashes of the text's lowercased word 3-grams (of the whole word sequence when it is shorter)."""
+    words = _WORD.findall(text.lower())
     if len(words) <= SHINGLE_WORDS:
-        return frozenset({words})
-    return frozenset(words[i : i + SHINGLE_WORDS] for i in range(len(words) - SHINGLE_WORDS + 1))
+        return frozenset({hash(tuple(words))})
+    # The shifted lists end together, at the last whole 3-gram.
+    return frozenset(map(hash, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False)))
 
 
-def jaccard(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> float:
+def jaccard(a: frozenset[int], b: frozenset[int]) -> float:
     """|a ∩ b| / |a ∪ b|; 1.0 for two empty sets."""
-    union = len(a | b)
-    return len(a & b) / union if union else 1.0
+    common = len(a & b)
+    union = len(a) + len(b) - common
+    return common / union if union else 1.0
+
+
+def near_duplicate(a: frozenset[int], b: frozenset[int]) -> bool:
+    """Whether two shingle sets are at least NEAR_DUPLICATE_JACCARD alike."""
+    # Jaccard is at most the smaller size over the larger: most pairs are told apart without a set op.
+    smaller, larger = sorted((len(a), len(b)))
+    if smaller < NEAR_DUPLICATE_JACCARD * larger:
+        return False
+    return jaccard(a, b) >= NEAR_DUPLICATE_JACCARD
 
 
 @dataclass(frozen=True)
@@ -85,52 +91,38 @@ class PackedContext:
 
 def pack(
     contents: Sequence[str],
-    formatted: Sequence[str],
+    headers: Sequence[str],
     counter: TokenCounter,
     max_tokens: int | None = None,
 ) -> PackedContext:
-    """Number and join `formatted` in order, leaving out near-duplicates and whatever exceeds `max_tokens`.
+    """`[n] <header>\\n<content>` entries in order, without near-duplicates and what exceeds `max_tokens`.
 
-    Near-duplicates are judged on `contents` (the chunk texts, without headers). The token count is
-    that of the whole returned text, never more than `max_tokens`.
+    An entry's tokens are those of `[n] <header>` plus those of its content: the counters split on
+    whitespace first, so the parts of a text joined by whitespace count what the text does (the model's
+    tokenizer) or more (the estimate), and the total never exceeds `max_tokens`.
     """
-    kept: list[frozenset[tuple[str, ...]]] = []
+    kept: list[frozenset[int]] = []
     candidates: list[int] = []
     for index, content in enumerate(contents):
         grams = shingles(content)
-        if any(jaccard(grams, other) >= NEAR_DUPLICATE_JACCARD for other in kept):
+        if any(near_duplicate(grams, other) for other in kept):
             continue
         kept.append(grams)
         candidates.append(index)
-    entries = {i: f"[{n}] {formatted[i]}" for n, i in enumerate(candidates, start=1)}
-    if max_tokens is None:
-        return _numbered(formatted, candidates, counter)
-    # Fit by the entries' own counts plus the separators', then renumber and count the whole text:
-    # citations change the digits, so the final count decides, dropping the last entry while over.
-    sizes = dict(zip(entries, counter.count(list(entries.values())), strict=True))
+    content_tokens = dict(zip(candidates, counter.count([contents[i] for i in candidates]), strict=True))
     separator = counter.count([SEPARATOR])[0]
-    chosen: list[int] = []
+    citations: list[int | None] = [None] * len(contents)
+    entries: list[str] = []
     used = 0
     for index in candidates:
-        cost = sizes[index] + (separator if chosen else 0)
-        if used + cost <= max_tokens:
-            chosen.append(index)
-            used += cost
-    while True:
-        packed = _numbered(formatted, chosen, counter)
-        if packed.tokens <= max_tokens:
-            return packed
-        chosen.pop()
-
-
-def _numbered(formatted: Sequence[str], chosen: list[int], counter: TokenCounter) -> PackedContext:
-    citations: list[int | None] = [None] * len(formatted)
-    entries = []
-    for n, index in enumerate(chosen, start=1):
-        citations[index] = n
-        entries.append(f"[{n}] {formatted[index]}")
-    text = SEPARATOR.join(entries)
-    return PackedContext(text, counter.count([text])[0] if text else 0, citations)
+        label = f"[{len(entries) + 1}] {headers[index]}"
+        cost = counter.count([label])[0] + content_tokens[index] + (separator if entries else 0)
+        if max_tokens is not None and used + cost > max_tokens:
+            continue
+        used += cost
+        entries.append(f"{label}\n{contents[index]}")
+        citations[index] = len(entries)
+    return PackedContext(SEPARATOR.join(entries), used, citations)
 
 
 Answer = TypeVar("Answer", RetrieveResponse, SimilaritySearchResponse)
@@ -138,11 +130,11 @@ Answer = TypeVar("Answer", RetrieveResponse, SimilaritySearchResponse)
 
 def with_context(answer: Answer, max_tokens: int | None, counter: TokenCounter) -> Answer:
     """A copy of `answer` with each result's `formattedContent` and `citation`, and the packed `context`."""
-    formatted = [format_chunk(r.content, r.metadata) for r in answer.results]
-    packed = pack([r.content for r in answer.results], formatted, counter, max_tokens)
+    headers = [citation_header(r.metadata) for r in answer.results]
+    packed = pack([r.content for r in answer.results], headers, counter, max_tokens)
     results = [
-        r.model_copy(update={"formatted_content": text, "citation": citation})
-        for r, text, citation in zip(answer.results, formatted, packed.citations, strict=True)
+        r.model_copy(update={"formatted_content": f"{header}\n{r.content}", "citation": citation})
+        for r, header, citation in zip(answer.results, headers, packed.citations, strict=True)
     ]
     return answer.model_copy(
         update={
