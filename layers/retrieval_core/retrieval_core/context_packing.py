@@ -1,5 +1,6 @@
 """Prompt-ready context (`returnFormatted`): each chunk with a citation header, and the results packed
-into one numbered `context` string within a token budget, near-duplicates left out. Pure: no I/O.
+into one numbered `context` string within a token budget, near-duplicates left out. No I/O but the
+first token count, which loads the tokenizer (token_count.py).
 
 The format is stable (docs/api.md "Prompt-ready context"):
 
@@ -7,7 +8,7 @@ The format is stable (docs/api.md "Prompt-ready context"):
     context:           [1] <formattedContent of the first chunk packed>\\n\\n[2] <...>
 
 Chunks are packed in result order. A chunk whose word 3-shingles overlap those of a chunk already packed
-with Jaccard similarity of at least NEAR_DUPLICATE_JACCARD is left out (its `citation` is null), as is
+with Jaccard similarity of at least NEAR_DUPLICATE_JACCARD is left out (it gets no `citation`), as is
 one that would take the context past `maxContextTokens` (a later, shorter chunk may still fit).
 """
 
@@ -23,8 +24,8 @@ from .token_count import TokenCounter, token_counter
 
 SEPARATOR = "\n\n"
 SHINGLE_WORDS = 3
-# Two chunks of 150 words sharing all but about 4 scattered word changes; chunks that share only the
-# chunker's overlap (at most 20% of each) stay well below it.
+# Two chunks of 150 words sharing all but about 4 scattered word changes; neighbouring chunks of a
+# document, which share the chunker's overlap (150 of 1,000 characters by default), stay well below it.
 NEAR_DUPLICATE_JACCARD = 0.8
 _WORD = re.compile(r"\w+")
 
