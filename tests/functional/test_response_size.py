@@ -58,6 +58,9 @@ def test_an_answer_over_lambdas_6_mb_is_a_413_naming_its_size(huge_store: str) -
     assert refused["statusCode"] == 413
     error = json.loads(refused["body"])["error"]
     assert error["code"] == "response_too_large"
+    assert error["message"].endswith(
+        "ask for fewer results (similarityTopK, rerank.topK, topK) or leave out returnFormatted"
+    )
     assert error["details"]["maxBytes"] == 6_000_000 < error["details"]["sizeBytes"]
     # Both requests carry API Gateway's request id, and the 413 still echoes it.
     assert refused["headers"]["x-request-id"] == fits["headers"]["x-request-id"] != ""

@@ -588,6 +588,7 @@ def test_a_reply_carries_the_prompt_context_and_one_too_large_for_sqs_is_a_clear
     assert replies["fifty"]["status"] == "ok" and replies["fifty"]["response"]["totalResults"] == 50
     refused = replies["hundred"]
     assert refused["status"] == "error" and refused["error"]["code"] == "response_too_large"
+    assert refused["error"]["message"].endswith("or send the request alone to POST /api/v1/rag/retrieve")
     assert (
         refused["error"]["details"]["maxBytes"] == 262_144 - 1_024 < refused["error"]["details"]["sizeBytes"]
     )

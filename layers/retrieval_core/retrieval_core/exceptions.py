@@ -495,10 +495,11 @@ class ResponseTooLargeError(RetrievalError):
     status_code = 413
     code = "response_too_large"
 
-    def __init__(self, size_bytes: int, limit_bytes: int, room: str) -> None:
+    def __init__(self, size_bytes: int, limit_bytes: int, room: str, elsewhere: str | None = None) -> None:
+        """`room` completes "over the N bytes ..."; `elsewhere` names where the same request would fit."""
+        remedy = "ask for fewer results (similarityTopK, rerank.topK, topK) or leave out returnFormatted"
         super().__init__(
-            f"the answer is {size_bytes} bytes, over the {limit_bytes} bytes {room}; ask "
-            "for fewer results (similarityTopK, rerank.topK), leave out returnFormatted, or send the "
-            "request alone to POST /api/v1/rag/retrieve",
+            f"the answer is {size_bytes} bytes, over the {limit_bytes} bytes {room}; {remedy}"
+            + (f", or send the request alone to {elsewhere}" if elsewhere else ""),
             {"sizeBytes": size_bytes, "maxBytes": limit_bytes},
         )

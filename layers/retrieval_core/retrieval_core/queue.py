@@ -344,7 +344,9 @@ def fitted(reply: dict[str, Any]) -> dict[str, Any]:
     if size <= limit:
         return reply
     metrics.count("PermanentFailures")
-    error = ResponseTooLargeError(size, limit, "a queue reply may take (one SQS message)")
+    error = ResponseTooLargeError(
+        size, limit, "a queue reply may take (one SQS message)", "POST /api/v1/rag/retrieve"
+    )
     return error_reply(str(reply[REQUEST_ID]), error)
 
 

@@ -213,7 +213,9 @@ class RetrievalService:
                 response, _ = self.retrieve(item, embed, grant=grant)
                 size = lambda_body_bytes(response.model_dump(mode="json"))
                 if size > room:
-                    raise ResponseTooLargeError(size, room, "left for it in the batch's Lambda response")
+                    raise ResponseTooLargeError(
+                        size, room, "left for it in the batch's Lambda response", "POST /api/v1/rag/retrieve"
+                    )
                 room -= size
             except RetrievalError as exc:
                 error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
