@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bench.query_cost import negated_terms
+from retrieval_core.models import MAX_TOP_K
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
@@ -83,10 +84,10 @@ def expensive_bodies(store: str | None = None) -> list[tuple[str, dict[str, Any]
     Also bench.load's attackers (on its own store).
     """
     long_text = " ".join(WORDS[i % len(WORDS)] + str(i // len(WORDS) or "") for i in range(1400))[:8000]
-    deep: dict[str, Any] = {"grade": 0.0, "cacheTTLms": 0, "useHybrid": True, "similarityTopK": 50}
+    deep: dict[str, Any] = {"grade": 0.0, "cacheTTLms": 0, "useHybrid": True, "similarityTopK": MAX_TOP_K}
     if store is not None:
         deep["store"] = store
-    mmr = {"rerank": {"enabled": True, "strategy": "mmr", "topK": 50}}
+    mmr = {"rerank": {"enabled": True, "strategy": "mmr", "topK": MAX_TOP_K}}
     long_hybrid = {"query": long_text, **deep, **mmr}
     return [
         (RETRIEVE, {"query": negated_terms(1600), **deep, **mmr}),

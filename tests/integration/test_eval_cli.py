@@ -101,15 +101,15 @@ def test_eval_refuses_options_a_retrieve_request_refuses(
     assert "NAME=" in capsys.readouterr().err
 
 
-def test_depth_goes_past_the_api_cap_which_stays_50(service: Any) -> None:
+def test_depth_goes_past_the_api_cap_which_stays_100(service: Any) -> None:
     store = ensure_store(service.database, service.embedder, "eval-deep")
-    documents = [SourceDocument(f"d{i:02}", f"note number {i} about rivers and lakes") for i in range(60)]
+    documents = [SourceDocument(f"d{i:03}", f"note number {i} about rivers and lakes") for i in range(110)]
     ingest_documents(service.database, service.embedder, store, documents, 1000, 0, progress=False)
     request = RetrieveRequest(query="rivers", grade=0.0, store="eval-deep", engine_name="naive")
-    response, _ = service.retrieve(request, grant=OPEN_GRANT, depth=60)
-    assert len(response.results) == 60
+    response, _ = service.retrieve(request, grant=OPEN_GRANT, depth=110)
+    assert len(response.results) == 110
     with pytest.raises(ValidationError, match=r"similarity_top_k|similarityTopK"):
-        RetrieveRequest.model_validate({"query": "rivers", "grade": 0.0, "similarityTopK": 51})
+        RetrieveRequest.model_validate({"query": "rivers", "grade": 0.0, "similarityTopK": 101})
 
 
 def test_every_method_is_scored_on_its_first_depth_chunks(service: Any, tiny_store: str) -> None:

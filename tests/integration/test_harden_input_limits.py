@@ -28,7 +28,7 @@ def test_limits_query_is_at_most_8000_characters(client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     ("path", "field", "low", "high"),
-    [(RETRIEVE, "similarityTopK", 1, 50), (SEARCH, "topK", 1, 50)],
+    [(RETRIEVE, "similarityTopK", 1, 100), (SEARCH, "topK", 1, 100)],
 )
 def test_limits_top_k_stays_within_its_documented_bounds(
     client: TestClient, service, path: str, field: str, low: int, high: int

@@ -386,3 +386,21 @@ def test_without_debug_no_debug_lines(
     with caplog.at_level(logging.DEBUG, logger="retrieval_core"):
         assert search(client).status_code == 200
     assert not [r for r in caplog.records if r.getMessage().startswith("retrieval-service ")]
+
+
+def test_retrieve_on_gemini_with_return_formatted_cites_gemini_documents_and_pages(
+    client: TestClient,
+) -> None:
+    response = retrieve(client, returnFormatted=True, maxContextTokens=40)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    top = body["results"][0]
+    assert (
+        top["formattedContent"]
+        == "Source: hvac-manual.pdf, page 13\nIf the unit short-cycles, inspect the filter."
+    )
+    assert body["context"].startswith("[1] " + top["formattedContent"])
+    assert 0 < body["contextTokens"] <= 40 and body["contextTokenizer"] == "all-MiniLM-L6-v2"
+    # The same Gemini answer, cached, serves the request without returnFormatted in its plain shape.
+    plain = retrieve(client)
+    assert plain.headers["X-Cache"] == "hit" and "context" not in plain.json()

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.integration.wide_store import wide_store  # noqa: F401 (a fixture)
 from tests.servers import MotoServer, create_idempotency_table
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -560,3 +561,35 @@ def test_after_a_queue_handler_the_core_logs_reach_the_root_logger_again() -> No
     finally:
         logging.getLogger().removeHandler(keep)
     assert [r.getMessage() for r in records] == ["seen after the queue tests"]
+
+
+def test_a_reply_carries_the_prompt_context_and_one_too_large_for_sqs_is_a_clear_error(
+    queue_handler: Handler,
+    queues: Queues,
+    wide_store: str,  # noqa: F811
+) -> None:
+    deep = {"store": wide_store, "engineName": "naive", "grade": 0.0}
+    send(
+        queues,
+        [
+            job("formatted", returnFormatted=True, maxContextTokens=200),
+            job("fifty", "lakes and rivers", **deep, similarityTopK=50),  # about 0.2 MB
+            job("hundred", "lakes and rivers", **deep, similarityTopK=100),  # about 0.4 MB
+        ],
+    )
+    event = receive_event(queues)
+    response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []  # too large is permanent: answered, not retried
+    acknowledge(queues, event, response)
+    replies = {r.body["requestId"]: r.body for r in drain(queues, queues.results)}
+    formatted = replies["formatted"]["response"]
+    assert formatted["context"].startswith("[1] Source: Kubernetes pod scheduling (k8s-docs.pdf), page 12\n")
+    assert formatted["contextTokens"] <= 200 and formatted["contextTokenizer"] == "all-MiniLM-L6-v2"
+    assert replies["fifty"]["status"] == "ok" and replies["fifty"]["response"]["totalResults"] == 50
+    refused = replies["hundred"]
+    assert refused["status"] == "error" and refused["error"]["code"] == "response_too_large"
+    assert refused["error"]["message"].endswith("or send the request alone to POST /api/v1/rag/retrieve")
+    assert (
+        refused["error"]["details"]["maxBytes"] == 262_144 - 1_024 < refused["error"]["details"]["sizeBytes"]
+    )
+    assert queue_depth(queues, queues.dead_letters) == 0

@@ -291,3 +291,20 @@ def test_runtime_uses_dynamodb_when_cache_table_is_set(moto: MotoServer, service
     assert not build_cache(Settings()).shared
     service_cache = get_service().cache
     assert service_cache is not None and not service_cache.shared  # no CACHE_TABLE_NAME in the test env
+
+
+@pytest.mark.parametrize("first_formatted", [False, True])
+def test_formatted_and_plain_requests_share_the_answer_but_each_gets_its_own_shape(
+    harness: Harness, first_formatted: bool
+) -> None:
+    formatted = {**QUERY, "returnFormatted": True, "maxContextTokens": 60}
+    first, second = (formatted, QUERY) if first_formatted else (QUERY, formatted)
+    assert post(harness, first)[0] == "miss"
+    embeds = harness.embedder.calls
+    status, body = post(harness, second)
+    assert status == "hit" and harness.embedder.calls == embeds
+    if second is formatted:
+        assert body["context"].startswith("[1] Source: ") and body["contextTokens"] <= 60
+        assert all("formattedContent" in r for r in body["results"])
+    else:
+        assert "context" not in body and all("formattedContent" not in r for r in body["results"])

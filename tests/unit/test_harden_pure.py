@@ -69,7 +69,7 @@ def test_limits_unit_vector_refuses_the_zero_vector() -> None:
         {"queryEmbedding": [1.0], "metadataFilter": {"k": math.inf}},
         {"queryEmbedding": [1.0], "metadataFilter": {"k": "a\x00"}},
         {"queryEmbedding": [1.0], "docIds": ["\udfff"]},
-        {"queryEmbedding": [1.0], "topK": 51},
+        {"queryEmbedding": [1.0], "topK": 101},
     ],
 )
 def test_limits_similarity_search_requests_refused(body: dict) -> None:  # type: ignore[type-arg]

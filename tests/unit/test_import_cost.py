@@ -25,6 +25,8 @@ HEAVY = [
     "uvicorn",
     # Only the OpenAI and Gemini clients need it, on their first call.
     "httpx",
+    # The local model's tokenizer: the first embedding, or the first returnFormatted answer, loads it.
+    "tokenizers",
 ]
 
 PROBE = """

@@ -39,7 +39,7 @@ def test_seed_004_hybrid_flags_are_read() -> None:
         ({"query": "q"}, "grade"),
         ({"query": "q", "grade": 1.5}, "grade"),
         ({"query": "q", "grade": 0.5, "similarityTopK": 0}, "similarityTopK"),
-        ({"query": "q", "grade": 0.5, "similarityTopK": 51}, "similarityTopK"),
+        ({"query": "q", "grade": 0.5, "similarityTopK": 101}, "similarityTopK"),
         ({"query": "q", "grade": 0.5, "docIds": ["x"] * 101}, "docIds"),
         ({"query": "q\x00", "grade": 0.5}, "query"),
         ({"query": "q", "grade": 0.5, "engineName": "fancy"}, "engineName"),

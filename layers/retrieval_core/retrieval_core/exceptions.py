@@ -496,3 +496,22 @@ class UpstreamTimeoutError(RetrievalError):
 
     status_code = 504
     code = "upstream_timeout"
+
+
+# Issue 20: up to 100 results
+
+
+class ResponseTooLargeError(RetrievalError):
+    """An answer larger than the message or response that must carry it (reply_size.py)."""
+
+    status_code = 413
+    code = "response_too_large"
+
+    def __init__(self, size_bytes: int, limit_bytes: int, room: str, elsewhere: str | None = None) -> None:
+        """`room` completes "over the N bytes ..."; `elsewhere` names where the same request would fit."""
+        remedy = "ask for fewer results (similarityTopK, rerank.topK, topK) or leave out returnFormatted"
+        super().__init__(
+            f"the answer is {size_bytes} bytes, over the {limit_bytes} bytes {room}; {remedy}"
+            + (f", or send the request alone to {elsewhere}" if elsewhere else ""),
+            {"sizeBytes": size_bytes, "maxBytes": limit_bytes},
+        )

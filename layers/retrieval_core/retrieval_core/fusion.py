@@ -27,7 +27,7 @@ Fusion = Literal["rrf", "weighted"]
 Normalization = Literal["minmax", "max"]
 RRF_K = 60
 # The k a request may ask for. Below 1 it stops damping (at k = 0 rank 1 weighs twice rank 2); above
-# 1,000 the at most 50 ranks of a list differ by under 5% (1/1001 against 1/1050), so fusion would
+# 1,000 the at most 100 ranks of a list differ by under 10% (1/1001 against 1/1100), so fusion would
 # hardly see ranks and only count the lists a chunk is in.
 RRF_K_MIN, RRF_K_MAX = 1, 1000
 

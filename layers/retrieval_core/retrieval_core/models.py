@@ -192,6 +192,27 @@ RerankStrategyName = Literal["bge", "llm", "bedrock", "mmr"]
 DEFAULT_CANDIDATES = {"default": 20, "naive": 5}
 # Results the advanced engine returns when the request has no `rerank.topK` (seed 002's example).
 DEFAULT_RERANK_TOP_K = 5
+# The most results (and candidates) one request may ask for: similarityTopK, rerank.topK, topK.
+MAX_TOP_K = 100
+
+ReturnFormatted = Annotated[
+    bool,
+    Field(
+        default=False,
+        description="Each result gets `formattedContent` (a citation header, then the text) and the answer "
+        "a `context` string packing them with numbered citations, near-duplicates left out (docs/api.md).",
+    ),
+]
+MaxContextTokens = Annotated[
+    int | None,
+    Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Needs returnFormatted. Token budget of `context`, counted with all-MiniLM-L6-v2's "
+        "tokenizer (an approximation for other models); chunks that would exceed it are left out.",
+    ),
+]
 
 
 class RerankOptions(RequestModel):
@@ -205,7 +226,7 @@ class RerankOptions(RequestModel):
         "embeddings (diversity, no model call).",
     )
     top_k: int = Field(
-        default=DEFAULT_RERANK_TOP_K, ge=1, le=50, description="Results returned after reranking."
+        default=DEFAULT_RERANK_TOP_K, ge=1, le=MAX_TOP_K, description="Results returned after reranking."
     )
     score: float | None = Field(
         default=None,
@@ -256,7 +277,7 @@ class RetrieveRequest(RequestModel):
     similarity_top_k: int | None = Field(
         default=None,
         ge=1,
-        le=50,
+        le=MAX_TOP_K,
         description="Candidates taken from the search: default 20 for the default engine, 5 for naive.",
     )
     doc_ids: DocIds | None = None
@@ -328,6 +349,8 @@ class RetrieveRequest(RequestModel):
         description="Where the store lives. Unset: gemini for a store named fileSearchStores/..., "
         "else pgvector.",
     )
+    return_formatted: ReturnFormatted = False
+    max_context_tokens: MaxContextTokens = None
 
     @model_validator(mode="after")
     def _every_option_applies(self) -> RetrieveRequest:
@@ -397,6 +420,8 @@ def inapplicable_options(request: RetrieveRequest) -> list[InitErrorDetails]:
     uses_mmr = rerank is not None and rerank.enabled and rerank.strategy == "mmr"
     if "mmr_lambda" in sent and not uses_mmr:
         refuse("mmr_lambda", 'applies only with rerank.strategy "mmr" (enabled, default engine)')
+    if "max_context_tokens" in sent and not request.return_formatted:
+        refuse("max_context_tokens", "applies only with returnFormatted true")
     if rerank is not None:
         errors.extend(_inapplicable_rerank_options(request.engine_name, rerank))
     return errors
@@ -448,12 +473,28 @@ class SimilaritySearchRequest(RequestModel):
         max_length=16_000,
         description="Precomputed query vector; its length must be the store's.",
     )
-    top_k: int = Field(default=10, ge=1, le=50)
+    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
     doc_ids: DocIds | None = None
     metadata_filter: MetadataFilter | None = None
     store: StoreName | None = None
     cache_ttl_ms: CacheTtl = None
     search: SearchOverride = None
+    return_formatted: ReturnFormatted = False
+    max_context_tokens: MaxContextTokens = None
+
+    @model_validator(mode="after")
+    def _budget_needs_formatting(self) -> SimilaritySearchRequest:
+        if "max_context_tokens" in self.model_fields_set and not self.return_formatted:
+            error = _not_applicable(
+                ("maxContextTokens",), "applies only with returnFormatted true", self.max_context_tokens
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [error])
+        return self
+
+
+def _absent_when_none(value: Any) -> bool:
+    # Fields only returnFormatted fills are left out of the JSON otherwise: other answers keep their shape.
+    return value is None
 
 
 class ChunkResult(ResponseModel):
@@ -481,6 +522,31 @@ class ChunkResult(ResponseModel):
     rerank_score: float | None = Field(
         default=None, description="Reranked only: the reranker's relevance score, higher is better."
     )
+    formatted_content: str | None = Field(
+        default=None,
+        exclude_if=_absent_when_none,
+        description="returnFormatted only: `Source: <document>[ (<fileName>)][, page <n>][, section <s>]`, "
+        "a newline, then the text.",
+    )
+    citation: int | None = Field(
+        default=None,
+        exclude_if=_absent_when_none,
+        description="returnFormatted only: this chunk's number [n] in `context`; absent when it was left "
+        "out (a near-duplicate of an earlier chunk, or over maxContextTokens).",
+    )
+
+
+CONTEXT_NOTE = (
+    "returnFormatted only: the results' formattedContent in order, each as `[n] ...`, separated by a "
+    "blank line; near-duplicates and chunks over maxContextTokens left out."
+)
+CONTEXT_TOKENS_NOTE = (
+    "returnFormatted only: tokens in `context` (no special tokens), at most maxContextTokens."
+)
+CONTEXT_TOKENIZER_NOTE = (
+    "returnFormatted only: what counted contextTokens: all-MiniLM-L6-v2 (its tokenizer.json), or estimate "
+    "(no tokenizer installed: ASCII characters / 3 plus other characters, rounded up)."
+)
 
 
 class Timings(ResponseModel):
@@ -522,6 +588,13 @@ class RetrieveResponse(ResponseModel):
     engine_used: str
     store: str
     pipeline: Pipeline
+    context: str | None = Field(default=None, exclude_if=_absent_when_none, description=CONTEXT_NOTE)
+    context_tokens: int | None = Field(
+        default=None, exclude_if=_absent_when_none, description=CONTEXT_TOKENS_NOTE
+    )
+    context_tokenizer: str | None = Field(
+        default=None, exclude_if=_absent_when_none, description=CONTEXT_TOKENIZER_NOTE
+    )
 
 
 class SimilaritySearchResponse(ResponseModel):
@@ -530,6 +603,13 @@ class SimilaritySearchResponse(ResponseModel):
     results: list[ChunkResult]
     total_results: int
     store: str
+    context: str | None = Field(default=None, exclude_if=_absent_when_none, description=CONTEXT_NOTE)
+    context_tokens: int | None = Field(
+        default=None, exclude_if=_absent_when_none, description=CONTEXT_TOKENS_NOTE
+    )
+    context_tokenizer: str | None = Field(
+        default=None, exclude_if=_absent_when_none, description=CONTEXT_TOKENIZER_NOTE
+    )
 
 
 class ErrorBody(BaseModel):

@@ -44,6 +44,7 @@ from .exceptions import (
     JobInProgressError,
     ReplyDeliveryError,
     ReplyToNotAllowedError,
+    ResponseTooLargeError,
     RetrievalError,
 )
 from .grants import Grant, parse_store_setting
@@ -55,6 +56,7 @@ from .lambda_runtime import (
     lazy_boto3_client,
 )
 from .models import RetrieveRequest, validation_error
+from .reply_size import SQS_ATTRIBUTE_BYTES, SQS_MESSAGE_BYTES, sqs_body_bytes
 from .request_deadline import LAMBDA_MARGIN_S, deadline_of, lambda_remaining_s
 from .settings import Settings, get_settings
 
@@ -269,7 +271,7 @@ class QueueProcessor:
         request_id = job_key[REQUEST_ID]
         reply = self._outcome(request_id, job, batch)
         destination = job.reply_to or self.results_queue_url
-        self._send(destination, reply)
+        self._send(destination, fitted(reply))
         logger.info(
             "reply sent",
             extra={
@@ -306,7 +308,7 @@ class QueueProcessor:
         request_id = str(reply[REQUEST_ID])
         params: dict[str, Any] = {
             "QueueUrl": queue_url,
-            "MessageBody": json.dumps(reply, separators=(",", ":")),
+            "MessageBody": _message_body(reply),
             "MessageAttributes": {
                 REQUEST_ID: {"DataType": "String", "StringValue": request_id},
                 "status": {"DataType": "String", "StringValue": str(reply["status"])},
@@ -330,6 +332,26 @@ class QueueProcessor:
             extra={REQUEST_ID: response.get(REQUEST_ID) if isinstance(response, dict) else None},
         )
         return response
+
+
+def fitted(reply: dict[str, Any]) -> dict[str, Any]:
+    """`reply`, or an error reply `response_too_large` when it would not fit one SQS message.
+
+    Permanent: the same job would make the same answer again.
+    """
+    limit = SQS_MESSAGE_BYTES - SQS_ATTRIBUTE_BYTES
+    size = sqs_body_bytes(_message_body(reply))
+    if size <= limit:
+        return reply
+    metrics.count("PermanentFailures")
+    error = ResponseTooLargeError(
+        size, limit, "a queue reply may take (one SQS message)", "POST /api/v1/rag/retrieve"
+    )
+    return error_reply(str(reply[REQUEST_ID]), error)
+
+
+def _message_body(reply: dict[str, Any]) -> str:
+    return json.dumps(reply, separators=(",", ":"))
 
 
 def build_queue_handler() -> LambdaHandler:

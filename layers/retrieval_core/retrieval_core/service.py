@@ -14,8 +14,9 @@ from pydantic import ValidationError
 
 from . import metrics
 from .cache.json_cache import CacheStatus
-from .cache.keys import search_key
+from .cache.keys import FORMAT_FIELDS, search_key
 from .cache.search_cache import SearchCache, StoreRef
+from .context_packing import formatted_if_asked
 from .cost import ExpensiveSlots, is_expensive
 from .db import repository
 from .db.connection import Connection, Database
@@ -29,6 +30,7 @@ from .exceptions import (
     EmbeddingModelMismatchError,
     InvalidRequestError,
     RerankerUnavailableError,
+    ResponseTooLargeError,
     RetrievalError,
     StoreNotFoundError,
 )
@@ -58,6 +60,7 @@ from .models import (
     validation_error,
 )
 from .ranking import ScoredChunk, apply_threshold, at_least, unit_vector
+from .reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from .search_plan import FilterSizes, exact_scan_limit
 
 if TYPE_CHECKING:
@@ -165,8 +168,10 @@ class RetrievalService:
             return self._retrieve(req, where, grant, embed_query, depth)
 
         if depth is not None:
-            return compute(request), CacheStatus.BYPASS
-        return self._through_cache("retrieve", request, RetrieveResponse, compute, grant)
+            answer, status = compute(request), CacheStatus.BYPASS
+        else:
+            answer, status = self._through_cache("retrieve", request, RetrieveResponse, compute, grant)
+        return formatted_if_asked(answer, request), status
 
     def retrieve_batch(self, bodies: Sequence[dict[str, Any]], *, grant: Grant) -> list[BatchItem]:
         """Answer each body as `retrieve` would, in order; one item's error does not fail the others.
@@ -206,11 +211,19 @@ class RetrievalService:
             return vectors.vector_for(query, self.embedder)
 
         items: list[BatchItem] = []
+        # What is left of one Lambda response for the items' answers.
+        room = LAMBDA_PAYLOAD_BYTES - RESPONSE_ENVELOPE_BYTES
         for item in requests:
             try:
                 if isinstance(item, InvalidRequestError):
                     raise item
                 response, _ = self.retrieve(item, embed, grant=grant)
+                size = lambda_body_bytes(response.model_dump(mode="json"))
+                if size > room:
+                    raise ResponseTooLargeError(
+                        size, room, "left for it in the batch's Lambda response", "POST /api/v1/rag/retrieve"
+                    )
+                room -= size
             except RetrievalError as exc:
                 error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
                 items.append(BatchItem(status=exc.status_code, error=error))
@@ -228,7 +241,10 @@ class RetrievalService:
         def compute(req: SimilaritySearchRequest) -> SimilaritySearchResponse:
             return self._similarity_search(req, where, grant)
 
-        return self._through_cache("similarity-search", request, SimilaritySearchResponse, compute, grant)
+        answer, status = self._through_cache(
+            "similarity-search", request, SimilaritySearchResponse, compute, grant
+        )
+        return formatted_if_asked(answer, request), status
 
     def where_for(
         self, doc_ids: Sequence[str] | None, metadata_filter: MetadataFilterValue | None
@@ -260,7 +276,8 @@ class RetrievalService:
         if self.cache is None or ttl_s is None:
             debug("%s: cache bypassed (%s)", operation, "no cache" if self.cache is None else "cacheTTLms 0")
             return compute(request), CacheStatus.BYPASS
-        options = request.model_dump(mode="json", exclude={"store"})
+        # The answer is cached unformatted: formatting (context_packing.py) is applied to it on every serve.
+        options = request.model_dump(mode="json", exclude={"store", *FORMAT_FIELDS})
         # The effective knobs, not only the request's overrides: a changed default changes answers too.
         context = {
             "embeddingModel": self.embedder.model,

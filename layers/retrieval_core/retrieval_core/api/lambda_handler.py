@@ -19,9 +19,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from fastapi import APIRouter
 from mangum import Mangum
 
-from ..exceptions import BadRequestError
+from ..exceptions import BadRequestError, ResponseTooLargeError, RetrievalError
 from ..lambda_events import http_event_problem
 from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
+from ..reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES
 from .app import create_app
 from .errors import retrieval_error_response
 from .request_id import REQUEST_ID_HEADER, mint_request_id, usable_request_id
@@ -50,7 +51,7 @@ def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
             return bad_request(problem, request_id)
         event = with_request_id(event)
         logger.set_correlation_id(event["headers"][REQUEST_ID_HEADER])
-        response: dict[str, Any] = asgi(event, context)
+        response: dict[str, Any] = fitted(asgi(event, context))
         latency_ms = (time.perf_counter() - started) * 1000.0
         status = int(response.get("statusCode", 500))
         body = _json_body(response) if status == 200 or status >= 500 else None
@@ -87,7 +88,27 @@ def with_request_id(event: dict[str, Any]) -> dict[str, Any]:
 
 def bad_request(problem: str, request_id: str) -> dict[str, Any]:
     """The 400 `bad_request` response (payload 2.0) to an event that is not an HTTP API event."""
-    response = retrieval_error_response(BadRequestError(f"malformed Lambda event: {problem}"))
+    return _error_payload(BadRequestError(f"malformed Lambda event: {problem}"), request_id)
+
+
+def fitted(response: dict[str, Any]) -> dict[str, Any]:
+    """`response`, or 413 `response_too_large` when it would not fit Lambda's 6 MB response payload.
+
+    Lambda would otherwise fail the invocation, and API Gateway answer a bare 500.
+    """
+    body = response.get("body")
+    # A body of this many characters fits however the runtime escapes it (\uXXXX: 6 bytes a character).
+    if not isinstance(body, str) or len(body) * 6 < LAMBDA_PAYLOAD_BYTES - RESPONSE_ENVELOPE_BYTES:
+        return response
+    size = len(json.dumps(response))
+    if size <= LAMBDA_PAYLOAD_BYTES:
+        return response
+    error = ResponseTooLargeError(size, LAMBDA_PAYLOAD_BYTES, "a Lambda response may hold")
+    return _error_payload(error, str((response.get("headers") or {}).get(REQUEST_ID_HEADER, "")))
+
+
+def _error_payload(error: RetrievalError, request_id: str) -> dict[str, Any]:
+    response = retrieval_error_response(error)
     return {
         "statusCode": response.status_code,
         "headers": {"content-type": "application/json", REQUEST_ID_HEADER: request_id},

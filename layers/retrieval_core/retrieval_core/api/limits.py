@@ -25,10 +25,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..exceptions import DocumentTooLargeError, RequestTimeoutError, RequestTooLargeError, RetrievalError
+from ..reply_size import LAMBDA_PAYLOAD_BYTES
 from ..settings import get_settings
 from .errors import retrieval_error_response
 
-LAMBDA_PAYLOAD_BYTES = 6_000_000
 # The HTTP API event around the body: headers (a JWT, cookies), requestContext with authorizer claims.
 EVENT_ENVELOPE_BYTES = 65_536
 # The JSON around the base64 text: field names, contentType, fileName, metadata (at most 16 KiB).

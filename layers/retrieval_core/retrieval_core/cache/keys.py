@@ -16,6 +16,9 @@ from typing import Any
 
 # Request fields that control caching itself and never change the answer.
 CACHE_CONTROL_FIELDS = frozenset({"cache_ttl_ms"})
+# Request fields that only shape how a cached answer is presented: the cache holds the answer without
+# them and formatting runs on every serve, so a hit can never lack the `context` a request asks for.
+FORMAT_FIELDS = frozenset({"return_formatted", "max_context_tokens"})
 
 
 def _digest(payload: Any) -> str:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import metrics
 from ..cache.json_cache import CacheStatus
-from ..cache.keys import search_key
+from ..cache.keys import FORMAT_FIELDS, search_key
 from ..cache.search_cache import SearchCache
+from ..context_packing import formatted_if_asked
 from ..exceptions import InvalidRequestError, UpstreamError
 from ..filter_expression import And, Comparison, Node, Or
 from ..filter_tree import COMPARISONS, is_tree, parse_tree
@@ -188,7 +189,7 @@ class KnowledgeService:
             return response.model_dump(mode="json", by_alias=True)
 
         body, status = self._through_cache("retrieve", store, model, request, compute)
-        return RetrieveResponse.model_validate(body), status
+        return formatted_if_asked(RetrieveResponse.model_validate(body), request), status
 
     def _through_cache(
         self,
@@ -208,7 +209,7 @@ class KnowledgeService:
             store=store,
             store_version=NO_VERSION,
             operation=operation,
-            request=request.model_dump(mode="json", exclude={"store"}),
+            request=request.model_dump(mode="json", exclude={"store", *FORMAT_FIELDS}),
             context={"model": model},
         )
         cached = self.cache.get_answer(key)
