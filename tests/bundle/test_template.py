@@ -33,19 +33,32 @@ FUNCTIONS = (
     "SimilaritySearchFunction",
     "ResolveStoreFunction",
     "DocumentsFunction",
+    "McpFunction",
     "RetrieveQueueFunction",
     "IngestFunction",
     "MigrateFunction",
 )
 # The functions that embed text: the query side and the write side.
-EMBEDDING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction", "DocumentsFunction", "IngestFunction")
+EMBEDDING_FUNCTIONS = (
+    "RetrieveFunction",
+    "RetrieveQueueFunction",
+    "DocumentsFunction",
+    "IngestFunction",
+    "McpFunction",
+)
 RERANKING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction")
 
 # Every function reads and writes the answer cache, and nothing else in DynamoDB.
 CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem", "DeleteItem")}
 # The HTTP functions also count requests there (docs/operations.md), on the ratelimit# items only.
 RATE_LIMIT_GRANT = ("dynamodb:UpdateItem", "CacheTable.Arn")
-HTTP_FUNCTIONS = ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction", "DocumentsFunction")
+HTTP_FUNCTIONS = (
+    "RetrieveFunction",
+    "SimilaritySearchFunction",
+    "ResolveStoreFunction",
+    "DocumentsFunction",
+    "McpFunction",
+)
 
 
 def environment(resources: dict[str, Any], function: str) -> dict[str, Any]:
@@ -262,10 +275,10 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias() -> None
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 15
+    assert len(uris) == 16
     assert all(
         re.search(
-            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction)Aliaslive\}",
+            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction|McpFunction)Aliaslive\}",
             str(uri),
         )
         for uri in uris
