@@ -2,9 +2,9 @@
 
 Built on the official SDK's low-level server. Every request gets a session manager of its own, entered
 for that request only: the SDK lets a manager run once per instance, so one shared manager started by
-an ASGI lifespan fails on the second invocation of a warm Lambda instance, whose adapter runs the
-lifespan per event (modelcontextprotocol/python-sdk#3121). Stateless, a manager holds nothing worth
-keeping between requests anyway.
+an ASGI lifespan fails on the second event of a warm Lambda instance, since Mangum enters the lifespan
+per event (modelcontextprotocol/python-sdk#3121); our handlers turn Mangum's lifespan off, where a
+shared manager would never start. Stateless, a manager holds nothing worth keeping between requests.
 
 The route sits behind the app's middleware like every other: the API key (or JWT) gives the request
 its grant before the SDK sees it, and a tool call reads that grant from the request.
