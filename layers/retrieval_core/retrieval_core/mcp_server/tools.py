@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError
 
@@ -29,6 +29,10 @@ from ..models import (
     validation_error,
 )
 from .string_filter import memory_filter
+
+if TYPE_CHECKING:
+    from ..db.repository import Store
+    from ..service import RetrievalService
 
 MEMORY_CONTENT_TYPE = "text/plain"
 # Ids derived from the text: a retried memory_store lands on the same memory.
@@ -65,12 +69,10 @@ class MemoryStoreArguments(RequestModel):
     """memory_store: seed 003's request, plus `store`."""
 
     text: Text = Field(min_length=1, max_length=100_000, description="The text to remember.")
-    metadata: dict[Annotated[str, Field(min_length=1, max_length=256)], Annotated[MetadataValue, Field()]] = (
-        Field(
-            default_factory=dict,
-            description="Key-value metadata stored with the text (strings, numbers or booleans), usable in "
-            "memory_search's filter. Stores may restrict the keys (list_stores: allowedMetadataKeys).",
-        )
+    metadata: dict[Annotated[str, Field(min_length=1, max_length=256)], MetadataValue] = Field(
+        default_factory=dict,
+        description="Key-value metadata stored with the text (strings, numbers or booleans), usable in "
+        "memory_search's filter. Stores may restrict the keys (list_stores: allowedMetadataKeys).",
     )
     id: MemoryId | None = Field(
         default=None,
@@ -233,7 +235,7 @@ def _list_stores(_: NoArguments, grant: Grant) -> dict[str, Any]:
     return {"stores": stores, "defaultStore": documents.retrieval.default_store}
 
 
-def _writable_store(service: Any, name: str | None, grant: Grant) -> Any:
+def _writable_store(service: RetrievalService, name: str | None, grant: Grant) -> Store:
     # The scope first (403), then the store: one outside the grant answers as an unknown one (404).
     grant.require_scope("write")
     store = service.get_store(name)
