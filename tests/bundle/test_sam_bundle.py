@@ -510,9 +510,11 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
     ),
     "retrieve-batch-too-many.json": (422, lambda b: b["error"]["message"].startswith("requests")),
 }
-# The stores-*.json events walk one store's life in file order (PUT ... DELETE), checked as the
-# functional tier checks them.
-STORE_LIFE_CHECKS = {name: check for name, check in FUNCTIONAL_CHECKS.items() if name.startswith("stores-")}
+# The stores-*.json events walk one store's life in file order (PUT ... DELETE), and the mcp-*.json
+# events answer JSON-RPC: both are checked as the functional tier checks them.
+FUNCTIONAL_TIER_CHECKS = {
+    name: check for name, check in FUNCTIONAL_CHECKS.items() if name.startswith(("stores-", "mcp-"))
+}
 # Retrieve events answered by Gemini File Search, not by an embedding and pgvector.
 GEMINI_RETRIEVE_EVENTS = frozenset({"retrieve-gemini.json"})
 
@@ -585,8 +587,40 @@ def test_every_requirement_in_the_layer_is_met_by_the_layer_or_the_runtime(bundl
     layer = bundle.core_layer
     layer_dists = distributions(layer / "python")
     runtime_dists = distributions(bundle.runtime_dir)
+    environment = lambda_marker_environment(function_architecture)
+    requirements_file = REPO_ROOT / "layers" / "retrieval_core" / "requirements.txt"
+    from_runtime = met_from(requirements_file, [layer_dists, runtime_dists], environment)["runtime"]
+    assert from_runtime <= RUNTIME_PROVIDED, f"the layer lacks {from_runtime - RUNTIME_PROVIDED}"
+    assert "botocore" in from_runtime  # aws-xray-sdk's requirement, met by the runtime
+
+
+def test_the_mcp_function_ships_the_sdk_and_only_what_the_layer_lacks(bundle: Bundle) -> None:
+    """functions/mcp/requirements.txt, installed without dependencies: followed through every requirement,
+    each is met by the first copy on Lambda's sys.path (the function's, the layer's, the runtime's), and
+    the function ships no second copy of a layer distribution, which would shadow it."""
+    (function,) = [fn for fn in bundle.functions if fn.name == "McpFunction"]
+    own = distributions(function.code_dir)
+    layer_dists = distributions(bundle.core_layer / "python")
+    assert "mcp" in own and not own.keys() & layer_dists.keys()
+    environment = lambda_marker_environment(function.architecture)
+    sources = met_from(
+        REPO_ROOT / "functions" / "mcp" / "requirements.txt",
+        [own, layer_dists, distributions(bundle.runtime_dir)],
+        environment,
+    )
+    assert sources["function"] == set(own), "a distribution the function ships that nothing needs"
+    assert {"pydantic", "starlette", "anyio"} <= sources["layer"]
+    assert not sources.get("runtime")
+    # Its bytecode ships too, valid after zipping (PEP 552 unchecked hash), for every module.
+    sources_py = list(function.code_dir.rglob("*.py"))
+    compiled = {p.parent.parent / (p.name.split(".")[0] + ".py") for p in function.code_dir.rglob("*.pyc")}
+    assert sources_py and set(sources_py) <= compiled
+
+
+def lambda_marker_environment(architecture: str) -> dict[str, str]:
+    """Environment markers as pip evaluates them for Lambda's python3.12 on `architecture`."""
     environment = {key: str(value) for key, value in default_environment().items()}
-    environment |= {
+    return environment | {
         "python_version": "3.12",
         "python_full_version": "3.12.0",
         "implementation_name": "cpython",
@@ -594,26 +628,34 @@ def test_every_requirement_in_the_layer_is_met_by_the_layer_or_the_runtime(bundl
         "sys_platform": "linux",
         "platform_system": "Linux",
         "os_name": "posix",
-        "platform_machine": WHEEL_PLATFORMS[function_architecture],
+        "platform_machine": WHEEL_PLATFORMS[architecture],
     }
-    requirements_file = REPO_ROOT / "layers" / "retrieval_core" / "requirements.txt"
+
+
+def met_from(
+    requirements_file: Path, path: list[dict[str, Distribution]], environment: dict[str, str]
+) -> dict[str, set[str]]:
+    """Follow `requirements_file` through the requirements of what meets each (with the extras asked
+    for); each must be met, in a version it accepts, by the first of `path` holding it. The names met by
+    each of function, layer and runtime (in `path`'s order; a two-folder path is layer and runtime)."""
+    labels = ("function", "layer", "runtime")[-len(path) :]
     pending = [
-        (Requirement(line), "requirements.txt")
+        (Requirement(line), requirements_file.name)
         for line in (raw.split("#", 1)[0].strip() for raw in requirements_file.read_text().splitlines())
         if line
     ]
     seen: set[tuple[str, str]] = set()
-    from_runtime: set[str] = set()
+    sources: dict[str, set[str]] = {label: set() for label in labels}
     while pending:
         requirement, wanted_by = pending.pop()
         name = canonicalize_name(requirement.name)
-        met = layer_dists.get(name) or runtime_dists.get(name)
-        assert met is not None, f"{requirement} (for {wanted_by}) is in neither the layer nor the runtime"
+        where = next((label for label, dists in zip(labels, path, strict=True) if name in dists), None)
+        assert where is not None, f"{requirement} (for {wanted_by}) is nowhere on sys.path"
+        met = path[labels.index(where)][name]
         assert requirement.specifier.contains(met.version, prereleases=True), (
             f"{wanted_by} needs {requirement}, but {name} {met.version} comes first on sys.path"
         )
-        if name not in layer_dists:
-            from_runtime.add(name)
+        sources[where].add(name)
         for extra in {"", *requirement.extras}:
             if (name, extra) in seen:
                 continue
@@ -622,8 +664,7 @@ def test_every_requirement_in_the_layer_is_met_by_the_layer_or_the_runtime(bundl
                 marker_env = {**environment, "extra": extra}
                 if dependency.marker is None or dependency.marker.evaluate(marker_env):
                     pending.append((dependency, f"{name} {met.version}"))
-    assert from_runtime <= RUNTIME_PROVIDED, f"the layer lacks {from_runtime - RUNTIME_PROVIDED}"
-    assert "botocore" in from_runtime  # aws-xray-sdk's requirement, met by the runtime
+    return sources
 
 
 def test_layer_fits_its_60_mib_budget_and_reports_its_size(bundle: Bundle) -> None:
@@ -659,7 +700,13 @@ def test_every_function_with_all_its_layers_fits_lambdas_250_mb(bundle: Bundle) 
     local = {
         fn.name for fn in bundle.functions if any(d.name == "EmbedderLayer" for d in fn.layers_with(LOCAL))
     }
-    assert local == {"RetrieveFunction", "RetrieveQueueFunction", "DocumentsFunction", "IngestFunction"}
+    assert local == {
+        "RetrieveFunction",
+        "RetrieveQueueFunction",
+        "DocumentsFunction",
+        "IngestFunction",
+        "McpFunction",
+    }
 
 
 def test_layer_bytecode_is_for_python312_and_valid_after_zipping(bundle: Bundle) -> None:
@@ -790,6 +837,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
         "ResolveStoreFunction",
         "IngestFunction",
         "DocumentsFunction",
+        "McpFunction",
         "MigrateFunction",
     }
     covered: set[str] = set()
@@ -865,8 +913,8 @@ def test_every_built_handler_answers_every_event_like_lambda(
         uncompiled = layer_modules_without_bytecode(function, run, tracing)
         assert not uncompiled, f"{function.name} compiles at its first request: {uncompiled[:10]}"
         for event_path, response in zip(events, run.responses, strict=True):
-            if event_path.name in STORE_LIFE_CHECKS:  # the functional tier's checks, on the built bundle
-                STORE_LIFE_CHECKS[event_path.name](response["statusCode"], body_or_empty(response))
+            if event_path.name in FUNCTIONAL_TIER_CHECKS:  # the functional tier's checks, on the built bundle
+                FUNCTIONAL_TIER_CHECKS[event_path.name](response["statusCode"], body_or_empty(response))
                 covered.add(event_path.name)
                 continue
             status, check = EXPECTED[event_path.name]
@@ -904,7 +952,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
                 for url in calls
             )
     http_events = {p.name for p in EVENTS_DIR.glob("*.json") if "routeKey" in json.loads(p.read_text())}
-    assert covered == set(EXPECTED) | set(STORE_LIFE_CHECKS) == http_events
+    assert covered == set(EXPECTED) | set(FUNCTIONAL_TIER_CHECKS) == http_events
     # The Gemini routes used the key read from Secrets Manager, and it never reached a response or a log.
     assert gemini.generate_calls() and gemini.list_calls()
     assert all(r.headers["x-goog-api-key"] == GEMINI_KEY for r in gemini.requests)

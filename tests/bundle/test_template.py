@@ -33,19 +33,32 @@ FUNCTIONS = (
     "SimilaritySearchFunction",
     "ResolveStoreFunction",
     "DocumentsFunction",
+    "McpFunction",
     "RetrieveQueueFunction",
     "IngestFunction",
     "MigrateFunction",
 )
 # The functions that embed text: the query side and the write side.
-EMBEDDING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction", "DocumentsFunction", "IngestFunction")
+EMBEDDING_FUNCTIONS = (
+    "RetrieveFunction",
+    "RetrieveQueueFunction",
+    "DocumentsFunction",
+    "IngestFunction",
+    "McpFunction",
+)
 RERANKING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction")
 
 # Every function reads and writes the answer cache, and nothing else in DynamoDB.
 CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem", "DeleteItem")}
 # The HTTP functions also count requests there (docs/operations.md), on the ratelimit# items only.
 RATE_LIMIT_GRANT = ("dynamodb:UpdateItem", "CacheTable.Arn")
-HTTP_FUNCTIONS = ("RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction", "DocumentsFunction")
+HTTP_FUNCTIONS = (
+    "RetrieveFunction",
+    "SimilaritySearchFunction",
+    "ResolveStoreFunction",
+    "DocumentsFunction",
+    "McpFunction",
+)
 
 
 def environment(resources: dict[str, Any], function: str) -> dict[str, Any]:
@@ -154,14 +167,13 @@ def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audienc
     resources = deployed({"JwtIssuer": issuer, "JwtAudience": audience, "DatabaseSecretArn": SECRET_ARN})
     body = resources["HttpApi"]["Properties"]["Body"]
     paths = body["paths"]
-    for path, method in (
-        ("/api/v1/rag/retrieve", "post"),
-        ("/api/v1/chunks/similarity-search", "post"),
-        ("/api/v1/knowledge/search", "post"),
-        ("/api/v1/stores/resolve", "get"),
-    ):
+    # Every route but health, including those a function's event adds (a route missing from the
+    # definition body would be served without the authorizer).
+    routes = [(path, method) for path, item in paths.items() if path != "/api/v1/health" for method in item]
+    assert ("/mcp", "post") in routes and ("/api/v1/stores/resolve", "get") in routes
+    for path, method in routes:
         operation = paths[path][method]
-        assert ("security" in operation) is protected
+        assert ("security" in operation) is protected, (path, method)
         if protected:
             assert operation["security"] == [{"JwtAuthorizer": []}]
     # Health stays open for probes, which may ask with GET or HEAD.
@@ -262,10 +274,10 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias() -> None
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 15
+    assert len(uris) == 16
     assert all(
         re.search(
-            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction)Aliaslive\}",
+            r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction|McpFunction)Aliaslive\}",
             str(uri),
         )
         for uri in uris

@@ -294,6 +294,48 @@ def check_stores_list(status: int, body: dict[str, Any]) -> None:
     assert {"sample", "handbook"} <= {s["name"] for s in body["stores"]}
 
 
+# POST /mcp answers JSON-RPC in a JSON body (stateless, JSON responses). Locally no API key is configured:
+# the open grant offers every tool.
+MCP_TOOLS = {"memory_search", "memory_store", "memory_delete", "retrieve", "list_stores"}
+
+
+def check_mcp_initialize(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    result = body["result"]
+    assert body["id"] == 1 and result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"]["name"] == "retrieval-service" and "tools" in result["capabilities"]
+
+
+def check_mcp_tools_list(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    tools = {t["name"]: t for t in body["result"]["tools"]}
+    assert set(tools) == MCP_TOOLS
+    assert tools["memory_search"]["inputSchema"]["required"] == ["query"]
+
+
+def check_mcp_memory_search(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    result = body["result"]
+    assert result["isError"] is False
+    found = result["structuredContent"]
+    assert found["store"] == "sample" and found["count"] == len(found["results"]) == 3
+    assert found["results"][0]["id"] == "k8s-scheduling"
+    # The filter's string "2024" matched the corpus's number 2024.
+    assert all(r["metadata"]["year"] == 2024 for r in found["results"])
+    similarities = [r["similarity"] for r in found["results"]]
+    assert similarities == sorted(similarities, reverse=True) and similarities[0] > 0.5
+
+
+def check_mcp_memory_search_invalid(status: int, body: dict[str, Any]) -> None:
+    # A tool's input error is a tool error (isError), which the model reads; the HTTP call succeeded.
+    assert status == 200, body
+    result = body["result"]
+    assert result["isError"] is True
+    error = result["structuredContent"]["error"]
+    assert error["code"] == "validation_error" and error["message"].startswith("limit:")
+    assert result["content"][0]["text"].startswith("validation_error: limit:")
+
+
 EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve.json": check_retrieve,
     "retrieve-metadata-filter.json": check_retrieve_metadata_filter,
@@ -317,6 +359,10 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "stores-09-get.json": check_stores_get,
     "stores-10-list.json": check_stores_list,
     "stores-11-delete.json": check_documents_delete,
+    "mcp-01-initialize.json": check_mcp_initialize,
+    "mcp-02-tools-list.json": check_mcp_tools_list,
+    "mcp-03-memory-search.json": check_mcp_memory_search,
+    "mcp-04-memory-search-invalid.json": check_mcp_memory_search_invalid,
 }
 
 
@@ -395,6 +441,7 @@ GOOD_EVENTS |= {
     "stores-10-list.json",
     "stores-11-delete.json",
 }
+GOOD_EVENTS |= {"mcp-01-initialize.json", "mcp-02-tools-list.json", "mcp-03-memory-search.json"}
 
 
 def test_every_route_has_an_event_and_every_input_route_a_bad_input_event() -> None:

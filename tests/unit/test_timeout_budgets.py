@@ -51,7 +51,13 @@ def function_timeout_s(function: dict[str, Any]) -> int:
 
 
 def test_the_http_functions_are_found() -> None:
-    expected = {"RetrieveFunction", "SimilaritySearchFunction", "ResolveStoreFunction", "DocumentsFunction"}
+    expected = {
+        "RetrieveFunction",
+        "SimilaritySearchFunction",
+        "ResolveStoreFunction",
+        "DocumentsFunction",
+        "McpFunction",
+    }
     assert expected <= set(http_functions())
 
 

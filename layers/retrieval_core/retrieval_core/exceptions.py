@@ -295,14 +295,17 @@ class FilterTreeError(InvalidRequestError):
 
 
 class FilterKeyNotAllowedError(InvalidRequestError):
-    """A metadata filter uses a key outside ALLOWED_METADATA_KEYS."""
+    """A metadata filter (or, over MCP, metadata to store) uses a key outside the allowed ones.
+
+    `field` names the request field: metadataFilter over HTTP, filter or metadata for MCP tools.
+    """
 
     code = "metadata_key_not_allowed"
 
-    def __init__(self, key: str, allowed: frozenset[str]) -> None:
+    def __init__(self, key: str, allowed: frozenset[str], field: str = "metadataFilter") -> None:
         super().__init__(
-            f"metadataFilter: key '{key}' is not allowed; allowed keys: {', '.join(sorted(allowed))}",
-            {"field": "metadataFilter", "key": key, "allowedKeys": sorted(allowed)},
+            f"{field}: key '{key}' is not allowed; allowed keys: {', '.join(sorted(allowed))}",
+            {"field": field, "key": key, "allowedKeys": sorted(allowed)},
         )
 
 

@@ -29,6 +29,7 @@ def create_app(*routers: APIRouter) -> FastAPI:
             knowledge.router,
             stores.router,
             documents.router,
+            *_mcp_routers(),
         )
     app = app_with_docs(
         title="Retrieval service",
@@ -58,6 +59,18 @@ def create_app(*routers: APIRouter) -> FastAPI:
     app.add_middleware(RequestDeadlineMiddleware)
     document_api_key(app)
     return app
+
+
+def _mcp_routers() -> tuple[APIRouter, ...]:
+    # /mcp needs the `mcp` SDK: the local extra installs it, the Lambda layer does not (the MCP function
+    # brings it). Without it the app serves everything else.
+    try:
+        from ..mcp_server.server import mcp_router
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        return ()
+    return (mcp_router(),)
 
 
 def _add_cors(app: FastAPI) -> None:

@@ -1,0 +1,305 @@
+"""The MCP tools: their arguments, descriptions and what a call does. Pure retrieval core, no `mcp` import.
+
+Each call goes through the same services as the HTTP routes (retrieval_core.service and
+documents.service) with the caller's grant, so answers, errors and the cache behave alike. A call's
+problem is a RetrievalError, which the server turns into a tool error (docs/mcp.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AfterValidator, Field, ValidationError
+
+from ..documents import SourceInput
+from ..exceptions import DocumentNotFoundError, FilterKeyNotAllowedError
+from ..filters import MetadataValue
+from ..grants import Grant, Scope
+from ..models import (
+    MAX_DOCUMENT_ID_BYTES,
+    MetadataEqualities,
+    RequestModel,
+    RetrieveRequest,
+    StoreName,
+    Text,
+    _document_id,
+    validation_error,
+)
+from .string_filter import memory_filter
+
+if TYPE_CHECKING:
+    from ..db.repository import Store
+    from ..service import RetrievalService
+
+MEMORY_CONTENT_TYPE = "text/plain"
+# Ids derived from the text: a retried memory_store lands on the same memory.
+DERIVED_ID_PREFIX = "mem-"
+
+MemoryId = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_DOCUMENT_ID_BYTES),
+    AfterValidator(_document_id),
+]
+StoreArgument = Annotated[
+    StoreName | None,
+    Field(
+        default=None, description="Store name or display name (list_stores); the service's default if unset."
+    ),
+]
+
+
+class MemorySearchArguments(RequestModel):
+    """memory_search: seed 003's request, plus `store`."""
+
+    query: Text = Field(min_length=1, max_length=8000, description="What to look for, in natural language.")
+    limit: int = Field(default=5, ge=1, le=50, description="Most memories to return (default 5, at most 50).")
+    filter: MetadataEqualities | None = Field(
+        default=None,
+        description="Metadata equalities, all of which must hold. A string value also matches a number or "
+        'boolean whose string form is equal ("2024" matches 2024, "true" matches true); a number or '
+        "boolean matches that typed value only.",
+    )
+    store: StoreArgument = None
+
+
+class MemoryStoreArguments(RequestModel):
+    """memory_store: seed 003's request, plus `store`."""
+
+    text: Text = Field(min_length=1, max_length=100_000, description="The text to remember.")
+    metadata: dict[Annotated[str, Field(min_length=1, max_length=256)], MetadataValue] = Field(
+        default_factory=dict,
+        description="Key-value metadata stored with the text (strings, numbers or booleans), usable in "
+        "memory_search's filter. Stores may restrict the keys (list_stores: allowedMetadataKeys).",
+    )
+    id: MemoryId | None = Field(
+        default=None,
+        description="Id of the memory. Given: the memory with that id is replaced (upsert). Omitted: the "
+        "id is derived from the text, so storing the same text again changes nothing.",
+    )
+    store: StoreArgument = None
+
+
+class MemoryDeleteArguments(RequestModel):
+    """memory_delete."""
+
+    id: MemoryId = Field(description="Id of the memory to delete (memory_store's or memory_search's id).")
+    store: StoreArgument = None
+
+
+class NoArguments(RequestModel):
+    """list_stores takes none."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its name, what the caller's grant needs, its arguments' model, and its call."""
+
+    name: str
+    title: str
+    description: str
+    scope: Scope
+    arguments: type[RequestModel]
+    run: Callable[[Any, Grant], dict[str, Any]]
+    read_only: bool = True
+    destructive: bool = False
+    idempotent: bool = True
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments, as tools/list shows it."""
+        schema = self.arguments.model_json_schema(by_alias=True)
+        schema.pop("title", None)
+        return schema
+
+
+def call_tool(tool: Tool, arguments: Mapping[str, Any] | None, grant: Grant) -> dict[str, Any]:
+    """Validate `arguments` (a 422-shaped InvalidRequestError naming the field) and run the tool."""
+    try:
+        parsed = tool.arguments.model_validate(dict(arguments or {}))
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    return tool.run(parsed, grant)
+
+
+def tools_for(grant: Grant) -> list[Tool]:
+    """The tools a grant can use: read tools with the read scope, write tools with the write scope."""
+    return [tool for tool in TOOLS.values() if grant.has_scope(tool.scope)]
+
+
+def memory_id(text: str) -> str:
+    """The id memory_store gives a text stored without one."""
+    return DERIVED_ID_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+# The calls. Services are looked up per call: built on first use, never at import.
+
+
+def _memory_search(args: MemorySearchArguments, grant: Grant) -> dict[str, Any]:
+    from ..runtime import get_service
+
+    request = RetrieveRequest.model_validate(
+        {
+            "query": args.query,
+            # Every candidate, nearest first, none reranked away: seed 003's "up to limit by similarity".
+            "grade": 0.0,
+            "engineName": "naive",
+            "similarityTopK": args.limit,
+            "metadataFilter": memory_filter(args.filter),
+            "store": args.store,
+            "backend": "pgvector",
+        }
+    )
+    try:
+        response, _ = get_service().retrieve(request, grant=grant)
+    except FilterKeyNotAllowedError as exc:
+        raise FilterKeyNotAllowedError(
+            exc.details["key"], frozenset(exc.details["allowedKeys"]), "filter"
+        ) from None
+    results = [
+        {
+            "id": r.metadata["documentId"],
+            "content": r.content,
+            "metadata": {k: v for k, v in r.metadata.items() if k not in ("documentId", "chunkIndex")},
+            "similarity": r.score,
+        }
+        for r in response.results
+    ]
+    return {"results": results, "count": len(results), "store": response.store}
+
+
+def _memory_store(args: MemoryStoreArguments, grant: Grant) -> dict[str, Any]:
+    from ..runtime import get_document_service
+
+    documents = get_document_service()
+    store = _writable_store(documents.retrieval, args.store, grant)
+    allowed = documents.retrieval.allowed_keys_for(store)
+    refused = sorted(set(args.metadata) - allowed) if allowed is not None else []
+    if refused:
+        raise FilterKeyNotAllowedError(refused[0], allowed or frozenset(), "metadata")
+    memory = args.id or memory_id(args.text)
+    source = SourceInput(
+        source_id=memory,
+        data=args.text.encode("utf-8"),
+        content_type=MEMORY_CONTENT_TYPE,
+        metadata=dict(args.metadata),
+    )
+    written = documents.write_source(store.name, source, grant)
+    return {"id": memory, "store": store.name, "status": written.status, "chunkCount": written.chunk_count}
+
+
+def _memory_delete(args: MemoryDeleteArguments, grant: Grant) -> dict[str, Any]:
+    from ..runtime import get_document_service
+
+    documents = get_document_service()
+    store = _writable_store(documents.retrieval, args.store, grant)
+    if not documents.delete_source(store.name, args.id, grant):
+        raise DocumentNotFoundError(store.name, args.id)
+    return {"id": args.id, "store": store.name, "deleted": True}
+
+
+def _retrieve(args: RetrieveRequest, grant: Grant) -> dict[str, Any]:
+    if args.targets_gemini:
+        from ..knowledge.runtime import get_knowledge_service
+
+        answer, _ = get_knowledge_service().retrieve(args, grant)
+    else:
+        from ..runtime import get_service
+
+        answer, _ = get_service().retrieve(args, grant=grant)
+    return answer.model_dump(mode="json", by_alias=True)
+
+
+def _list_stores(_: NoArguments, grant: Grant) -> dict[str, Any]:
+    from ..runtime import get_document_service
+
+    documents = get_document_service()
+    allowed = documents.retrieval.allowed_metadata_keys
+    stores = []
+    for info in documents.list_stores(grant):
+        keys = info.allowed_metadata_keys
+        if keys is not None and allowed is not None:
+            keys = tuple(k for k in keys if k in allowed)
+        elif keys is None and allowed is not None:
+            keys = tuple(sorted(allowed))
+        stores.append(
+            {
+                "name": info.name,
+                "displayName": info.display_name,
+                "documentCount": info.document_count,
+                "chunkCount": info.chunk_count,
+                "allowedMetadataKeys": list(keys) if keys is not None else None,
+            }
+        )
+    return {"stores": stores, "defaultStore": documents.retrieval.default_store}
+
+
+def _writable_store(service: RetrievalService, name: str | None, grant: Grant) -> Store:
+    # The scope first (403), then the store: one outside the grant answers as an unknown one (404).
+    grant.require_scope("write")
+    store = service.get_store(name)
+    grant.require_store(store.name, name or store.name)
+    return store
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            name="memory_search",
+            title="Search memory",
+            description="Find stored memories (text with metadata) most similar in meaning to `query`, "
+            "highest similarity first. Each result has id, content, metadata and similarity "
+            "(1 - cosine distance: higher is more similar, at most 1). `filter` keeps only memories whose "
+            "metadata holds every given key-value pair.",
+            scope="read",
+            arguments=MemorySearchArguments,
+            run=_memory_search,
+        ),
+        Tool(
+            name="memory_store",
+            title="Store a memory",
+            description="Store `text` with optional `metadata` so that memory_search finds it at once. "
+            "With `id`, the memory of that id is replaced; without it, the id is derived from the text, "
+            "so retrying the same call never stores it twice. Returns the id and whether it was "
+            "created, updated or unchanged. Needs the write scope.",
+            scope="write",
+            arguments=MemoryStoreArguments,
+            run=_memory_store,
+            read_only=False,
+        ),
+        Tool(
+            name="memory_delete",
+            title="Delete a memory",
+            description="Delete the memory with `id` from the store. An unknown id is an error "
+            "(document_not_found). Needs the write scope.",
+            scope="write",
+            arguments=MemoryDeleteArguments,
+            run=_memory_delete,
+            read_only=False,
+            destructive=True,
+        ),
+        Tool(
+            name="retrieve",
+            title="Retrieve chunks (full request)",
+            description="The service's full retrieval request (the HTTP API's POST /api/v1/rag/retrieve): "
+            "`query` and `grade` (minimum similarity 0-1) are required; options include similarityTopK, "
+            'metadataFilter (equalities, or an expression such as "year >= 2023 AND NOT draft = true"), '
+            "docIds, useHybrid (keyword + vector), rerank, store. Returns ranked chunks with scores "
+            "(similarities, higher is better) and the pipeline that produced them.",
+            scope="read",
+            arguments=RetrieveRequest,
+            run=_retrieve,
+        ),
+        Tool(
+            name="list_stores",
+            title="List stores",
+            description="The stores this credential may read, with their document and chunk counts and the "
+            "metadata keys each allows (null: any key), and the store used when a tool names none.",
+            scope="read",
+            arguments=NoArguments,
+            run=_list_stores,
+        ),
+    )
+}

@@ -1,0 +1,398 @@
+"""Issue 22: /mcp driven by the official MCP SDK's client over Streamable HTTP, against the local server.
+
+The app runs under uvicorn on 127.0.0.1 with scoped API keys (API_KEYS), on the embedded PostgreSQL and
+the local model; each test opens `ClientSession`s through `streamable_http_client`, as an agent would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+# The `mcp` extra; `make check-min-deps` runs without it (pyproject.toml says why).
+pytest.importorskip("mcp")
+
+import httpx2
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from retrieval_core.api.app import create_app
+from retrieval_core.documents import StoreDefinition
+from retrieval_core.mcp_server.tools import memory_id
+from tests.integration.test_grants import digest
+from tests.servers import MotoServer, free_port
+
+MEMORY = f"mcp-memory-{uuid.uuid4().hex[:6]}"
+ALLOWED = ["project", "topic", "year"]
+
+READER = "rk_mcpr_" + "a1" * 16
+WRITER = "rk_mcpw_" + "b2" * 16  # read and write, on MEMORY only
+SAMPLE_WRITER = "rk_mcps_" + "c3" * 16  # read and write, on sample only
+API_KEYS = [
+    {"name": "mcp-reader", "sha256": digest(READER), "stores": ["*"], "scopes": ["read"]},
+    {"name": "mcp-writer", "sha256": digest(WRITER), "stores": [MEMORY], "scopes": ["read", "write"]},
+    {
+        "name": "mcp-sample",
+        "sha256": digest(SAMPLE_WRITER),
+        "stores": ["sample"],
+        "scopes": ["read", "write"],
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def memory_store(service: Any, sample_store: Any) -> Iterator[str]:
+    """A store whose definition allows three metadata keys; dropped after the module."""
+    from retrieval_core.runtime import get_document_service
+
+    documents = get_document_service()
+    documents.put_store(
+        MEMORY, StoreDefinition(display_name="MCP memory", allowed_metadata_keys=tuple(ALLOWED))
+    )
+    yield MEMORY
+    get_document_service().delete_store(MEMORY)
+
+
+def serve(port: int) -> Callable[[], None]:
+    """The full app under uvicorn on 127.0.0.1:`port`, as `retrieval serve` runs it; returns its stop."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+    return stop
+
+
+@pytest.fixture()
+def url(memory_store: str, configure: Any) -> Iterator[str]:
+    configure(API_KEYS=json.dumps(API_KEYS))
+    port = free_port()
+    stop = serve(port)
+    yield f"http://127.0.0.1:{port}/mcp"
+    stop()
+
+
+@asynccontextmanager
+async def session(url: str, key: str) -> AsyncIterator[ClientSession]:
+    """An initialized MCP client session carrying `key`."""
+    async with (
+        httpx2.AsyncClient(headers={"x-api-key": key}) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as client,
+    ):
+        await client.initialize()
+        yield client
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(test)
+
+
+async def call(client: ClientSession, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A successful tool call's structured result (its text content is the same JSON)."""
+    result = await client.call_tool(name, arguments)
+    assert not result.is_error, result.content
+    assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(result.content[0].text) == result.structured_content
+    structured: dict[str, Any] = result.structured_content
+    return structured
+
+
+async def tool_error(client: ClientSession, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A failed tool call's error: isError, a text naming the code, the HTTP API's error body."""
+    result = await client.call_tool(name, arguments)
+    assert result.is_error, result.structured_content
+    error: dict[str, Any] = result.structured_content["error"]
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text == f"{error['code']}: {error['message']}"
+    return error
+
+
+def test_initialize_names_the_server_and_tools_are_listed_by_scope_with_schemas(url: str) -> None:
+    async def test() -> None:
+        async with session(url, WRITER) as writer:
+            tools = {t.name: t for t in (await writer.list_tools()).tools}
+            assert set(tools) == {"memory_search", "memory_store", "memory_delete", "retrieve", "list_stores"}
+            search = tools["memory_search"].input_schema
+            assert search["required"] == ["query"]
+            assert set(search["properties"]) == {"query", "limit", "filter", "store"}
+            assert search["properties"]["limit"]["maximum"] == 50
+            assert search["additionalProperties"] is False
+            assert set(tools["memory_store"].input_schema["properties"]) == {
+                "text",
+                "metadata",
+                "id",
+                "store",
+            }
+            assert {"query", "grade", "useHybrid", "rerank", "docIds"} <= set(
+                tools["retrieve"].input_schema["properties"]
+            )
+            assert all(t.description and len(t.description) > 60 for t in tools.values())
+            assert tools["memory_delete"].annotations is not None
+            assert tools["memory_delete"].annotations.destructive_hint is True
+            assert tools["memory_search"].annotations is not None
+            assert tools["memory_search"].annotations.read_only_hint is True
+        async with session(url, READER) as reader:
+            # A read-only key is not offered the write tools.
+            assert {t.name for t in (await reader.list_tools()).tools} == {
+                "memory_search",
+                "retrieve",
+                "list_stores",
+            }
+
+    run(test)
+
+
+def test_initialize_reports_the_server_and_json_responses_without_a_session(url: str) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "curl", "version": "0"},
+        },
+    }
+    headers = {"x-api-key": READER, "accept": "application/json, text/event-stream"}
+    answer = httpx.post(url, json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("application/json")
+    assert "mcp-session-id" not in answer.headers  # stateless: nothing to resume
+    result = answer.json()["result"]
+    assert result["serverInfo"]["name"] == "retrieval-service"
+    assert result["capabilities"]["tools"] is not None
+    # A stateless server keeps no stream open for the server to speak first.
+    assert httpx.get(url, headers=headers, timeout=30).status_code == 405
+
+
+def test_store_search_and_delete_a_memory(url: str) -> None:
+    text = "The staging database is restored from the nightly snapshot every Sunday at 03:00 UTC."
+
+    async def test() -> None:
+        async with session(url, WRITER) as client:
+            stored = await call(
+                client,
+                "memory_store",
+                {"text": text, "metadata": {"project": "atlas", "year": 2024}, "store": MEMORY},
+            )
+            assert stored == {"id": memory_id(text), "store": MEMORY, "status": "created", "chunkCount": 1}
+            # A retry without an id lands on the same memory: nothing duplicated, nothing re-embedded.
+            again = await call(
+                client,
+                "memory_store",
+                {"text": text, "metadata": {"project": "atlas", "year": 2024}, "store": MEMORY},
+            )
+            assert again["id"] == stored["id"] and again["status"] == "unchanged"
+
+            found = await call(
+                client, "memory_search", {"query": "When is staging restored?", "limit": 3, "store": MEMORY}
+            )
+            assert found["count"] == len(found["results"]) == 1
+            (hit,) = found["results"]
+            assert hit["id"] == stored["id"] and hit["content"] == text
+            assert hit["metadata"] == {"project": "atlas", "year": 2024, "contentType": "text/plain"}
+            assert 0.4 < hit["similarity"] <= 1.0
+
+            # Seed 003's string filter finds the typed year; another year finds nothing.
+            by_string = await call(
+                client,
+                "memory_search",
+                {"query": "staging restore", "filter": {"year": "2024", "project": "atlas"}, "store": MEMORY},
+            )
+            assert [r["id"] for r in by_string["results"]] == [stored["id"]]
+            other_year = await call(
+                client,
+                "memory_search",
+                {"query": "staging restore", "filter": {"year": "2023"}, "store": MEMORY},
+            )
+            assert other_year["results"] == []
+
+            # With an id: an upsert of that memory.
+            await call(client, "memory_store", {"text": "Old note.", "id": "notes/1", "store": MEMORY})
+            replaced = await call(
+                client, "memory_store", {"text": "New note about rotas.", "id": "notes/1", "store": MEMORY}
+            )
+            assert replaced == {"id": "notes/1", "store": MEMORY, "status": "updated", "chunkCount": 1}
+            notes = await call(client, "memory_search", {"query": "note", "limit": 10, "store": MEMORY})
+            assert [r["content"] for r in notes["results"] if r["id"] == "notes/1"] == [
+                "New note about rotas."
+            ]
+
+            for memory in (stored["id"], "notes/1"):
+                deleted = await call(client, "memory_delete", {"id": memory, "store": MEMORY})
+                assert deleted == {"id": memory, "store": MEMORY, "deleted": True}
+            gone = await call(
+                client, "memory_search", {"query": "When is staging restored?", "store": MEMORY}
+            )
+            assert gone["results"] == []
+            missing = await tool_error(client, "memory_delete", {"id": stored["id"], "store": MEMORY})
+            assert missing["code"] == "document_not_found" and missing["status"] == 404
+
+    run(test)
+
+
+def test_tool_errors_name_the_missing_scope_the_store_the_field_and_the_allowed_keys(url: str) -> None:
+    async def test() -> None:
+        async with session(url, READER) as reader:
+            forbidden = await tool_error(reader, "memory_store", {"text": "x", "store": MEMORY})
+            assert forbidden["code"] == "forbidden" and forbidden["details"] == {"requiredScope": "write"}
+            assert forbidden["status"] == 403
+            forbidden = await tool_error(reader, "memory_delete", {"id": "x", "store": MEMORY})
+            assert forbidden["code"] == "forbidden"
+        async with session(url, WRITER) as writer:
+            # A store outside the key's grant answers as an unknown one.
+            outside = await tool_error(writer, "memory_store", {"text": "x", "store": "sample"})
+            unknown = await tool_error(writer, "memory_store", {"text": "x", "store": "no-such-store"})
+            assert outside["code"] == unknown["code"] == "store_not_found"
+            assert outside["details"] == {"store": "sample"}
+            outside = await tool_error(writer, "memory_search", {"query": "pods", "store": "sample"})
+            assert outside["code"] == "store_not_found"
+
+            key = await tool_error(
+                writer, "memory_store", {"text": "x", "metadata": {"owner": "me"}, "store": MEMORY}
+            )
+            assert key["code"] == "metadata_key_not_allowed"
+            assert (
+                key["message"] == "metadata: key 'owner' is not allowed; allowed keys: project, topic, year"
+            )
+            assert key["details"]["allowedKeys"] == ALLOWED
+            key = await tool_error(
+                writer, "memory_search", {"query": "x", "filter": {"owner": "me"}, "store": MEMORY}
+            )
+            assert key["message"] == "filter: key 'owner' is not allowed; allowed keys: project, topic, year"
+
+            invalid = await tool_error(writer, "memory_search", {"query": "x", "limit": 0})
+            assert invalid["code"] == "validation_error" and invalid["message"].startswith("limit:")
+            invalid = await tool_error(writer, "memory_store", {"text": "x", "colour": "red"})
+            assert invalid["details"]["errors"][0]["field"] == "colour"
+
+            # A tool this server does not have is a protocol error (JSON-RPC invalid params).
+            with pytest.raises(MCPError) as raised:
+                await writer.call_tool("memory_forget", {})
+            assert raised.value.code == types.INVALID_PARAMS
+            assert "memory_search" in raised.value.message
+
+    run(test)
+
+
+def test_without_a_valid_api_key_the_endpoint_answers_401_before_mcp(url: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    for extra in ({}, {"x-api-key": "rk_wrong"}):
+        answer = httpx.post(url, json=body, headers=headers | extra, timeout=30)
+        assert answer.status_code == 401
+        assert answer.json()["error"]["code"] == "unauthorized"
+
+
+def test_retrieve_takes_the_full_request_and_list_stores_the_grant(url: str) -> None:
+    async def test() -> None:
+        async with session(url, READER) as reader:
+            answer = await call(
+                reader,
+                "retrieve",
+                {
+                    "query": "How does Kubernetes decide which node runs a pod?",
+                    "grade": 0.2,
+                    "useHybrid": True,
+                    "fusion": "rrf",
+                    "metadataFilter": "year >= 2024 AND project_name = 'Platform'",
+                    "similarityTopK": 10,
+                    "rerank": {"strategy": "mmr", "topK": 2},
+                },
+            )
+            assert answer["store"] == "sample" and answer["pipeline"]["hybrid"] is True
+            assert answer["pipeline"]["rerankStrategy"] == "mmr" and answer["totalResults"] == 2
+            assert answer["results"][0]["metadata"]["documentId"] == "k8s-scheduling"
+            assert all(r["metadata"]["project_name"] == "Platform" for r in answer["results"])
+            only = await call(
+                reader,
+                "retrieve",
+                {"query": "pods", "grade": 0.0, "docIds": ["k8s-probes"], "engineName": "naive"},
+            )
+            assert {r["metadata"]["documentId"] for r in only["results"]} == {"k8s-probes"}
+            strict = await call(reader, "retrieve", {"query": "pods", "grade": 0.99})
+            assert strict["results"] == []  # a threshold nothing meets: an empty answer, not an error
+            invalid = await tool_error(reader, "retrieve", {"query": "pods", "grade": 2})
+            assert invalid["message"].startswith("grade:")
+
+            stores = await call(reader, "list_stores", {})
+            listed = {s["name"]: s for s in stores["stores"]}
+            assert {"sample", MEMORY} <= set(listed) and stores["defaultStore"] == "sample"
+            assert listed[MEMORY]["allowedMetadataKeys"] == ALLOWED
+            assert listed["sample"]["documentCount"] > 0 and listed["sample"]["allowedMetadataKeys"] is None
+        async with session(url, WRITER) as writer:
+            assert [s["name"] for s in (await call(writer, "list_stores", {}))["stores"]] == [MEMORY]
+
+    run(test)
+
+
+def test_the_handler_serves_many_requests_from_one_process(url: str) -> None:
+    """The SDK's session manager runs once per instance; the endpoint must not (python-sdk#3121)."""
+
+    async def test() -> None:
+        for _ in range(3):
+            async with session(url, READER) as reader:
+                assert len((await reader.list_tools()).tools) == 3
+
+    run(test)
+
+
+# Read-your-writes through the shared cache
+
+
+@pytest.fixture()
+def cached_url(
+    memory_store: str, configure: Any, own_runtime: Any, moto: MotoServer, table: str, aws_env: None
+) -> Iterator[str]:
+    """The server with API keys and its answers cached in DynamoDB (`table` on moto_server), as deployed."""
+    configure(API_KEYS=json.dumps(API_KEYS))
+    own_runtime(CACHE_TABLE_NAME=table, DYNAMODB_ENDPOINT_URL=moto.endpoint_url)
+    port = free_port()
+    stop = serve(port)
+    yield f"http://127.0.0.1:{port}/mcp"
+    stop()
+
+
+def test_a_memory_stored_by_one_client_is_found_by_another_at_once_through_the_dynamodb_cache(
+    cached_url: str, moto: MotoServer, table: str
+) -> None:
+    text = f"Deploy freeze {uuid.uuid4().hex[:6]}: no production deploys during the December holidays."
+    search = {"query": "When are production deploys frozen?", "store": MEMORY, "filter": {"topic": "release"}}
+
+    async def test() -> None:
+        async with session(cached_url, WRITER) as agent_a, session(cached_url, WRITER) as agent_b:
+            before = await call(agent_b, "memory_search", search)
+            assert before["results"] == []
+            # The empty answer is cached now, in DynamoDB: a stale cache would keep serving it.
+            items = moto.client("dynamodb").scan(TableName=table)["Items"]
+            assert any(item["pk"]["S"].startswith("search#") for item in items)
+            stored = await call(
+                agent_a, "memory_store", {"text": text, "metadata": {"topic": "release"}, "store": MEMORY}
+            )
+            after = await call(agent_b, "memory_search", search)
+            assert [r["id"] for r in after["results"]] == [stored["id"]]
+            await call(agent_a, "memory_delete", {"id": stored["id"], "store": MEMORY})
+            assert (await call(agent_b, "memory_search", search))["results"] == []
+
+    run(test)
