@@ -131,7 +131,7 @@ check-min-deps:
 	$(MIN_VENV)/bin/pytest -q -p no:cacheprovider tests/unit tests/integration \
 		--deselect tests/unit/test_import_cost.py::test_handler_import_loads_no_heavy_module_and_no_connection
 	$(MIN_VENV)/bin/pip install -q langchain-postgres
-	$(MIN_VENV)/bin/python -c "import retrieval_core.db.repository, retrieval_core.db.documents, langchain_postgres, pgvector.psycopg, importlib.metadata as m; print('langchain-postgres', m.version('langchain-postgres'), 'beside us, pgvector', m.version('pgvector'))"
+	$(MIN_VENV)/bin/python -m tests.langchain_beside_us
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) .data .aws-sam
