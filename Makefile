@@ -119,7 +119,8 @@ bench-scale: $(VENV)/.dev-installed
 
 # Issue 23: every lower bound of pyproject.toml is true. A fresh venv with the lowest versions it allows
 # (ci/min-deps.txt) runs the unit and integration tiers, then langchain-postgres (which allows only
-# pgvector 0.3) is installed beside us and both are imported. Not part of `make test` (it takes minutes).
+# pgvector 0.3) is installed beside us: tests/langchain_beside_us.py checks pgvector stayed below 0.4 and
+# runs a vector round trip. Not part of `make test` (it takes minutes); `.ci/run` runs it after that.
 # Deselected: the import-cost check, because pgvector 0.3 imports numpy on import (the layer pins a newer
 # pgvector, layers/retrieval_core/requirements.txt, where that check holds).
 MIN_VENV := .venv-min
@@ -131,7 +132,7 @@ check-min-deps:
 	$(MIN_VENV)/bin/pytest -q -p no:cacheprovider tests/unit tests/integration \
 		--deselect tests/unit/test_import_cost.py::test_handler_import_loads_no_heavy_module_and_no_connection
 	$(MIN_VENV)/bin/pip install -q langchain-postgres
-	$(MIN_VENV)/bin/python -c "import retrieval_core.db.repository, retrieval_core.db.documents, langchain_postgres, pgvector.psycopg, importlib.metadata as m; print('langchain-postgres', m.version('langchain-postgres'), 'beside us, pgvector', m.version('pgvector'))"
+	$(MIN_VENV)/bin/python -m tests.langchain_beside_us
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) .data .aws-sam

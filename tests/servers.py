@@ -18,14 +18,14 @@ def free_port() -> int:
 
 # moto_server, answering one request at a time. The threaded one checks a DynamoDB condition and then
 # updates without a lock, so two concurrent conditional updates of one item can both pass there; DynamoDB
-# applies each UpdateItem atomically, as this serial server does.
+# applies each UpdateItem atomically, as this serial server does. Werkzeug's own request handler: moto's
+# (5.2.5 and later) only keeps underscores in S3 metadata header names, which DynamoDB requests never have.
 _SERIAL_MOTO = """
 import sys
 from werkzeug.serving import run_simple
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False,
-           request_handler=MotoRequestHandler)
+run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)
 """
 
 

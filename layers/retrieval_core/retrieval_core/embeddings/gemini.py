@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 # batchEmbedContents refuses more than 100 requests in one call.
 MAX_BATCH_SIZE = 100
 TASK_TYPES: dict[EmbeddingKind, str] = {"query": "RETRIEVAL_QUERY", "document": "RETRIEVAL_DOCUMENT"}
+# Named rather than left to the SDK, whose default moved from v1beta to v1 in google-genai 3.0: every
+# release we allow then calls the same, stable endpoint.
+EMBEDDINGS_API_VERSION = "v1"
 _PROVIDER = "Gemini embeddings"
 
 
@@ -98,6 +101,7 @@ class GeminiEmbedder:
                 retry_attempts=self.retry_attempts,
                 retry_base_delay_s=self.retry_base_delay_s,
                 retryable_statuses=RETRYABLE_STATUSES,
+                api_version=EMBEDDINGS_API_VERSION,
             )
         except ImportError as exc:
             raise ConfigurationError(

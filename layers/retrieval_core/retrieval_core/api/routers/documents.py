@@ -3,6 +3,7 @@
 Registered after the stores router, so GET /api/v1/stores/resolve keeps winning over
 GET /api/v1/stores/{store}. A document id is the rest of the path, percent-decoded: `a%2Fb%23c` is
 the document `a/b#c`. Every route passes the caller's grant to the service, which checks it once.
+Store names and document ids are `Text`: a NUL, which PostgreSQL text cannot hold, is a 422, not a 500.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from ...documents import StoreDefinition
 from ...documents.service import DocumentService
 from ...exceptions import DocumentNotFoundError
-from ...models import ErrorResponse
+from ...models import ErrorResponse, Text
 from ...parsers import CSV, JSONL
 from ...runtime import get_document_service
 from ..dependencies import GrantDep
@@ -52,7 +53,7 @@ async def list_stores(documents: DocumentsDep, grant: GrantDep) -> StoreListResp
     responses={201: {"model": StoreResponse, "description": "Created"}, **_errors(409, 422)},
 )
 async def put_store(
-    store: str, body: StorePutRequest, documents: DocumentsDep, grant: GrantDep, response: Response
+    store: Text, body: StorePutRequest, documents: DocumentsDep, grant: GrantDep, response: Response
 ) -> StoreResponse:
     """Create the store (201) or apply the definition (200; the same one again changes nothing).
 
@@ -74,13 +75,13 @@ async def put_store(
 
 
 @router.get("/{store}", response_model=StoreResponse, responses=_errors())
-async def get_store(store: str, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
+async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """One store with its document and chunk counts (scope read)."""
     return StoreResponse.of(await run_in_threadpool(documents.get_store, store, grant))
 
 
 @router.delete("/{store}", status_code=204, responses=_errors())
-async def delete_store(store: str, documents: DocumentsDep, grant: GrantDep) -> Response:
+async def delete_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> Response:
     """Drop the store with all its documents (scope admin); cached answers about it are forgotten."""
     await run_in_threadpool(documents.delete_store, store, grant)
     return Response(status_code=204)
@@ -88,10 +89,10 @@ async def delete_store(store: str, documents: DocumentsDep, grant: GrantDep) -> 
 
 @router.get("/{store}/documents", response_model=DocumentListResponse, responses=_errors(422))
 async def list_documents(
-    store: str,
+    store: Text,
     documents: DocumentsDep,
     grant: GrantDep,
-    prefix: Annotated[str, Query(max_length=1024)] = "",
+    prefix: Annotated[Text, Query(max_length=1024)] = "",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> DocumentListResponse:
@@ -112,8 +113,8 @@ async def list_documents(
     },
 )
 async def put_document(
-    store: str,
-    document_id: str,
+    store: Text,
+    document_id: Text,
     body: DocumentPutRequest,
     documents: DocumentsDep,
     grant: GrantDep,
@@ -133,14 +134,16 @@ async def put_document(
 
 @router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, responses=_errors())
 async def get_document(
-    store: str, document_id: str, documents: DocumentsDep, grant: GrantDep
+    store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep
 ) -> DocumentResponse:
     """One document without its chunks (scope read); 404 `document_not_found` when absent."""
     return DocumentResponse.of(await run_in_threadpool(documents.get_document, store, document_id, grant))
 
 
 @router.delete("/{store}/documents/{document_id:path}", status_code=204, responses=_errors())
-async def delete_document(store: str, document_id: str, documents: DocumentsDep, grant: GrantDep) -> Response:
+async def delete_document(
+    store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep
+) -> Response:
     """Delete the document, or every record of the row source of that id (scope write); 404 when absent."""
     deleted = await run_in_threadpool(documents.delete_source, store, document_id, grant)
     if not deleted:
