@@ -108,7 +108,7 @@ def test_the_human_report_names_every_skipped_and_failed_file(
     )
     assert any(line.startswith("failed        broken.pdf: [unreadable_document]") for line in out)
     assert out[-1] == (
-        f"added 1, updated 0, unchanged 0, deleted 0, skipped 1, failed 1: 1 document written (1 chunks) "
+        f"added 1, updated 0, unchanged 0, deleted 0, skipped 1, failed 1: 1 document written (1 chunk) "
         f"in store '{store}'"
     )
 
