@@ -1,0 +1,83 @@
+"""Search an attached store: the checks, then its HNSW index or a capped exact scan."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ..db.connection import Connection
+from ..db.stores import Store
+from ..exceptions import (
+    DimensionMismatchError,
+    ExactScanRefusedError,
+    InvalidRequestError,
+    VectorQueriesOnlyError,
+)
+from ..filters import Predicate
+from ..ranking import ScoredChunk
+from ..search_plan import FilterSizes, exact_scan_limit
+from .definition import AttachedSource
+from .features import no_index_reason
+from .search import count_matching, nearest
+
+
+def search_attached(
+    conn: Connection,
+    store: Store,
+    vector: Sequence[float],
+    limit: int,
+    where: Predicate,
+    *,
+    embedded_by: str | None,
+    query_text: str | None,
+    with_embeddings: bool,
+    filter_sizes: FilterSizes,
+    exact_max_rows: int,
+) -> list[ScoredChunk]:
+    """The `limit` rows of the store's relation nearest to `vector` that satisfy `where`, nearest first.
+
+    `embedded_by`: the model that embedded a text query (None for a caller's own vector). Run in the
+    search transaction, whose options are set.
+    """
+    source = store.source
+    assert source is not None
+    if query_text is not None:
+        raise InvalidRequestError.for_field(
+            "useHybrid",
+            f"store '{store.name}' is an attached table: keyword and hybrid search are not served on it",
+            "unsupported",
+        )
+    if embedded_by is not None and not source.accepts_text_queries:
+        raise VectorQueriesOnlyError(
+            store.name, source.dimension, source.embedding_model, embedded_by, len(vector)
+        )
+    if len(vector) != source.dimension:
+        raise DimensionMismatchError(store.name, source.dimension, len(vector), "query")
+    exact = _scans_exactly(conn, store, source, where, limit, filter_sizes, exact_max_rows)
+    return nearest(conn, source, vector, limit, where, exact, with_embeddings)
+
+
+def _scans_exactly(
+    conn: Connection,
+    store: Store,
+    source: AttachedSource,
+    where: Predicate,
+    limit: int,
+    filter_sizes: FilterSizes,
+    exact_max_rows: int,
+) -> bool:
+    """True for an exact scan. Without a serving index, always, if no more than `exact_max_rows` rows match
+    (ExactScanRefusedError otherwise); with one, as for our own stores (search_plan.py)."""
+    key = (store.id, store.version, where.sql, json.dumps(where.params, sort_keys=True, default=str))
+
+    def count(up_to: int) -> int:
+        return count_matching(conn, source, where, up_to)
+
+    if source.vector_index is None:
+        if exact_max_rows <= 0 or not filter_sizes.at_most(key, exact_max_rows, count):
+            raise ExactScanRefusedError(store.name, exact_max_rows, no_index_reason(source))
+        return True
+    if not where.sql:
+        return False
+    most = exact_scan_limit(source.rows, limit, exact_max_rows)
+    return most > 0 and filter_sizes.at_most(key, most, count)
