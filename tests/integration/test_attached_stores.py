@@ -8,6 +8,7 @@ same rows.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -456,3 +457,72 @@ def test_plain_columns_can_be_the_metadata(client: TestClient, plain_table: Tabl
     first = response.json()["results"][0]["metadata"]
     assert first["tenant"] == "one" and isinstance(first["year"], int)
     assert first["documentId"] == response.json()["results"][0]["id"]  # no document column: the row id
+
+
+def test_refresh_retires_cached_answers_after_the_table_changes(
+    client: TestClient, plain_table: Table, postgres_dsn: str
+) -> None:
+    # The service does not see writes to a table it does not own: a cached answer stays until refreshed.
+    name, _ = attach(client, source_of(plain_table))
+    query = plain_table.queries[2]
+    payload = {"queryEmbedding": query.tolist(), "topK": K, "store": name}
+    before = client.post(SEARCH, json=payload)
+    assert before.status_code == 200 and before.headers.get("x-cache") != "HIT"
+    vector = "[" + ",".join(f"{v:.8f}" for v in query / np.linalg.norm(query)) + "]"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO team.items_plain (item_id, body, vec, meta)"
+            " VALUES ('new-row', 'new', %s::vector, '{}')",
+            (vector,),
+        )
+    try:
+        cached = client.post(SEARCH, json=payload)
+        assert cached.json() == before.json()  # the cached answer, without the new row
+        refreshed = client.post(f"{STORES}/{name}/refresh")
+        assert refreshed.status_code == 200 and refreshed.json()["source"]["rows"] == ROWS + 1
+        after = client.post(SEARCH, json=payload)
+        assert after.json()["results"][0]["id"] == "new-row"
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("DELETE FROM team.items_plain WHERE item_id = 'new-row'")
+    own = client.post(f"{STORES}/sample/refresh")
+    assert own.status_code == 409 and own.json()["error"]["code"] == "conflict"
+
+
+@pytest.fixture()
+def read_only_key(configure: Any) -> str:
+    key = "attach-read-only-key"
+    configure(API_KEY_HASHES=hashlib.sha256(key.encode()).hexdigest())
+    return key
+
+
+def test_attaching_and_refreshing_need_the_admin_scope(
+    sample_store: Any, plain_table: Table, read_only_key: str, postgres_dsn: str
+) -> None:
+    from retrieval_core.api.app import create_app
+
+    with TestClient(create_app()) as client:
+        headers = {"x-api-key": read_only_key}
+        name = f"att-{uuid.uuid4().hex[:8]}"
+        attached = client.put(f"{STORES}/{name}", json={"source": source_of(plain_table)}, headers=headers)
+        assert attached.status_code == 403 and attached.json()["error"]["code"] == "forbidden"
+        assert client.post(f"{STORES}/sample/refresh", headers=headers).status_code == 403
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM stores WHERE name = %s", (name,)).fetchone() == (0,)
+
+
+def test_the_cli_attaches_and_refreshes(
+    service: Any, plain_table: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from retrieval_core.cli import main
+
+    name = f"att-{uuid.uuid4().hex[:8]}"
+    columns = ["--id", "item_id", "--content", "body", "--embedding", "vec", "--metadata", "tenant,year"]
+    assert main(["stores", "attach", name, "--table", plain_table.name, *columns]) == 0
+    out = capsys.readouterr().out
+    assert f"attached: store '{name}' reads team.items_plain ({ROWS} rows)" in out
+    assert "no   writes: read-only" in out and "exact scan" in out
+    assert main(["stores", "refresh", name]) == 0
+    assert f"refreshed: store '{name}'" in capsys.readouterr().out
+    assert main(["stores", "attach", f"{name}-x", "--table", "team.nope", *columns]) == 2
+    assert "no table or view team.nope" in capsys.readouterr().err
