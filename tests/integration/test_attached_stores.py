@@ -311,6 +311,14 @@ def test_retrieve_by_text_with_a_threshold_mmr_and_a_filter(client: TestClient, 
     mmr = client.post(RETRIEVE, json={**query, "grade": 0.0, "rerank": {"enabled": True, "strategy": "mmr"}})
     assert mmr.status_code == 200, mmr.text
     assert mmr.json()["pipeline"]["rerankStrategy"] == "mmr" and mmr.json()["results"][0]["id"] == "0"
+    batch = client.post(
+        f"{RETRIEVE}/batch",
+        json={"requests": [{**query, "grade": 0.3}, {**query, "query": "bread", "grade": 0.2}]},
+    )
+    assert batch.status_code == 200, batch.text
+    items = batch.json()["results"]
+    assert [i["status"] for i in items] == [200, 200]
+    assert items[0]["response"]["results"][0]["id"] == "0" and items[1]["response"]["results"][0]["id"] == "5"
     hybrid = client.post(RETRIEVE, json={**query, "grade": 0.0, "useHybrid": True})
     assert hybrid.status_code == 422 and "useHybrid" in hybrid.json()["error"]["message"]
 
@@ -526,3 +534,63 @@ def test_the_cli_attaches_and_refreshes(
     assert f"refreshed: store '{name}'" in capsys.readouterr().out
     assert main(["stores", "attach", f"{name}-x", "--table", "team.nope", *columns]) == 2
     assert "no table or view team.nope" in capsys.readouterr().err
+
+
+def test_add_fulltext_alters_the_table_only_when_asked_and_hybrid_ranks_with_ts_rank_cd(
+    client: TestClient, text_table: str, postgres_dsn: str
+) -> None:
+    def tsv_column() -> bool:
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_attribute WHERE attrelid = 'team.notes'::regclass"
+                " AND attname = 'retrieval_tsv' AND NOT attisdropped"
+            ).fetchone()
+        return row == (1,)
+
+    columns = {"id": "id", "content": "text", "embedding": "embedding", "metadata": ["topic"]}
+    # A definition that fails after the column would be added leaves the table as it was.
+    _, failed = attach(
+        client, {"table": text_table, "columns": {**columns, "title": "nope"}, "addFulltext": True}
+    )
+    assert failed.status_code == 422 and not tsv_column()
+    name, created = attach(client, {"table": text_table, "columns": columns})
+    assert not feature(created.json(), "hybrid")["supported"] and not tsv_column()
+
+    name, created = attach(client, {"table": text_table, "columns": columns, "addFulltext": True})
+    assert created.status_code == 201, created.text
+    assert tsv_column()
+    body = created.json()
+    assert body["source"]["columns"]["fulltext"] == "retrieval_tsv"
+    assert body["source"]["fulltextIndex"] == "notes_retrieval_tsv_gin"
+    hybrid_feature = feature(body, "hybrid")
+    assert hybrid_feature["supported"] and "ts_rank_cd" in hybrid_feature["detail"]
+    again = client.put(
+        f"{STORES}/{name}", json={"source": {"table": text_table, "columns": columns, "addFulltext": True}}
+    )
+    assert again.status_code == 200
+
+    query = {"query": "sourdough yeast", "store": name, "grade": 0.0, "useHybrid": True, "cacheTTLms": 0}
+    answer = client.post(RETRIEVE, json=query)
+    assert answer.status_code == 200, answer.text
+    pipeline = answer.json()["pipeline"]
+    assert pipeline["hybrid"] is True and pipeline["keywordScorer"] == "ts_rank_cd"
+    top = answer.json()["results"][0]
+    assert top["id"] == "5" and top["keywordScore"] > 0
+    with psycopg.connect(postgres_dsn) as conn:
+        expected = conn.execute(
+            "SELECT ts_rank_cd(retrieval_tsv, to_tsquery('english', 'sourdough | yeast'))"
+            " FROM team.notes WHERE id = 5"
+        ).fetchone()
+    assert expected is not None and top["keywordScore"] == pytest.approx(expected[0])
+    filtered = client.post(RETRIEVE, json={**query, "metadataFilter": {"topic": "k8s"}})
+    assert {r["metadata"]["topic"] for r in filtered.json()["results"]} == {"k8s"}
+
+
+def test_add_fulltext_refuses_a_view(client: TestClient, text_table: str, postgres_dsn: str) -> None:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE OR REPLACE VIEW team.notes_view AS SELECT id, text, embedding FROM team.notes")
+    columns = {"id": "id", "content": "text", "embedding": "embedding"}
+    _, refused = attach(client, {"table": "team.notes_view", "columns": columns, "addFulltext": True})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["details"]["errors"][0]["field"] == "source.addFulltext"
+    assert "is a view" in refused.json()["error"]["message"]

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p_attach.add_argument("--table", help="schema.table or a view (a preset knows its own)")
     p_attach.add_argument("--preset", choices=PRESETS, help="a library's layout: its table's columns")
     p_attach.add_argument("--collection", help="langchain-postgres: the collection's name")
-    for column in ("id", "content", "embedding", "document-id", "title"):
+    for column in ("id", "content", "embedding", "document-id", "title", "fulltext"):
         p_attach.add_argument(f"--{column}", help=f"the column holding the {column.replace('-', ' ')}")
     p_attach.add_argument(
         "--metadata", help="a json/jsonb column, or plain columns exposed as metadata keys: a,b,c"
@@ -114,6 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         "--embedding-model", help="the model that made the vectors (default: the service's)"
     )
     p_attach.add_argument("--display-name", help="display name of the store")
+    p_attach.add_argument(
+        "--text-search", default="english", help="text search configuration of the fulltext column (english)"
+    )
+    p_attach.add_argument(
+        "--add-fulltext",
+        action="store_true",
+        help="ALTER the table: add a generated tsvector column of the content and its GIN index, for hybrid "
+        "search (rewrites the table under an exclusive lock; needs the table's owner)",
+    )
     p_refresh = stores_sub.add_parser(
         "refresh", help="inspect an attached store's table again (indexes, rows) and drop its cached answers"
     )
@@ -361,6 +370,7 @@ def _attach_store(args: argparse.Namespace) -> int:
                 "embedding": args.embedding,
                 "documentId": args.document_id,
                 "title": args.title,
+                "fulltext": args.fulltext,
             }.items()
             if value is not None
         }
@@ -375,6 +385,8 @@ def _attach_store(args: argparse.Namespace) -> int:
             embedding_model=args.embedding_model,
             preset=args.preset,
             collection=args.collection,
+            text_search=args.text_search,
+            add_fulltext=args.add_fulltext,
         )
         definition = StoreDefinition(display_name=args.display_name, source=request)
         info, created = documents.put_store(args.name, definition)

@@ -375,7 +375,12 @@ class RetrievalService:
             candidates_considered=len(candidates),
             hybrid=request.use_hybrid,
             fusion=request.fusion if request.use_hybrid else None,
-            keyword_scorer=("bm25" if store.keyword_ready else "ts_rank_cd") if request.use_hybrid else None,
+            # An attached table's own text column: ts_rank_cd (no IDF statistics of a table we do not write).
+            keyword_scorer=(
+                ("bm25" if store.keyword_ready and store.source is None else "ts_rank_cd")
+                if request.use_hybrid
+                else None
+            ),
             timings_ms=timings,
             warnings=warnings,
         )
@@ -545,6 +550,10 @@ class RetrievalService:
                 raise StoreNotFoundError(name)
             grant.require_store(store.name, name)
             check_keys(sorted(where.metadata_keys), self.allowed_keys_for(store))
+            if query_text is not None and not has_lexemes:
+                query_text = None
+                if warnings is not None:
+                    warnings.append(NO_KEYWORD_TERM)
             if store.source is not None:
                 return store, search_attached(
                     conn,
@@ -562,10 +571,6 @@ class RetrievalService:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
-            if query_text is not None and not has_lexemes:
-                query_text = None
-                if warnings is not None:
-                    warnings.append(NO_KEYWORD_TERM)
             if query_text is not None:
                 return store, repository.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings

@@ -33,6 +33,9 @@ class SourceColumns(RequestModel):
     )
     document_id: Identifier | None = Field(default=None, description="Optional: what docIds match.")
     title: Identifier | None = Field(default=None, description="Optional: a text title, shown in metadata.")
+    fulltext: Identifier | None = Field(
+        default=None, description="Optional: a tsvector column of the content, for keyword and hybrid search."
+    )
 
 
 class SourceBlock(RequestModel):
@@ -65,6 +68,17 @@ class SourceBlock(RequestModel):
     collection: Text | None = Field(
         default=None, max_length=1024, description="langchain-postgres: the collection's name."
     )
+    text_search: Text | None = Field(
+        default=None,
+        min_length=1,
+        max_length=127,
+        description="The text search configuration the fulltext column was made with (default english).",
+    )
+    add_fulltext: bool = Field(
+        default=False,
+        description="ALTER the table: add a generated tsvector column of the content and its GIN index "
+        "(rewrites the table under an exclusive lock; the service's user must own it).",
+    )
 
     def request(self) -> SourceRequest:
         """The SourceRequest (a 422 naming the field when something is missing)."""
@@ -78,6 +92,8 @@ class SourceBlock(RequestModel):
             embedding_model=self.embedding_model,
             preset=self.preset,
             collection=self.collection,
+            text_search=self.text_search or "english",
+            add_fulltext=self.add_fulltext,
         )
 
 

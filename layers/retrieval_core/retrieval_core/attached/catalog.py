@@ -18,6 +18,7 @@ from psycopg import sql
 
 from ..db.connection import Connection
 from ..db.migrations import MIGRATIONS
+from ..db.stores import text_search_config
 from ..db.vectors import Vector
 from ..exceptions import InvalidRequestError, UnusableSourceError
 from .definition import (
@@ -46,6 +47,9 @@ def inspect_source(
     """The AttachedSource of `request`: its relation and columns found and typed, its dimension, scope and
     indexes known. UnusableSourceError (422, naming the field) when the catalog disagrees."""
     oid, kind = _relation(conn, request.schema, request.table)
+    text_search = text_search_config(conn, request.text_search) or "english"
+    if request.add_fulltext:
+        request = add_fulltext(conn, request, oid, kind, text_search)
     types = _column_types(conn, oid)
     for role, name in request.columns.names():
         if name not in types:
@@ -59,6 +63,8 @@ def inspect_source(
     if request.columns.title and types[request.columns.title][0] not in _TEXT_TYPES:
         raise _unusable("source.columns.title", f"'{request.columns.title}' is not text")
     metadata_kind = _metadata_kind(request, types)
+    if request.columns.fulltext and types[request.columns.fulltext][0] != "tsvector":
+        raise _unusable("source.columns.fulltext", f"'{request.columns.fulltext}' is not a tsvector")
     scope = _scope(conn, request)
     draft = AttachedSource(
         schema=request.schema,
@@ -75,6 +81,7 @@ def inspect_source(
         scope=scope,
         preset=request.preset,
         collection=request.collection,
+        text_search=text_search,
     )
     if typmod is None:
         draft = replace(draft, dimension=_stored_dimension(conn, draft, request.dimension))
@@ -110,9 +117,73 @@ def inspect_indexes(conn: Connection, source: AttachedSource, oid: int) -> Attac
         metadata_index=_gin_index(conn, oid, source.columns.metadata)
         if source.metadata_kind == "jsonb"
         else None,
+        fulltext_index=_gin_index(conn, oid, source.columns.fulltext) if source.columns.fulltext else None,
         rows=_count(conn, checked),
         inspected_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     )
+
+
+# The column `add_fulltext` adds: its name says who added it.
+FULLTEXT_COLUMN = "retrieval_tsv"
+
+
+def add_fulltext(
+    conn: Connection, request: SourceRequest, oid: int, kind: str, text_search: str
+) -> SourceRequest:
+    """Add a generated tsvector column of the content (and its GIN index) to the table, as explicitly asked.
+
+    It alters the user's table: PostgreSQL rewrites it, holding an exclusive lock meanwhile. Done again
+    (the column is there), it adds nothing. A view cannot take a column: 422.
+    """
+    if request.columns.fulltext is not None:
+        raise _unusable("source.addFulltext", "give either columns.fulltext or addFulltext, not both")
+    if kind not in ("r", "p"):
+        raise _unusable(
+            "source.addFulltext",
+            f"{request.schema}.{request.table} is a {_KINDS[kind]}: add the column to its table",
+        )
+    owner = conn.execute(
+        "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = %s", (oid,)
+    ).fetchone()
+    if not (owner and owner[0]):
+        raise _unusable(
+            "source.addFulltext",
+            f"the service's database user does not own {request.schema}.{request.table}: add the column "
+            "as its owner (docs/existing-tables.md) and map it as columns.fulltext",
+        )
+    types = _column_types(conn, oid)
+    if request.columns.content not in types:
+        raise _unusable(
+            "source.columns.content",
+            f"{request.schema}.{request.table} has no column '{request.columns.content}'",
+        )
+    table = sql.SQL("{}.{}").format(sql.Identifier(request.schema), sql.Identifier(request.table))
+    if FULLTEXT_COLUMN not in types:
+        # The configuration is a catalog name (text_search_config), made a literal: a generated column's
+        # expression cannot take parameters.
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {table} ADD COLUMN {column} tsvector GENERATED ALWAYS AS"
+                " (to_tsvector({config}::regconfig, coalesce({content}::text, ''))) STORED"
+            ).format(
+                table=table,
+                column=sql.Identifier(FULLTEXT_COLUMN),
+                config=sql.Literal(text_search),
+                content=sql.Identifier(request.columns.content),
+            )
+        )
+    elif types[FULLTEXT_COLUMN][0] != "tsvector":
+        raise _unusable(
+            "source.addFulltext", f"the table has a column {FULLTEXT_COLUMN} that is not a tsvector"
+        )
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS {index} ON {table} USING gin ({column})").format(
+            index=sql.Identifier(f"{request.table[:40]}_{FULLTEXT_COLUMN}_gin"),
+            table=table,
+            column=sql.Identifier(FULLTEXT_COLUMN),
+        )
+    )
+    return replace(request, columns=replace(request.columns, fulltext=FULLTEXT_COLUMN))
 
 
 def relation_oid(conn: Connection, source: AttachedSource) -> int:

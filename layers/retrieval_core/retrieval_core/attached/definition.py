@@ -8,7 +8,7 @@ quoted as identifiers (`attached.search`): never interpolated.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from ..exceptions import InvalidRequestError
@@ -38,6 +38,7 @@ class ColumnMap:
     metadata_columns: tuple[str, ...] = ()  # plain columns, each exposed as a metadata key of its name
     document_id: str | None = None
     title: str | None = None
+    fulltext: str | None = None  # a tsvector column: keyword and hybrid search (ts_rank_cd)
 
     def names(self) -> list[tuple[str, str]]:
         """(role, column) of every mapped column."""
@@ -47,7 +48,12 @@ class ColumnMap:
         return pairs
 
     def _optional(self) -> list[tuple[str, str | None]]:
-        return [("metadata", self.metadata), ("documentId", self.document_id), ("title", self.title)]
+        return [
+            ("metadata", self.metadata),
+            ("documentId", self.document_id),
+            ("title", self.title),
+            ("fulltext", self.fulltext),
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,10 @@ class SourceRequest:
     embedding_model: str | None = None  # None: assumed to be the service's when the dimension matches
     preset: Preset | None = None
     collection: str | None = None  # langchain-postgres: rows of this collection only
+    # The text search configuration the fulltext column was made with (queries must use the same).
+    text_search: str = "english"
+    # Add a generated tsvector column and its GIN index to the table (explicitly asked: it alters it).
+    add_fulltext: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +111,8 @@ class AttachedSource:
     inspected_at: str = ""
     read_only: bool = True
     notes: tuple[str, ...] = field(default=())
+    text_search: str = "english"
+    fulltext_index: str | None = None  # a GIN index on the fulltext column
 
     def to_json(self) -> dict[str, Any]:
         """As stored in `stores.source`."""
@@ -133,8 +145,16 @@ class AttachedSource:
             request.embedding_model,
             self.preset,
             self.collection,
+            self.text_search,
+            request.add_fulltext,
         )
-        return mine == request
+        # A column added by an earlier attach with add_fulltext is in the mapping now.
+        asked = (
+            request
+            if request.columns.fulltext or not request.add_fulltext
+            else replace(request, columns=replace(request.columns, fulltext=self.columns.fulltext))
+        )
+        return mine == asked
 
 
 # Preset layouts, as the libraries create them (see docs/existing-tables.md for the DDL they run).
@@ -157,6 +177,8 @@ def source_request(
     embedding_model: str | None = None,
     preset: Preset | None = None,
     collection: str | None = None,
+    text_search: str = "english",
+    add_fulltext: bool = False,
 ) -> SourceRequest:
     """The SourceRequest of a `source` block; a 422 naming the field for anything missing or malformed.
 
@@ -197,6 +219,8 @@ def source_request(
         embedding_model=embedding_model,
         preset=preset,
         collection=collection,
+        text_search=text_search,
+        add_fulltext=add_fulltext,
     )
 
 
@@ -215,6 +239,7 @@ def _column_map(given: dict[str, Any], defaults: ColumnMap | None) -> ColumnMap:
         "metadata_columns": metadata_columns,
         "document_id": given.get("documentId"),
         "title": given.get("title"),
+        "fulltext": given.get("fulltext", defaults.fulltext if defaults else None),
     }
     for role in ("id", "content", "embedding"):
         if values[role] is None:

@@ -89,11 +89,21 @@ def features(source: AttachedSource, exact_max_rows: int) -> list[dict[str, Any]
     )
     entries.append(("mmr", True, "MMR reads the rows' vectors"))
     entries.append(("rerank", True, "rerankers read the rows' content"))
+    fulltext = columns.fulltext
     entries.append(
         (
             "hybrid",
-            False,
-            "keyword and hybrid search are not served on attached tables yet: useHybrid answers 422",
+            fulltext is not None,
+            f"keywords match the tsvector column {fulltext} ({source.text_search}), ranked by ts_rank_cd (no "
+            "BM25: the service does not write the table, so it keeps no term statistics)"
+            + (
+                f", through GIN index {source.fulltext_index}"
+                if source.fulltext_index
+                else ", without a GIN index"
+            )
+            if fulltext is not None
+            else "no full-text column: useHybrid answers 422. Map a tsvector column as columns.fulltext, or "
+            "attach with addFulltext (--add-fulltext), which adds one to the table",
         )
     )
     entries.append(
@@ -128,6 +138,8 @@ def describe(source: AttachedSource) -> dict[str, Any]:
         mapped["documentId"] = columns.document_id
     if columns.title:
         mapped["title"] = columns.title
+    if columns.fulltext:
+        mapped["fulltext"] = columns.fulltext
     shown: dict[str, Any] = {
         "table": relation_name(source),
         "kind": source.relation_kind,
@@ -139,6 +151,8 @@ def describe(source: AttachedSource) -> dict[str, Any]:
         "vectorIndex": source.vector_index,
         "otherVectorIndexes": list(source.other_vector_indexes),
         "metadataIndex": source.metadata_index,
+        "textSearch": source.text_search,
+        "fulltextIndex": source.fulltext_index,
         "rows": source.rows,
         "inspectedAt": source.inspected_at,
         "readOnly": source.read_only,

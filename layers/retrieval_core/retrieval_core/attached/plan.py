@@ -18,7 +18,7 @@ from ..ranking import ScoredChunk
 from ..search_plan import FilterSizes, exact_scan_limit
 from .definition import AttachedSource
 from .features import no_index_reason
-from .search import count_matching, nearest
+from .search import count_matching, hybrid, nearest
 
 
 def search_attached(
@@ -41,10 +41,11 @@ def search_attached(
     """
     source = store.source
     assert source is not None
-    if query_text is not None:
+    if query_text is not None and source.columns.fulltext is None:
         raise InvalidRequestError.for_field(
             "useHybrid",
-            f"store '{store.name}' is an attached table: keyword and hybrid search are not served on it",
+            f"store '{store.name}' is attached to a table without a full-text column: map a tsvector column "
+            "as columns.fulltext, or attach with addFulltext (docs/existing-tables.md)",
             "unsupported",
         )
     if embedded_by is not None and not source.accepts_text_queries:
@@ -54,6 +55,8 @@ def search_attached(
     if len(vector) != source.dimension:
         raise DimensionMismatchError(store.name, source.dimension, len(vector), "query")
     exact = _scans_exactly(conn, store, source, where, limit, filter_sizes, exact_max_rows)
+    if query_text is not None:
+        return hybrid(conn, source, vector, query_text, limit, where, exact, with_embeddings)
     return nearest(conn, source, vector, limit, where, exact, with_embeddings)
 
 

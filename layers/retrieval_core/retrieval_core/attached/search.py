@@ -38,6 +38,7 @@ def relation(source: AttachedSource, embedding_cast: bool | None = None) -> sql.
             embedding, sql.SQL(source.vector_type), sql.Literal(source.dimension)
         )
     selected = [
+        sql.SQL("{} AS row_key").format(sql.Identifier(columns.id)),
         sql.SQL("{}::text AS id").format(sql.Identifier(columns.id)),
         sql.SQL("{}::text AS document_id").format(sql.Identifier(columns.document_id or columns.id)),
         sql.SQL("{}::text AS content").format(sql.Identifier(columns.content)),
@@ -46,6 +47,9 @@ def relation(source: AttachedSource, embedding_cast: bool | None = None) -> sql.
         sql.SQL("{}::text AS title").format(sql.Identifier(columns.title))
         if columns.title
         else sql.SQL("NULL::text AS title"),
+        sql.SQL("{} AS fulltext").format(sql.Identifier(columns.fulltext))
+        if columns.fulltext
+        else sql.SQL("NULL::tsvector AS fulltext"),
     ]
     scope = (
         sql.SQL(" WHERE {} = %(attached_scope)s").format(sql.Identifier(source.scope.column))
@@ -154,6 +158,81 @@ def nearest(
     return [_scored(row) for row in rows]
 
 
+# The query's words ORed, phrases and -exclusions kept: the keyword query of db/repository.py.
+_KEYWORD_QUERY = (
+    "regexp_replace(websearch_to_tsquery(%(text_search)s::regconfig, %(query_text)s)::text,"
+    " ' & (?!!)', ' | ', 'g')::tsquery"
+)
+
+
+_VECTOR_HITS = "SELECT row_key FROM {relation}{filters} ORDER BY embedding <=> {query} LIMIT %(limit)s"
+_EXACT_VECTOR_HITS = """SELECT row_key FROM (
+                   SELECT row_key, id, embedding <=> {query} AS distance
+                   FROM {relation}{filters} OFFSET 0) AS m
+               ORDER BY distance, id LIMIT %(limit)s"""
+
+
+@lru_cache(maxsize=256)
+def hybrid_query(source: AttachedSource, where_sql: str, exact: bool, with_embeddings: bool) -> sql.Composed:
+    """Vector hits and keyword hits (ts_rank_cd on the mapped tsvector column) in one round trip, each list
+    `limit` long, as `repository.hybrid_chunks_query` for our own chunks. Rows: the union, each with its
+    exact distance, its keyword score (NULL when not a keyword hit) and whether it is a vector hit."""
+    vector_hits = _EXACT_VECTOR_HITS if exact else _VECTOR_HITS
+    template = """WITH vector_hits AS MATERIALIZED ({vector_hits}),
+           keyword_query AS MATERIALIZED (SELECT {keyword_query} AS q),
+           keyword_hits AS MATERIALIZED (
+               SELECT row_key, ts_rank_cd(fulltext, kq.q) AS keyword_score
+               FROM {relation}, keyword_query kq
+               WHERE fulltext @@ kq.q{and_filters}
+               ORDER BY keyword_score DESC, id
+               LIMIT %(limit)s),
+           hits AS (
+               SELECT row_key, k.keyword_score, v.row_key IS NOT NULL AS vector_hit
+               FROM vector_hits v FULL JOIN keyword_hits k USING (row_key))
+           SELECT chunks.id, chunks.document_id, chunks.content, chunks.metadata, chunks.title{embedding},
+                  chunks.embedding <=> {query} AS distance, hits.keyword_score, hits.vector_hit
+           FROM hits JOIN {relation} ON chunks.row_key = hits.row_key
+           ORDER BY distance, chunks.id"""
+    return sql.SQL(template).format(
+        vector_hits=sql.SQL(vector_hits).format(
+            query=query_vector(source), relation=relation(source), filters=_filters(where_sql)
+        ),
+        query=query_vector(source),
+        relation=relation(source),
+        and_filters=sql.SQL(" AND ({})").format(sql.SQL(where_sql)) if where_sql else sql.SQL(""),
+        keyword_query=sql.SQL(_KEYWORD_QUERY),
+        embedding=sql.SQL(", chunks.embedding::vector AS embedding") if with_embeddings else sql.SQL(""),
+    )
+
+
+def hybrid(
+    conn: Connection,
+    source: AttachedSource,
+    vector: Sequence[float],
+    query_text: str,
+    limit: int,
+    where: Predicate,
+    exact: bool,
+    with_embeddings: bool = False,
+) -> list[ScoredChunk]:
+    """The union of the `limit` nearest rows and the `limit` best keyword matches, nearest first.
+
+    The keyword side reads the GIN index of the tsvector column, which only a bitmap scan can use.
+    """
+    _allow_bitmap_scans(conn)
+    params = {
+        **relation_params(source),
+        **where.params,
+        "query_vector": Vector(list(vector)),
+        "limit": limit,
+        "query_text": query_text,
+        "text_search": source.text_search,
+    }
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(hybrid_query(source, where.sql, exact, with_embeddings), params).fetchall()
+    return [_scored(row) for row in rows]
+
+
 def count_matching(conn: Connection, source: AttachedSource, where: Predicate, up_to: int) -> int:
     """How many rows satisfy `where`, counting no further than `up_to`."""
     conn.execute(
@@ -191,5 +270,7 @@ def _scored(row: dict[str, Any]) -> ScoredChunk:
         score=similarity_from_distance(row["distance"]),
         metadata=metadata,
         embedding=as_floats(embedding) if embedding is not None else None,
+        keyword_score=row.get("keyword_score"),
+        vector_hit=row.get("vector_hit", True),
         row_id=row["id"],
     )

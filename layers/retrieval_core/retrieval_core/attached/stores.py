@@ -54,8 +54,9 @@ def attach_store(
         check_names_free(conn, name, shown)
         source = inspect_source(conn, request, service_model, service_dimension)
         row = conn.execute(
-            f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage, source)
-                VALUES (%s, %s, %s, %s, %s, %s) RETURNING {STORE_COLUMNS}""",  # noqa: S608
+            f"""INSERT INTO stores (
+                    name, display_name, embedding_model, dimension, storage, source, text_search)
+                VALUES (%s, %s, %s, %s, %s, %s, %s::regconfig) RETURNING {STORE_COLUMNS}""",  # noqa: S608
             (
                 name,
                 shown,
@@ -63,6 +64,7 @@ def attach_store(
                 source.dimension,
                 source.vector_type,
                 Jsonb(source.to_json()),
+                source.text_search,
             ),
         ).fetchone()
         assert row is not None
