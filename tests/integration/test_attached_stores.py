@@ -594,3 +594,45 @@ def test_add_fulltext_refuses_a_view(client: TestClient, text_table: str, postgr
     assert refused.status_code == 422
     assert refused.json()["error"]["details"]["errors"][0]["field"] == "source.addFulltext"
     assert "is a view" in refused.json()["error"]["message"]
+
+
+def test_a_view_the_index_cannot_serve_through_is_searched_exactly(
+    client: TestClient, hnsw_table: Table, postgres_dsn: str
+) -> None:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE OR REPLACE VIEW team.items_distinct AS SELECT DISTINCT * FROM team.items_hnsw")
+        conn.execute(
+            "CREATE OR REPLACE VIEW team.items_rest AS SELECT * FROM team.items_hnsw WHERE tenant <> 'one'"
+        )
+    name, distinct = attach(client, {**source_of(hnsw_table), "table": "team.items_distinct"})
+    assert distinct.status_code == 201, distinct.text
+    assert distinct.json()["source"]["kind"] == "view" and distinct.json()["source"]["vectorIndex"] is None
+    query = hnsw_table.queries[3]
+    assert ids_of(search(client, name, query)) == hnsw_table.exact(query)
+    _, filtered = attach(client, {**source_of(hnsw_table), "table": "team.items_rest"})
+    assert filtered.json()["source"]["vectorIndex"] == "items_hnsw_vec_idx"
+
+
+def test_a_halfvec_column_and_its_index_serve(
+    client: TestClient, hnsw_table: Table, postgres_dsn: str
+) -> None:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS team.items_half")
+        conn.execute(
+            f"CREATE TABLE team.items_half AS SELECT item_id, body, vec::halfvec({DIM}) AS vec, meta, doc"
+            " FROM team.items_hnsw"
+        )
+        conn.execute("ALTER TABLE team.items_half ADD PRIMARY KEY (item_id)")
+        conn.execute("CREATE INDEX items_half_idx ON team.items_half USING hnsw (vec halfvec_cosine_ops)")
+        conn.execute("ANALYZE team.items_half")
+    name, created = attach(client, {**source_of(hnsw_table), "table": "team.items_half"})
+    assert created.status_code == 201, created.text
+    assert (
+        created.json()["storage"] == "halfvec" and created.json()["source"]["vectorIndex"] == "items_half_idx"
+    )
+    recalls = []
+    for query in hnsw_table.queries:
+        found = ids_of(search(client, name, query, search={"efSearch": 100}))
+        recalls.append(len(set(found) & set(hnsw_table.exact(query))) / K)
+    # 2-byte floats: the ranking may differ from float64 numpy's only among near ties.
+    assert np.mean(recalls) >= 0.95, recalls
