@@ -636,3 +636,48 @@ def test_a_halfvec_column_and_its_index_serve(
         recalls.append(len(set(found) & set(hnsw_table.exact(query))) / K)
     # 2-byte floats: the ranking may differ from float64 numpy's only among near ties.
     assert np.mean(recalls) >= 0.95, recalls
+
+
+def test_a_table_changed_after_attaching_is_reported_not_taken_for_an_outage(
+    client: TestClient, hnsw_table: Table, postgres_dsn: str
+) -> None:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS team.items_gone")
+        conn.execute("CREATE TABLE team.items_gone AS SELECT * FROM team.items_hnsw LIMIT 100")
+        conn.execute("ALTER TABLE team.items_gone ALTER COLUMN vec TYPE vector")  # untyped, as langchain's
+    name, created = attach(client, {**source_of(hnsw_table), "table": "team.items_gone"})
+    assert created.status_code == 201, created.text
+    query = hnsw_table.queries[0]
+    assert search(client, name, query).status_code == 200
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO team.items_gone (item_id, body, vec) VALUES ('odd', 'x', '[1,2,3]')")
+    mixed = search(client, name, query)
+    assert mixed.status_code == 409 and mixed.json()["error"]["code"] == "source_unavailable"
+    assert "another dimension" in mixed.json()["error"]["message"]
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE team.items_gone DROP COLUMN body")
+    gone = search(client, name, query)
+    assert gone.status_code == 409 and gone.json()["error"]["code"] == "source_unavailable"
+    assert (
+        "team.items_gone, which no longer exists or lost a mapped column" in gone.json()["error"]["message"]
+    )
+    refused = client.post(f"{STORES}/{name}/refresh")
+    assert refused.status_code == 422 and "has no column 'body'" in refused.json()["error"]["message"]
+    assert client.delete(f"{STORES}/{name}").status_code == 204
+
+
+def test_allowed_metadata_keys_bound_an_attached_store_and_text_search_belongs_to_the_source(
+    client: TestClient, plain_table: Table
+) -> None:
+    name = f"att-{uuid.uuid4().hex[:8]}"
+    body = {"source": source_of(plain_table), "allowedMetadataKeys": ["tenant"]}
+    created = client.put(f"{STORES}/{name}", json=body)
+    assert created.status_code == 201 and created.json()["allowedMetadataKeys"] == ["tenant"]
+    query = plain_table.queries[0]
+    assert search(client, name, query, metadataFilter={"tenant": "one"}).status_code == 200
+    refused = search(client, name, query, metadataFilter={"year": 2001})
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "metadata_key_not_allowed"
+    assert client.put(f"{STORES}/{name}", json=body).status_code == 200
+    assert client.put(f"{STORES}/{name}", json={**body, "allowedMetadataKeys": None}).status_code == 409
+    mixed = client.put(f"{STORES}/{name}-t", json={**body, "textSearch": "german"})
+    assert mixed.status_code == 422 and "source.textSearch" in mixed.json()["error"]["message"]

@@ -522,6 +522,18 @@ class VectorQueriesOnlyError(ConflictError):
         )
 
 
+class SourceUnavailableError(ConflictError):
+    """An attached store's table cannot be read as it was attached (gone, changed, or not readable)."""
+
+    code = "source_unavailable"
+
+    def __init__(self, store: str, relation: str, reason: str) -> None:
+        super().__init__(
+            f"store '{store}' is attached to {relation}, which {reason}",
+            {"store": store, "source": relation},
+        )
+
+
 class ExactScanRefusedError(ConflictError):
     """No index serves cosine distance on the attached table, and the rows to scan exceed the cap."""
 

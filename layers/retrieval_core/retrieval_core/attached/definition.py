@@ -141,8 +141,10 @@ class AttachedSource:
             self.table,
             self.columns,
             self.distance,
-            request.dimension,
-            request.embedding_model,
+            request.dimension if request.dimension in (None, self.dimension) else self.dimension,
+            request.embedding_model
+            if request.embedding_model in (None, self.embedding_model)
+            else self.embedding_model,
             self.preset,
             self.collection,
             self.text_search,

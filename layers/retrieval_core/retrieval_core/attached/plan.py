@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from psycopg import errors
+
 from ..db.connection import Connection
 from ..db.stores import Store
 from ..exceptions import (
     DimensionMismatchError,
     ExactScanRefusedError,
     InvalidRequestError,
+    SourceUnavailableError,
     VectorQueriesOnlyError,
 )
 from ..filters import Predicate
 from ..ranking import ScoredChunk
 from ..search_plan import FilterSizes, exact_scan_limit
 from .definition import AttachedSource
-from .features import no_index_reason
+from .features import no_index_reason, relation_name
 from .search import count_matching, hybrid, nearest
 
 
@@ -54,10 +57,27 @@ def search_attached(
         )
     if len(vector) != source.dimension:
         raise DimensionMismatchError(store.name, source.dimension, len(vector), "query")
-    exact = _scans_exactly(conn, store, source, where, limit, filter_sizes, exact_max_rows)
-    if query_text is not None:
-        return hybrid(conn, source, vector, query_text, limit, where, exact, with_embeddings)
-    return nearest(conn, source, vector, limit, where, exact, with_embeddings)
+    relation = relation_name(source)
+    # The table is not ours: it may have changed since it was attached. Said so, not as a database outage.
+    try:
+        exact = _scans_exactly(conn, store, source, where, limit, filter_sizes, exact_max_rows)
+        if query_text is not None:
+            return hybrid(conn, source, vector, query_text, limit, where, exact, with_embeddings)
+        return nearest(conn, source, vector, limit, where, exact, with_embeddings)
+    except (errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedObject) as exc:
+        reason = (
+            "no longer exists or lost a mapped column: create it again, or DELETE the store and attach again"
+        )
+        raise SourceUnavailableError(store.name, relation, reason) from exc
+    except errors.InsufficientPrivilege as exc:
+        reason = "the service's database user may no longer SELECT from"
+        raise SourceUnavailableError(store.name, relation, reason) from exc
+    except errors.DataException as exc:
+        reason = (
+            "holds a value the mapping cannot read (such as a vector of another dimension in an untyped "
+            f"column, SQLSTATE {exc.sqlstate})"
+        )
+        raise SourceUnavailableError(store.name, relation, reason) from exc
 
 
 def _scans_exactly(

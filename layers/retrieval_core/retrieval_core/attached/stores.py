@@ -29,6 +29,7 @@ def attach_store(
     request: SourceRequest,
     service_model: str,
     service_dimension: int,
+    allowed_metadata_keys: tuple[str, ...] | None = None,
 ) -> tuple[Store, bool]:
     """Create store `name` over `request`'s relation (True), or find it already so attached (False).
 
@@ -43,7 +44,11 @@ def attach_store(
                 raise ConflictError.for_field(
                     "source", f"store '{name}' holds its own documents; attach the table as another store"
                 )
-            if not existing.source.same_request(request) or display_name not in (None, existing.display_name):
+            same = (
+                existing.source.same_request(request)
+                and allowed_metadata_keys == existing.allowed_metadata_keys
+            )
+            if not same or display_name not in (None, existing.display_name):
                 raise ConflictError.for_field(
                     "source",
                     f"store '{name}' is attached to {relation_name(existing.source)} with another "
@@ -55,8 +60,9 @@ def attach_store(
         source = inspect_source(conn, request, service_model, service_dimension)
         row = conn.execute(
             f"""INSERT INTO stores (
-                    name, display_name, embedding_model, dimension, storage, source, text_search)
-                VALUES (%s, %s, %s, %s, %s, %s, %s::regconfig) RETURNING {STORE_COLUMNS}""",  # noqa: S608
+                    name, display_name, embedding_model, dimension, storage, source, text_search,
+                    allowed_metadata_keys)
+                VALUES (%s, %s, %s, %s, %s, %s, %s::regconfig, %s) RETURNING {STORE_COLUMNS}""",  # noqa: S608
             (
                 name,
                 shown,
@@ -65,6 +71,7 @@ def attach_store(
                 source.vector_type,
                 Jsonb(source.to_json()),
                 source.text_search,
+                list(allowed_metadata_keys) if allowed_metadata_keys is not None else None,
             ),
         ).fetchone()
         assert row is not None

@@ -78,7 +78,13 @@ class DocumentService:
         if definition.source is not None:
             with database_errors("attaching the store"), self._connection() as conn:
                 attached, created = attach_store(
-                    conn, name, definition.display_name, definition.source, embedder.model, embedder.dimension
+                    conn,
+                    name,
+                    definition.display_name,
+                    definition.source,
+                    embedder.model,
+                    embedder.dimension,
+                    definition.allowed_metadata_keys,
                 )
                 return self._info(conn, attached), created
         version: int | None = None

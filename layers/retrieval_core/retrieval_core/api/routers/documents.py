@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ...documents import StoreDefinition
 from ...documents.service import DocumentService
-from ...exceptions import DocumentNotFoundError
+from ...exceptions import DocumentNotFoundError, InvalidRequestError
 from ...models import ErrorResponse
 from ...parsers import CSV, JSONL
 from ...runtime import get_document_service
@@ -71,6 +71,12 @@ async def put_store(
         text_search=body.text_search,
         source=body.source.request() if body.source is not None else None,
     )
+    if body.source is not None and body.text_search is not None:
+        raise InvalidRequestError.for_field(
+            "textSearch",
+            "an attached store's text search configuration is source.textSearch",
+            "invalid_source",
+        )
     info, created = await run_in_threadpool(documents.put_store, store, definition, grant)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return StoreResponse.of(info)
