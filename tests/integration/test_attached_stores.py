@@ -532,6 +532,8 @@ def test_the_cli_attaches_and_refreshes(
     assert "no   writes: read-only" in out and "exact scan" in out
     assert main(["stores", "refresh", name]) == 0
     assert f"refreshed: store '{name}'" in capsys.readouterr().out
+    assert main(["stores", "list"]) == 0
+    assert f"{ROWS} rows of team.items_plain (attached)" in capsys.readouterr().out
     assert main(["stores", "attach", f"{name}-x", "--table", "team.nope", *columns]) == 2
     assert "no table or view team.nope" in capsys.readouterr().err
 

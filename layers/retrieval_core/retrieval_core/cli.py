@@ -195,9 +195,14 @@ def _run(args: argparse.Namespace) -> int:
 
         with service.database.connection() as conn:
             for store in repository.list_stores(conn):
-                chunks = repository.count_chunks(conn, store)
                 columns = (store.name, store.display_name, store.embedding_model, store.dimension)
-                print("\t".join(map(str, columns)) + f"\t{chunks} chunks")
+                if store.source is not None:  # rows as last inspected: counting a team's table may be slow
+                    held = (
+                        f"{store.source.rows} rows of {store.source.schema}.{store.source.table} (attached)"
+                    )
+                else:
+                    held = f"{repository.count_chunks(conn, store)} chunks"
+                print("\t".join(map(str, columns)) + f"\t{held}")
     elif args.command in ("ingest", "sync"):
         return _load(args)
     elif args.command == "drop-store":
