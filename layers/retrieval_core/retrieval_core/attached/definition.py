@@ -8,7 +8,7 @@ quoted as identifiers (`attached.search`): never interpolated.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal, get_args
 
 from ..exceptions import InvalidRequestError
@@ -110,7 +110,6 @@ class AttachedSource:
     rows: int = 0  # rows of the store when it was inspected
     inspected_at: str = ""
     read_only: bool = True
-    notes: tuple[str, ...] = field(default=())
     text_search: str = "english"
     fulltext_index: str | None = None  # a GIN index on the fulltext column
 
@@ -120,17 +119,18 @@ class AttachedSource:
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> AttachedSource:
-        """From `stores.source`."""
-        columns = dict(value["columns"])
+        """From `stores.source`. Keys this code does not know (written by a newer version) are skipped, so a
+        rolled-back deploy still reads the stores a newer one attached."""
+        known = {f.name for f in fields(cls)}
+        columns = {k: v for k, v in value["columns"].items() if k in {f.name for f in fields(ColumnMap)}}
         columns["metadata_columns"] = tuple(columns.get("metadata_columns") or ())
         scope = value.get("scope")
         return cls(
             **{
-                **value,
+                **{k: v for k, v in value.items() if k in known},
                 "columns": ColumnMap(**columns),
                 "scope": RowScope(**scope) if scope else None,
                 "other_vector_indexes": tuple(value.get("other_vector_indexes") or ()),
-                "notes": tuple(value.get("notes") or ()),
             }
         )
 
