@@ -683,3 +683,26 @@ def test_allowed_metadata_keys_bound_an_attached_store_and_text_search_belongs_t
     assert client.put(f"{STORES}/{name}", json={**body, "allowedMetadataKeys": None}).status_code == 409
     mixed = client.put(f"{STORES}/{name}-t", json={**body, "textSearch": "german"})
     assert mixed.status_code == 422 and "source.textSearch" in mixed.json()["error"]["message"]
+
+
+def test_a_model_reranker_reorders_attached_rows_by_their_content(
+    service: Any, sample_store: Any, text_table: str
+) -> None:
+    from tests.fakes.rerank_scoring import overlap_score
+    from tests.fakes.reranker import FakeReranker
+    from tests.integration.test_advanced_retrieval import client_with_rerankers
+
+    question = "which container restarts when a probe stops answering"
+    with FakeReranker() as fake, client_with_rerankers(service, reranker_service_url=fake.url) as client:
+        columns = {"id": "id", "content": "text", "embedding": "embedding"}
+        name, created = attach(client, {"table": text_table, "columns": columns})
+        assert created.status_code == 201, created.text
+        body = {"query": question, "store": name, "grade": 0.0, "cacheTTLms": 0}
+        answer = client.post(RETRIEVE, json={**body, "rerank": {"strategy": "bge", "topK": 3}})
+        assert answer.status_code == 200, answer.text
+        results = answer.json()["results"]
+        assert answer.json()["pipeline"]["rerankStrategy"] == "bge" and len(results) == 3
+        scores = [r["rerankScore"] for r in results]
+        assert scores == sorted(scores, reverse=True)
+        assert scores == pytest.approx([overlap_score(question, r["content"]) for r in results])
+        assert results[0]["id"] == "2"  # the liveness probe row, by the fake's word overlap
