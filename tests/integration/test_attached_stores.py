@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -706,3 +707,34 @@ def test_a_model_reranker_reorders_attached_rows_by_their_content(
         assert scores == sorted(scores, reverse=True)
         assert scores == pytest.approx([overlap_score(question, r["content"]) for r in results])
         assert results[0]["id"] == "2"  # the liveness probe row, by the fake's word overlap
+
+
+@pytest.fixture()
+def timed_client(own_runtime: Any) -> Iterator[TestClient]:
+    from retrieval_core.api.app import create_app
+
+    own_runtime(SEARCH_STATEMENT_TIMEOUT_MS="500")
+    with TestClient(create_app()) as test_client:
+        yield test_client
+
+
+def test_a_slow_table_is_cut_by_the_search_statement_timeout(
+    timed_client: TestClient, plain_table: Table, postgres_dsn: str
+) -> None:
+    # A view whose every row costs a millisecond (a team's expensive view): 6,000 rows take 6 s.
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION team.slow_row() RETURNS boolean LANGUAGE sql VOLATILE"
+            " AS 'SELECT pg_sleep(0.001) IS NOT NULL'"
+        )
+        conn.execute(
+            "CREATE OR REPLACE VIEW team.items_slow AS SELECT * FROM team.items_plain"
+            " WHERE item_id < 'item-01500' AND team.slow_row()"
+        )
+    name, created = attach(timed_client, {**source_of(plain_table), "table": "team.items_slow"})
+    assert created.status_code == 201, created.text  # attaching is not bounded by the search timeout
+    started = time.monotonic()
+    answer = search(timed_client, name, plain_table.queries[0])
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "query_timeout"
+    assert time.monotonic() - started < 1.4  # cut at 0.5 s, well before the 1.5 s the scan needs
