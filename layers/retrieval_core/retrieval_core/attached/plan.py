@@ -37,10 +37,11 @@ def search_attached(
     filter_sizes: FilterSizes,
     exact_max_rows: int,
 ) -> list[ScoredChunk]:
-    """The `limit` rows of the store's relation nearest to `vector` that satisfy `where`, nearest first.
+    """The `limit` rows of the store's relation nearest to `vector` that satisfy `where`, nearest first;
+    with `query_text`, joined by the best keyword matches of its fulltext column (hybrid).
 
     `embedded_by`: the model that embedded a text query (None for a caller's own vector). Run in the
-    search transaction, whose options are set.
+    search transaction, whose options are set. A table that changed under the store: SourceUnavailableError.
     """
     source = store.source
     assert source is not None
