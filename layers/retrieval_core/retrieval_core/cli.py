@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .attached.definition import DISTANCES, PRESETS
 from .exceptions import ConfigurationError, InvalidRequestError, RetrievalError
 
 if TYPE_CHECKING:
@@ -84,12 +85,48 @@ def main(argv: list[str] | None = None) -> int:
         help="recompute a store's BM25 term weights with its current average chunk length",
     )
     p_reweigh.add_argument("--store", required=True)
-    p_stores = sub.add_parser("stores", help="list stores (stores list), or create one (stores create)")
+    p_stores = sub.add_parser(
+        "stores", help="list stores (stores list), create one (stores create), attach a table (stores attach)"
+    )
     stores_sub = p_stores.add_subparsers(dest="stores_command")
     stores_sub.add_parser("list", help="list stores with their chunk counts (the same as `stores` alone)")
     p_create = stores_sub.add_parser("create", help="create a store (or check that it has this definition)")
     p_create.add_argument("name", help="store name")
     _add_store_arguments(p_create)
+    p_attach = stores_sub.add_parser(
+        "attach",
+        help="create a store that searches an existing table or view, read-only (docs/existing-tables.md)",
+    )
+    p_attach.add_argument("name", help="store name")
+    p_attach.add_argument("--table", help="schema.table or a view (a preset knows its own)")
+    p_attach.add_argument("--preset", choices=PRESETS, help="a library's layout: its table's columns")
+    p_attach.add_argument("--collection", help="langchain-postgres: the collection's name")
+    for column in ("id", "content", "embedding", "document-id", "title", "fulltext"):
+        p_attach.add_argument(f"--{column}", help=f"the column holding the {column.replace('-', ' ')}")
+    p_attach.add_argument(
+        "--metadata", help="a json/jsonb column, or plain columns exposed as metadata keys: a,b,c"
+    )
+    p_attach.add_argument(
+        "--distance", choices=DISTANCES, default="cosine", help="what the vectors were made for"
+    )
+    p_attach.add_argument("--dimension", type=int, help="only for an untyped vector column of an empty table")
+    p_attach.add_argument(
+        "--embedding-model", help="the model that made the vectors (default: the service's)"
+    )
+    p_attach.add_argument("--display-name", help="display name of the store")
+    p_attach.add_argument(
+        "--text-search", default="english", help="text search configuration of the fulltext column (english)"
+    )
+    p_attach.add_argument(
+        "--add-fulltext",
+        action="store_true",
+        help="ALTER the table: add a generated tsvector column of the content and its GIN index, for hybrid "
+        "search (rewrites the table under an exclusive lock; needs the table's owner)",
+    )
+    p_refresh = stores_sub.add_parser(
+        "refresh", help="inspect an attached store's table again (indexes, rows) and drop its cached answers"
+    )
+    p_refresh.add_argument("name", help="store name")
 
     p_serve = sub.add_parser("serve", help="run the HTTP API locally")
     p_serve.add_argument("--host", default="127.0.0.1")
@@ -151,14 +188,21 @@ def _run(args: argparse.Namespace) -> int:
     service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
     if args.command == "stores" and args.stores_command == "create":
         return _create_store(args)
+    if args.command == "stores" and args.stores_command in ("attach", "refresh"):
+        return _attach_store(args)
     if args.command == "stores":
         from .db import repository
 
         with service.database.connection() as conn:
             for store in repository.list_stores(conn):
-                chunks = repository.count_chunks(conn, store)
                 columns = (store.name, store.display_name, store.embedding_model, store.dimension)
-                print("\t".join(map(str, columns)) + f"\t{chunks} chunks")
+                if store.source is not None:  # rows as last inspected: counting a team's table may be slow
+                    held = (
+                        f"{store.source.rows} rows of {store.source.schema}.{store.source.table} (attached)"
+                    )
+                else:
+                    held = f"{repository.count_chunks(conn, store)} chunks"
+                print("\t".join(map(str, columns)) + f"\t{held}")
     elif args.command in ("ingest", "sync"):
         return _load(args)
     elif args.command == "drop-store":
@@ -310,6 +354,52 @@ def _create_store(args: argparse.Namespace) -> int:
     info, created = get_document_service().put_store(args.name, definition)
     state = "created" if created else "exists"
     print(f"{state}: store '{info.name}' ({info.storage}, text search {info.text_search})")
+    return 0
+
+
+def _attach_store(args: argparse.Namespace) -> int:
+    """`stores attach` and `stores refresh`: print the store's source and what it supports."""
+    from .attached.definition import source_request
+    from .documents import StoreDefinition
+    from .runtime import get_document_service
+
+    documents = get_document_service()
+    if args.stores_command == "refresh":
+        info, state = documents.refresh_store(args.name), "refreshed"
+    else:
+        columns = {
+            key: value
+            for key, value in {
+                "id": args.id,
+                "content": args.content,
+                "embedding": args.embedding,
+                "documentId": args.document_id,
+                "title": args.title,
+                "fulltext": args.fulltext,
+            }.items()
+            if value is not None
+        }
+        if args.metadata is not None:
+            names = [n.strip() for n in args.metadata.split(",") if n.strip()]
+            columns["metadata"] = names if "," in args.metadata else names[0]
+        request = source_request(
+            args.table,
+            columns,
+            distance=args.distance,
+            dimension=args.dimension,
+            embedding_model=args.embedding_model,
+            preset=args.preset,
+            collection=args.collection,
+            text_search=args.text_search,
+            add_fulltext=args.add_fulltext,
+        )
+        definition = StoreDefinition(display_name=args.display_name, source=request)
+        info, created = documents.put_store(args.name, definition)
+        state = "attached" if created else "exists"
+    assert info.source is not None and info.features is not None
+    print(f"{state}: store '{info.name}' reads {info.source['table']} ({info.source['rows']} rows)")
+    for feature in info.features:
+        print(f"  {'yes' if feature['supported'] else 'no '}  {feature['feature']}: {feature['detail']}")
     return 0
 
 

@@ -27,16 +27,18 @@ class ScoredChunk:
     # among the vector hits (keyword-only hits have a similarity too, computed exactly).
     keyword_score: float | None = None
     vector_hit: bool = True
+    # A row of an attached table: its own id (the table has no chunk index).
+    row_id: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:
-        """(document id, chunk index): identifies the chunk within its store."""
-        return (self.document_id, self.chunk_index)
+        """(document id, chunk index), or (row id, -1) for an attached row: identifies it within its store."""
+        return (self.document_id, self.chunk_index) if self.row_id is None else (self.row_id, -1)
 
     @property
     def chunk_id(self) -> str:
-        """The stable chunk id: document id plus index."""
-        return f"{self.document_id}#{self.chunk_index}"
+        """The stable chunk id: document id plus index, or an attached row's own id."""
+        return f"{self.document_id}#{self.chunk_index}" if self.row_id is None else self.row_id
 
 
 def similarity_from_distance(cosine_distance: float) -> float:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from . import metrics
+from .attached.plan import search_attached
 from .cache.json_cache import CacheStatus
 from .cache.keys import FORMAT_FIELDS, search_key
 from .cache.search_cache import SearchCache, StoreRef
@@ -398,7 +399,12 @@ class RetrievalService:
             candidates_considered=len(candidates),
             hybrid=request.use_hybrid,
             fusion=request.fusion if request.use_hybrid else None,
-            keyword_scorer=("bm25" if store.keyword_ready else "ts_rank_cd") if request.use_hybrid else None,
+            # An attached table's own text column: ts_rank_cd (no IDF statistics of a table we do not write).
+            keyword_scorer=(
+                ("bm25" if store.keyword_ready and store.source is None else "ts_rank_cd")
+                if request.use_hybrid
+                else None
+            ),
             timings_ms=timings,
             warnings=warnings,
         )
@@ -568,14 +574,27 @@ class RetrievalService:
                 raise StoreNotFoundError(name)
             grant.require_store(store.name, name)
             check_keys(sorted(where.metadata_keys), self.allowed_keys_for(store))
-            if embedded_by is not None and store.embedding_model != embedded_by:
-                raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
-            if len(query_vector) != store.dimension:
-                raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
             if query_text is not None and not has_lexemes:
                 query_text = None
                 if warnings is not None:
                     warnings.append(NO_KEYWORD_TERM)
+            if store.source is not None:
+                return store, search_attached(
+                    conn,
+                    store,
+                    query_vector,
+                    limit,
+                    where,
+                    embedded_by=embedded_by,
+                    query_text=query_text,
+                    with_embeddings=with_embeddings,
+                    filter_sizes=self.filter_sizes,
+                    exact_max_rows=self.exact_search_max_rows,
+                )
+            if embedded_by is not None and store.embedding_model != embedded_by:
+                raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
+            if len(query_vector) != store.dimension:
+                raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
             if query_text is not None:
                 return store, repository.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings
@@ -608,11 +627,17 @@ def _hashable(params: Mapping[str, Any]) -> str:
 def _result(
     chunk: ScoredChunk, fused_score: float | None = None, rerank_score: float | None = None
 ) -> ChunkResult:
+    # A row of an attached table has its own id and no chunk index.
+    place = (
+        {"documentId": chunk.document_id, "chunkIndex": chunk.chunk_index}
+        if chunk.row_id is None
+        else {"documentId": chunk.document_id}
+    )
     return ChunkResult(
         id=chunk.chunk_id,
         content=chunk.content,
         score=chunk.score,
-        metadata={**chunk.metadata, "documentId": chunk.document_id, "chunkIndex": chunk.chunk_index},
+        metadata={**chunk.metadata, **place},
         keyword_score=chunk.keyword_score if fused_score is not None else None,
         fused_score=fused_score,
         rerank_score=rerank_score,

@@ -7,14 +7,94 @@ import binascii
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from ..attached.definition import Distance, Preset, SourceRequest, source_request
 from ..db.stores import Storage
 from ..documents import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
 from ..exceptions import InvalidRequestError
 from ..models import RequestModel, ResponseModel, Text
 
 MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
+
+
+Identifier = Annotated[Text, Field(min_length=1, max_length=63)]
+
+
+class SourceColumns(RequestModel):
+    """Which column of the table holds what; a preset fills in its library's names."""
+
+    id: Identifier | None = Field(default=None, description="A unique row id (any type; read as text).")
+    content: Identifier | None = Field(default=None, description="The text (text or varchar).")
+    embedding: Identifier | None = Field(default=None, description="A pgvector vector or halfvec column.")
+    metadata: Identifier | list[Identifier] | None = Field(
+        default=None,
+        description="A json/jsonb column, or a list of plain columns each exposed as a metadata key.",
+    )
+    document_id: Identifier | None = Field(default=None, description="Optional: what docIds match.")
+    title: Identifier | None = Field(default=None, description="Optional: a text title, shown in metadata.")
+    fulltext: Identifier | None = Field(
+        default=None, description="Optional: a tsvector column of the content, for keyword and hybrid search."
+    )
+
+
+class SourceBlock(RequestModel):
+    """An existing table or view the store reads instead of documents of its own (docs/existing-tables.md)."""
+
+    table: Text | None = Field(
+        default=None, max_length=200, description="schema.table (a bare name is in `public`), or a view."
+    )
+    schema_name: Identifier | None = Field(
+        default=None, alias="schema", description="The schema, when the table name itself holds a dot."
+    )
+    columns: SourceColumns | None = None
+    distance: Distance = Field(
+        default="cosine",
+        description="The distance the vectors were made for. Search and scores are always cosine: "
+        "score = 1 - cosine distance.",
+    )
+    dimension: int | None = Field(
+        default=None, ge=1, le=16000, description="Only for an untyped vector column of an empty table."
+    )
+    embedding_model: Text | None = Field(
+        default=None,
+        max_length=256,
+        description="The model that made the vectors; default: this service's when the dimension matches. "
+        "Another model: the store takes precomputed vectors only.",
+    )
+    preset: Preset | None = Field(
+        default=None, description="langchain-postgres, langchain-postgres-v2, llamaindex."
+    )
+    collection: Text | None = Field(
+        default=None, max_length=1024, description="langchain-postgres: the collection's name."
+    )
+    text_search: Text | None = Field(
+        default=None,
+        min_length=1,
+        max_length=127,
+        description="The text search configuration the fulltext column was made with (default english).",
+    )
+    add_fulltext: bool = Field(
+        default=False,
+        description="ALTER the table: add a generated tsvector column of the content and its GIN index "
+        "(rewrites the table under an exclusive lock; the service's user must own it).",
+    )
+
+    def request(self) -> SourceRequest:
+        """The SourceRequest (a 422 naming the field when something is missing)."""
+        columns = self.columns.model_dump(exclude_none=True, by_alias=True) if self.columns else None
+        return source_request(
+            self.table,
+            columns,
+            schema=self.schema_name,
+            distance=self.distance,
+            dimension=self.dimension,
+            embedding_model=self.embedding_model,
+            preset=self.preset,
+            collection=self.collection,
+            text_search=self.text_search or "english",
+            add_fulltext=self.add_fulltext,
+        )
 
 
 class StorePutRequest(RequestModel):
@@ -37,6 +117,10 @@ class StorePutRequest(RequestModel):
         "french, ...: any name in pg_ts_config); stems words and drops stopwords at write and at query time. "
         "Fixed once created; null or absent: english for a new store, unchanged for an existing one.",
     )
+    source: SourceBlock | None = Field(
+        default=None,
+        description="Attach the store to an existing table or view (read-only; docs/existing-tables.md).",
+    )
 
 
 class StoreResponse(ResponseModel):
@@ -51,6 +135,23 @@ class StoreResponse(ResponseModel):
     text_search: str = Field(description="PostgreSQL text search configuration of the keyword index.")
     document_count: int
     chunk_count: int
+    source: dict[str, Any] | None = Field(
+        default=None,
+        description="An attached store's table and mapping (absent for the service's own stores).",
+    )
+    features: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="An attached store: each feature, whether the table supports it, and what that means.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_source(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A store of our own shows no source or features, as before attached stores existed.
+        data: dict[str, Any] = handler(self)
+        for key in ("source", "features"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
     @classmethod
     def of(cls, info: StoreInfo) -> StoreResponse:
@@ -66,6 +167,8 @@ class StoreResponse(ResponseModel):
             text_search=info.text_search,
             document_count=info.document_count,
             chunk_count=info.chunk_count,
+            source=info.source,
+            features=info.features,
         )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 
 from psycopg import sql
 
+from ..attached.definition import AttachedSource
 from ..exceptions import ConflictError, InvalidRequestError
 from .connection import Connection
 
@@ -40,11 +41,13 @@ class Store:
     text_search: str = "english"
     # Every chunk has its BM25 weights (false only until the backfill of migration 7 has passed).
     keyword_ready: bool = True
+    # An attached store: the table or view it reads instead of chunks (migration 10); None: its own chunks.
+    source: AttachedSource | None = None
 
 
 STORE_COLUMNS = (
     "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys,"
-    " chunk_count, text_search::text, keyword_ready"
+    " chunk_count, text_search::text, keyword_ready, source"
 )
 # The store named `%(n)s`, by name first, else by display name.
 STORE_BY_NAME = (
@@ -53,9 +56,20 @@ STORE_BY_NAME = (
 
 
 def store_from_row(row: tuple[Any, ...]) -> Store:
-    id_, name, display_name, model, dimension, version, storage, allowed, chunk_count, text_search, ready = (
-        row
-    )
+    (
+        id_,
+        name,
+        display_name,
+        model,
+        dimension,
+        version,
+        storage,
+        allowed,
+        chunk_count,
+        text_search,
+        ready,
+        source,
+    ) = row
     keys = tuple(allowed) if allowed is not None else None
     return Store(
         id_,
@@ -69,6 +83,7 @@ def store_from_row(row: tuple[Any, ...]) -> Store:
         int(chunk_count),
         text_search,
         ready,
+        AttachedSource.from_json(source) if source is not None else None,
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from ..attached.definition import SourceRequest
 from ..db.repository import Storage
 
 # created: the document did not exist; updated: its chunks or metadata changed; unchanged: same
@@ -15,7 +16,7 @@ WriteStatus = Literal["created", "updated", "unchanged"]
 
 @dataclass(frozen=True, slots=True)
 class StoreDefinition:
-    """What PUT /api/v1/stores/{store} sets. Other issues add fields here (source).
+    """What PUT /api/v1/stores/{store} sets.
 
     `storage` cannot change once the store exists (409); `display_name` can.
     `allowed_metadata_keys` None: every key the service allows (ALLOWED_METADATA_KEYS); otherwise
@@ -29,6 +30,8 @@ class StoreDefinition:
     storage: Storage = "vector"
     allowed_metadata_keys: tuple[str, ...] | None = None
     text_search: str | None = None
+    # An attached store: the existing table it reads (docs/existing-tables.md); None: its own documents.
+    source: SourceRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,9 @@ class StoreInfo:
     chunk_count: int
     version: int
     text_search: str = "english"
+    # An attached store: its source as shown (camelCase) and what it supports; None for our own stores.
+    source: dict[str, Any] | None = None
+    features: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

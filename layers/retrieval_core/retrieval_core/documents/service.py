@@ -14,6 +14,8 @@ import binascii
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..attached.features import describe, features, relation_name
+from ..attached.stores import attach_store, refresh_store
 from ..db import documents as sql
 from ..db import stores as store_sql
 from ..db.connection import Connection
@@ -24,6 +26,7 @@ from ..exceptions import (
     ConflictError,
     DocumentNotFoundError,
     InvalidRequestError,
+    ReadOnlyStoreError,
     RetrievalError,
     StoreNotFoundError,
 )
@@ -72,10 +75,27 @@ class DocumentService:
         grant.require("admin", name)
         check_store_name(name)
         embedder = self.retrieval.embedder
+        if definition.source is not None:
+            with database_errors("attaching the store"), self._connection() as conn:
+                attached, created = attach_store(
+                    conn,
+                    name,
+                    definition.display_name,
+                    definition.source,
+                    embedder.model,
+                    embedder.dimension,
+                    definition.allowed_metadata_keys,
+                )
+                return self._info(conn, attached), created
         version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
             store_sql.lock_store_names(conn)
             store = store_sql.find_store_named(conn, name)
+            if store is not None and store.source is not None:
+                raise ConflictError.for_field(
+                    "source",
+                    f"store '{name}' is attached to a table; PUT it with its source block, or DELETE it",
+                )
             display_name = definition.display_name or (store.display_name if store else name)
             store_sql.check_names_free(conn, name, display_name, creating=store is None)
             keys = definition.allowed_metadata_keys
@@ -137,7 +157,25 @@ class DocumentService:
         with database_errors("listing stores"), self._connection() as conn:
             stores = [s for s in store_sql.list_stores(conn) if grant.can_access(s.name)]
             counts = store_sql.store_counts(conn, [s.id for s in stores])
-        return [_store_info(s, counts.get(s.id, (0, 0))) for s in stores]
+        max_rows = self.retrieval.exact_search_max_rows
+        return [_store_info(s, counts.get(s.id, (0, 0)), max_rows) for s in stores]
+
+    def refresh_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
+        """Inspect an attached store's table again (indexes, rows) and retire its cached answers.
+
+        Scope admin. A store of our own has nothing to refresh: 409 (its writes retire answers themselves).
+        """
+        grant.require("admin", name)
+        with database_errors("refreshing the store"), self._connection() as conn:
+            store = self._store(conn, name)
+            if store.source is None:
+                raise ConflictError.for_field(
+                    "store", f"store '{name}' holds its own documents: its writes keep its answers current"
+                )
+            store = refresh_store(conn, store)
+            info = self._info(conn, store)
+        self.retrieval.publish_store_version(store, store.version)
+        return info
 
     def delete_store(self, name: str, grant: Grant = OPEN_GRANT) -> None:
         """Drop the store with everything in it; its cached answers are never served again."""
@@ -286,7 +324,7 @@ class DocumentService:
         self, store: str, source_id: str, sequence: Sequence | None
     ) -> tuple[Store, list[str], int | None]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
-            found = self._store(conn, store)
+            found = self._documents_of(conn, store)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
@@ -301,7 +339,7 @@ class DocumentService:
         """One document; DocumentNotFoundError (404) when absent."""
         grant.require("read", store)
         with database_errors("reading the document"), self._connection() as conn:
-            row = sql.get_document(conn, self._store(conn, store), document_id)
+            row = sql.get_document(conn, self._documents_of(conn, store), document_id)
         if row is None:
             raise DocumentNotFoundError(store, document_id)
         return DocumentInfo(*row)
@@ -320,7 +358,7 @@ class DocumentService:
             raise InvalidRequestError.for_field("limit", "must be between 1 and 1000", "value_error")
         after = decode_cursor(cursor) if cursor else None
         with database_errors("listing documents"), self._connection() as conn:
-            rows = sql.list_documents(conn, self._store(conn, store), prefix, after, limit + 1)
+            rows = sql.list_documents(conn, self._documents_of(conn, store), prefix, after, limit + 1)
         page = [DocumentInfo(*r) for r in rows[:limit]]
         return page, (encode_cursor(page[-1].id) if len(rows) > limit else None)
 
@@ -334,7 +372,7 @@ class DocumentService:
 
         grant.require("read", store)
         with database_errors("reading source hashes"), self._connection() as conn:
-            found = self._store(conn, store)
+            found = self._documents_of(conn, store)
             rows = sql.source_fingerprints(conn, found)
         hashes: dict[str, str] = {}
         for source, source_sha256, content_type, stored in rows:
@@ -369,6 +407,13 @@ class DocumentService:
             raise StoreNotFoundError(name)
         return store
 
+    def _documents_of(self, conn: Connection, name: str) -> Store:
+        """The store, for the documents API: an attached store has none of its own (409 read_only_store)."""
+        store = self._store(conn, name)
+        if store.source is not None:
+            raise ReadOnlyStoreError(store.name, relation_name(store.source))
+        return store
+
     def _chunk_metadata(self, conn: Connection, store: Store, document_id: str) -> list[dict[str, Any]]:
         rows = conn.execute(
             "SELECT metadata FROM chunks WHERE store_id = %s AND document_id = %s ORDER BY chunk_index",
@@ -378,10 +423,11 @@ class DocumentService:
 
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])
-        return _store_info(store, counts.get(store.id, (0, 0)))
+        return _store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
 
 
-def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:
+def _store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) -> StoreInfo:
+    source = store.source
     return StoreInfo(
         name=store.name,
         display_name=store.display_name,
@@ -393,6 +439,8 @@ def _store_info(store: Store, counts: tuple[int, int]) -> StoreInfo:
         chunk_count=counts[1],
         version=store.version,
         text_search=store.text_search,
+        source=describe(source) if source is not None else None,
+        features=features(source, exact_max_rows) if source is not None else None,
     )
 
 

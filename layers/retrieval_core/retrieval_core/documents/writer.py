@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import psycopg
 
+from ..attached.features import relation_name
 from ..db import documents as sql
 from ..db import stores as store_sql
 from ..db.connection import Connection
@@ -25,6 +26,7 @@ from ..exceptions import (
     DatabaseUnavailableError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
+    ReadOnlyStoreError,
     StoreNotFoundError,
 )
 from ..service import RetrievalService
@@ -264,7 +266,10 @@ class SourceWriter:
         return store
 
     def check_model(self, store: Store) -> None:
-        """Refuse a store made with another embedding model or dimension than this service's."""
+        """Refuse a store made with another embedding model or dimension than this service's, and an
+        attached store (its table is not ours to write: 409 read_only_store)."""
+        if store.source is not None:
+            raise ReadOnlyStoreError(store.name, relation_name(store.source))
         embedder = self.retrieval.embedder
         if store.embedding_model != embedder.model:
             raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)

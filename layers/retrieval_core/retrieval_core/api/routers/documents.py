@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ...documents import StoreDefinition
 from ...documents.service import DocumentService
-from ...exceptions import DocumentNotFoundError
+from ...exceptions import DocumentNotFoundError, InvalidRequestError
 from ...models import ErrorResponse, Text
 from ...parsers import CSV, JSONL
 from ...runtime import get_document_service
@@ -58,6 +58,8 @@ async def put_store(
     """Create the store (201) or apply the definition (200; the same one again changes nothing).
 
     Scope admin. `storage` and `textSearch` cannot change (409); an unknown `textSearch` is a 422;
+    a `source` block attaches the store to an existing table (validated against the catalog: 422 naming
+    the field when it does not check out, and nothing is created);
     `displayName` may change, but not to another store's name or display name (409).
     `resolve` and names outside the store-name rule are refused (422).
     """
@@ -68,7 +70,14 @@ async def put_store(
         if body.allowed_metadata_keys is not None
         else None,
         text_search=body.text_search,
+        source=body.source.request() if body.source is not None else None,
     )
+    if body.source is not None and body.text_search is not None:
+        raise InvalidRequestError.for_field(
+            "textSearch",
+            "an attached store's text search configuration is source.textSearch",
+            "invalid_source",
+        )
     info, created = await run_in_threadpool(documents.put_store, store, definition, grant)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return StoreResponse.of(info)
@@ -78,6 +87,13 @@ async def put_store(
 async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """One store with its document and chunk counts (scope read)."""
     return StoreResponse.of(await run_in_threadpool(documents.get_store, store, grant))
+
+
+@router.post("/{store}/refresh", response_model=StoreResponse, responses=_errors(409))
+async def refresh_store(store: str, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
+    """An attached store: inspect its table again (indexes, rows) and stop serving answers cached before
+    (scope admin). The service does not see writes to a table it does not own: call this after one."""
+    return StoreResponse.of(await run_in_threadpool(documents.refresh_store, store, grant))
 
 
 @router.delete("/{store}", status_code=204, responses=_errors())
