@@ -80,3 +80,36 @@ def test_missing_table_is_a_cache_error_naming_the_code(moto: MotoServer) -> Non
     backend = DynamoDBBackend("no-such-table", lambda: moto.client("dynamodb"))
     with pytest.raises(CacheUnavailableError, match="ResourceNotFoundException"):
         backend.put("k", b"v", ttl_s=5)
+
+
+def test_after_a_failure_the_cache_is_left_alone_for_a_while_then_asked_again(
+    moto: MotoServer, table: str
+) -> None:
+    # A request makes several cache calls: during an outage each must not pay the network again.
+    clock = ManualClock()
+    calls = []
+
+    def client():  # type: ignore[no-untyped-def]
+        real = moto.client("dynamodb")
+        real.meta.events.register(
+            "before-call.dynamodb.*", lambda **kwargs: calls.append(kwargs["model"].name)
+        )
+        return real
+
+    missing = DynamoDBBackend("no-such-table", client, clock=clock)
+    with pytest.raises(CacheUnavailableError, match="ResourceNotFoundException"):
+        missing.get("k")
+    for _ in range(3):
+        with pytest.raises(CacheUnavailableError, match="skipped: the cache failed less than 10 s ago"):
+            missing.put("k", b"v", ttl_s=5)
+    assert calls == ["GetItem"]
+    clock.now += 10
+    with pytest.raises(CacheUnavailableError, match="ResourceNotFoundException"):
+        missing.get("k")
+    assert calls == ["GetItem", "GetItem"]
+
+    # A refused condition is an answer, not a failure: the next call goes to DynamoDB.
+    working = DynamoDBBackend(table, client, clock=clock)
+    assert working.add("once", b"1", ttl_s=60) is True
+    assert working.add("once", b"2", ttl_s=60) is False
+    assert working.get("once") == b"1"

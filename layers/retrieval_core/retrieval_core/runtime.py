@@ -79,9 +79,10 @@ def build_cache(settings: Settings) -> SearchCache:
             import boto3
             from botocore.config import Config
 
-            # Short timeouts and one retry: a slow cache must cost little, since it fails open.
+            # Short timeouts and no retry (a retry's backoff alone may take 2 s): a slow cache must cost
+            # little, since it fails open; after a failure the backend pauses (cache/backends.py).
             config = Config(
-                connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 2}
+                connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 1}
             )
             return boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint_url, config=config)
 

@@ -15,6 +15,10 @@ Clock = Callable[[], float]
 # DynamoDB refuses items over 400 KB; keep room for the key and attribute names.
 DYNAMODB_MAX_VALUE_BYTES = 400 * 1024 - 1024
 
+# After DynamoDB fails, the cache is not asked again for this long: a request makes several cache calls,
+# and an outage must cost one failed call every few seconds per process, not several per request.
+PAUSE_AFTER_FAILURE_S = 10.0
+
 
 class ValueTooLargeError(Exception):
     """The value exceeds what the backend can hold; it is not cached."""
@@ -105,6 +109,7 @@ class DynamoDBBackend:
 
     DynamoDB deletes expired items lazily, hours later at worst, so reads check `expiresAt`
     themselves. Only GetItem, PutItem and DeleteItem are used (the template grants nothing else).
+    After a failure every call fails at once, without the network, for PAUSE_AFTER_FAILURE_S.
     """
 
     def __init__(self, table_name: str, client_factory: Callable[[], Any], clock: Clock = time.time) -> None:
@@ -112,6 +117,7 @@ class DynamoDBBackend:
         self._client_factory = client_factory
         self._client: Any = None
         self._clock = clock
+        self._paused_until = 0.0
 
     @property
     def client(self) -> Any:
@@ -181,12 +187,19 @@ class DynamoDBBackend:
     def _call(self, operation: str, call: Callable[[], Any]) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if self._clock() < self._paused_until:
+            raise CacheUnavailableError(
+                f"DynamoDB {operation} skipped: the cache failed less than {PAUSE_AFTER_FAILURE_S:.0f} s ago"
+            )
         try:
             return call()
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "unknown")
+            if code != "ConditionalCheckFailedException":  # an answer, not a failure
+                self._paused_until = self._clock() + PAUSE_AFTER_FAILURE_S
             raise CacheUnavailableError(f"DynamoDB {operation} failed: {code}") from exc
         except BotoCoreError as exc:
+            self._paused_until = self._clock() + PAUSE_AFTER_FAILURE_S
             raise CacheUnavailableError(f"DynamoDB {operation} failed: {type(exc).__name__}") from exc
 
 
