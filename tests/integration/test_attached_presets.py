@@ -27,9 +27,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
 from retrieval_core.service import RetrievalService
+from tests.integration.attached_support import similar_ids
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -289,26 +288,11 @@ def test_a_layout_is_served_exactly_then_through_its_index(
     try:
         recall_all, recall_one = [], []
         for query in rows.queries:
-            found = _similar(index_only, name, query, None)
+            found = similar_ids(index_only, name, query, None, K)
             recall_all.append(len(set(found) & set(rows.exact(query))) / K)
-            filtered = _similar(index_only, name, query, {"tenant": "one"})
+            filtered = similar_ids(index_only, name, query, {"tenant": "one"}, K)
             assert len(filtered) == K
             recall_one.append(len(set(filtered) & set(rows.exact(query, one))) / K)
     finally:
         database.close()
     assert np.mean(recall_all) >= 0.95 and np.mean(recall_one) >= 0.95, (recall_all, recall_one)
-
-
-def _similar(
-    service: RetrievalService, store: str, query: np.ndarray, where: dict[str, Any] | None
-) -> list[str]:
-    request = SimilaritySearchRequest(
-        query_embedding=query.tolist(),
-        top_k=K,
-        store=store,
-        metadata_filter=where,
-        search=SearchKnobs(ef_search=100),
-        cache_ttl_ms=0,
-    )
-    response, _ = service.similarity_search(request, grant=OPEN_GRANT)
-    return [r.id for r in response.results]

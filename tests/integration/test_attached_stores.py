@@ -22,9 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
 from retrieval_core.service import RetrievalService
+from tests.integration.attached_support import similar_ids
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -346,9 +345,9 @@ def test_through_hnsw_recall_at_10_is_high_with_the_full_k_under_a_1_percent_fil
     try:
         recall_all, recall_one = [], []
         for query in hnsw_table.queries:
-            found = _similar(index_only, name, query, None)
+            found = similar_ids(index_only, name, query, None, K)
             recall_all.append(len(set(found) & set(hnsw_table.exact(query))) / K)
-            filtered = _similar(index_only, name, query, {"tenant": "one"})
+            filtered = similar_ids(index_only, name, query, {"tenant": "one"}, K)
             assert len(filtered) == K
             assert all(hnsw_table.tenants[hnsw_table.ids.index(i)] == "one" for i in filtered)
             recall_one.append(len(set(filtered) & set(hnsw_table.exact(query, one))) / K)
@@ -359,21 +358,6 @@ def test_through_hnsw_recall_at_10_is_high_with_the_full_k_under_a_1_percent_fil
         database.close()
     assert "items_hnsw_vec_idx" in plan
     assert np.mean(recall_all) >= 0.95 and np.mean(recall_one) >= 0.95, (recall_all, recall_one)
-
-
-def _similar(
-    service: RetrievalService, store: str, query: np.ndarray, where: dict[str, Any] | None
-) -> list[str]:
-    request = SimilaritySearchRequest(
-        query_embedding=query.tolist(),
-        top_k=K,
-        store=store,
-        metadata_filter=where,
-        search=SearchKnobs(ef_search=100),
-        cache_ttl_ms=0,
-    )
-    response, _ = service.similarity_search(request, grant=OPEN_GRANT)
-    return [r.id for r in response.results]
 
 
 def _index_rows(database: SingleConnection, store: str, query: np.ndarray, where: dict[str, Any]) -> int:
@@ -428,13 +412,18 @@ def test_an_index_for_another_operator_cannot_serve_and_the_exact_scan_answers(
         assert ids_of(search(client, name, query)) == l2_table.exact(query)
 
 
-@pytest.fixture()
-def capped_client(own_runtime: Any) -> Iterator[TestClient]:
+def _client_with(own_runtime: Any, **env: str) -> Iterator[TestClient]:
+    """An app on a service rebuilt with `env` (own_runtime restores the shared one afterwards)."""
     from retrieval_core.api.app import create_app
 
-    own_runtime(EXACT_SEARCH_MAX_ROWS="1000")
+    own_runtime(**env)
     with TestClient(create_app()) as test_client:
         yield test_client
+
+
+@pytest.fixture()
+def capped_client(own_runtime: Any) -> Iterator[TestClient]:
+    yield from _client_with(own_runtime, EXACT_SEARCH_MAX_ROWS="1000")
 
 
 def test_an_exact_scan_over_the_cap_is_refused_with_its_reason(
@@ -711,11 +700,7 @@ def test_a_model_reranker_reorders_attached_rows_by_their_content(
 
 @pytest.fixture()
 def timed_client(own_runtime: Any) -> Iterator[TestClient]:
-    from retrieval_core.api.app import create_app
-
-    own_runtime(SEARCH_STATEMENT_TIMEOUT_MS="500")
-    with TestClient(create_app()) as test_client:
-        yield test_client
+    yield from _client_with(own_runtime, SEARCH_STATEMENT_TIMEOUT_MS="500")
 
 
 def test_a_slow_table_is_cut_by_the_search_statement_timeout(
