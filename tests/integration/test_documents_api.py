@@ -124,6 +124,9 @@ def test_list_pages_with_prefix_limit_and_cursor(client: TestClient, store: str)
         ("PUT", "{store}/documents/a%00b", {}, "document_id"),
         ("GET", "sa%00mple/documents/ab", {}, "store"),
         ("GET", "sa%00mple", {}, "store"),
+        ("PUT", "sa%00mple", {}, "store"),
+        ("DELETE", "sa%00mple", {}, "store"),
+        ("POST", "sa%00mple/refresh", {}, "store"),
         ("GET", "{store}/documents", {"prefix": "a\x00"}, "prefix"),
     ],
 )
@@ -132,6 +135,8 @@ def test_a_nul_in_a_store_name_document_id_or_prefix_is_a_422_naming_it(
 ) -> None:
     # PostgreSQL text cannot hold NUL: sent on to the database, it was a 500 (found by the fuzz test).
     body = {"text": "About a."} if method == "PUT" else None
+    if method == "PUT" and "/documents/" not in path:
+        body = {"displayName": "A store"}
     response = client.request(method, f"{STORES}/{path.format(store=store)}", params=params, json=body)
     assert response.status_code == 422, response.text
     assert field in json.dumps(error_of(response)["details"])

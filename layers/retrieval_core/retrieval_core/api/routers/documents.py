@@ -90,7 +90,7 @@ async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> St
 
 
 @router.post("/{store}/refresh", response_model=StoreResponse, responses=_errors(409))
-async def refresh_store(store: str, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
+async def refresh_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """An attached store: inspect its table again (indexes, rows) and stop serving answers cached before
     (scope admin). The service does not see writes to a table it does not own: call this after one."""
     return StoreResponse.of(await run_in_threadpool(documents.refresh_store, store, grant))
