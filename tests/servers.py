@@ -84,7 +84,8 @@ class MotoServer:
             region_name="us-east-1",
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
-            config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2),
+            # A refused connection fails at once; a busy serial server may take seconds to answer.
+            config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=10),
         )
 
 

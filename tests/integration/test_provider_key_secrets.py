@@ -79,7 +79,9 @@ class SecretStore:
         """A new SSM SecureString parameter holding `value`; its ARN."""
         name = f"/retrieval/key-{uuid.uuid4().hex[:8]}"
         with _unlogged():
-            self.ssm.put_parameter(Name=name, Value=value, Type="SecureString")
+            # Overwrite: the name is new, but a put retried after a slow answer (moto_server is serial,
+            # and busy in CI) must not fail with ParameterAlreadyExists.
+            self.ssm.put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
             return str(self.ssm.get_parameter(Name=name)["Parameter"]["ARN"])
 
     def rotate(self, arn: str, value: str) -> None:
