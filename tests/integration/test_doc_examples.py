@@ -30,6 +30,7 @@ Not executed, and why:
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -82,6 +83,8 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=lambda page: page.name)
 def test_every_example_of_the_page_answers_as_shown(page: Path, served_app: ServedApp, workdir: Path) -> None:
+    if page.name == "mcp.md" and importlib.util.find_spec("mcp") is None:
+        pytest.skip("/mcp is served only with the mcp extra (make check-min-deps runs without it)")
     run_examples(page_examples(page), served_app.address, workdir)
 
 
