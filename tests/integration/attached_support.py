@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,3 +26,24 @@ def similar_ids(
     )
     response, _ = service.similarity_search(request, grant=OPEN_GRANT)
     return [r.id for r in response.results]
+
+
+def index_recalls(
+    service: RetrievalService,
+    store: str,
+    queries: Any,
+    exact: Callable[[np.ndarray, np.ndarray | None], list[str]],
+    one: np.ndarray,
+    k: int,
+) -> tuple[list[float], list[float], list[list[str]]]:
+    """Recall@k of `store` through its index alone, unfiltered and under `{"tenant": "one"}` (whose rows
+    `one` masks), against `exact`; every filtered answer must hold the full k. Also the filtered answers."""
+    recall_all, recall_one, answers = [], [], []
+    for query in queries:
+        found = similar_ids(service, store, query, None, k)
+        recall_all.append(len(set(found) & set(exact(query, None))) / k)
+        filtered = similar_ids(service, store, query, {"tenant": "one"}, k)
+        assert len(filtered) == k
+        recall_one.append(len(set(filtered) & set(exact(query, one))) / k)
+        answers.append(filtered)
+    return recall_all, recall_one, answers

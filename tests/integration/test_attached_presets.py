@@ -28,7 +28,7 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.service import RetrievalService
-from tests.integration.attached_support import similar_ids
+from tests.integration.attached_support import index_recalls
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -286,13 +286,7 @@ def test_a_layout_is_served_exactly_then_through_its_index(
     database = SingleConnection(postgres_dsn, 5, 15_000)
     index_only = RetrievalService(database, service.embedder, "sample", 100, exact_search_max_rows=0)
     try:
-        recall_all, recall_one = [], []
-        for query in rows.queries:
-            found = similar_ids(index_only, name, query, None, K)
-            recall_all.append(len(set(found) & set(rows.exact(query))) / K)
-            filtered = similar_ids(index_only, name, query, {"tenant": "one"}, K)
-            assert len(filtered) == K
-            recall_one.append(len(set(filtered) & set(rows.exact(query, one))) / K)
+        recall_all, recall_one, _ = index_recalls(index_only, name, rows.queries, rows.exact, one, K)
     finally:
         database.close()
     assert np.mean(recall_all) >= 0.95 and np.mean(recall_one) >= 0.95, (recall_all, recall_one)

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.service import RetrievalService
-from tests.integration.attached_support import similar_ids
+from tests.integration.attached_support import index_recalls
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -343,14 +343,11 @@ def test_through_hnsw_recall_at_10_is_high_with_the_full_k_under_a_1_percent_fil
     database = SingleConnection(postgres_dsn, 5, 15_000)
     index_only = RetrievalService(database, service.embedder, "sample", 100, exact_search_max_rows=0)
     try:
-        recall_all, recall_one = [], []
-        for query in hnsw_table.queries:
-            found = similar_ids(index_only, name, query, None, K)
-            recall_all.append(len(set(found) & set(hnsw_table.exact(query))) / K)
-            filtered = similar_ids(index_only, name, query, {"tenant": "one"}, K)
-            assert len(filtered) == K
+        recall_all, recall_one, answers = index_recalls(
+            index_only, name, hnsw_table.queries, hnsw_table.exact, one, K
+        )
+        for filtered in answers:
             assert all(hnsw_table.tenants[hnsw_table.ids.index(i)] == "one" for i in filtered)
-            recall_one.append(len(set(filtered) & set(hnsw_table.exact(query, one))) / K)
         plan = _plan(database, name)
         # The index query alone (no exact fallback) fills the filtered answer: iterative scans did it.
         assert [_index_rows(database, name, q, {"tenant": "one"}) for q in hnsw_table.queries] == [K] * 20
