@@ -97,6 +97,10 @@ def test_a_writable_table_takes_documents_that_search_sees_at_once(
     assert body["source"]["readOnly"] is False
     writes = feature(body, "writes")
     assert writes["supported"] and "id is documentId#chunkIndex" in writes["detail"]
+    same = client.put(
+        f"{STORES}/{name}", json={"source": {"table": kb_table, "columns": KB_COLUMNS, "writable": True}}
+    )
+    assert same.status_code == 200 and same.json()["source"] == body["source"]
 
     # A cached answer before the write: the write must retire it (the store's version moves).
     query = "How does Kubernetes decide which node runs a pod?"
@@ -193,6 +197,46 @@ def test_a_writable_store_refuses_the_ways_in_that_need_our_document_table(
     with pytest.raises(ConflictError, match="sidecar metadata"):
         documents.put_source_metadata(name, "file.txt", {"team": "x"})
     assert [r["metadata"]["documentId"] for r in top(client, name, "who carries the pager?")] == ["pipeline"]
+
+
+def test_plain_metadata_columns_a_uuid_document_column_a_defaulted_id_and_halfvec(
+    client: TestClient, postgres_dsn: str, service: Any
+) -> None:
+    dim = service.embedder.dimension
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS team")
+        conn.execute("DROP TABLE IF EXISTS team.typed")
+        conn.execute(
+            f"""CREATE TABLE team.typed (
+                    row_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), doc uuid NOT NULL, body text NOT NULL,
+                    vec halfvec({dim}) NOT NULL, team text, year integer)"""
+        )
+    columns = {
+        "id": "row_id",
+        "content": "body",
+        "embedding": "vec",
+        "metadata": ["team", "year"],
+        "documentId": "doc",
+    }
+    name, created = attach(client, {"table": "team.typed", "columns": columns, "writable": True})
+    assert created.status_code == 201, created.text
+    assert "the table's default fills row_id" in feature(created.json(), "writes")["detail"]
+    refused = client.put(f"{STORES}/{name}/documents/not-a-uuid", json={"text": GUIDE})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["details"]["errors"][0]["field"] == "documentId"
+    document = str(uuid.uuid4())
+    metadata = {"team": "platform", "year": 2024, "other": "not a column"}
+    put = client.put(f"{STORES}/{name}/documents/{document}", json={"text": GUIDE, "metadata": metadata})
+    assert put.status_code == 201, put.text
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute("SELECT row_id, doc::text, team, year FROM team.typed").fetchall()
+    assert [(doc, team, year) for _, doc, team, year in rows] == [(document, "platform", 2024)]
+    hit = top(client, name, "How does Kubernetes decide which node runs a pod?")[0]
+    assert hit["id"] == str(rows[0][0]) and hit["metadata"] == {
+        "team": "platform",
+        "year": 2024,
+        "documentId": document,
+    }
 
 
 # Presets: the rows a library reads back.

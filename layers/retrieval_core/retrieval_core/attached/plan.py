@@ -76,7 +76,7 @@ def search_attached(
     except errors.InsufficientPrivilege as exc:
         reason = "the service's database user may no longer SELECT from"
         raise SourceUnavailableError(store.name, relation, reason) from exc
-    except errors.DataException as exc:
+    except errors.DataError as exc:
         reason = (
             "holds a value the mapping cannot read (such as a vector of another dimension in an untyped "
             f"column, SQLSTATE {exc.sqlstate})"

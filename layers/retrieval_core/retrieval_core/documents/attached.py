@@ -139,7 +139,7 @@ def _table_errors(store: Store, source: AttachedSource) -> Iterator[None]:
             f"{relation} refused the document's rows (a constraint of the table, SQLSTATE {exc.sqlstate})",
             {"store": store.name, "source": relation},
         ) from exc
-    except errors.DataException as exc:
+    except errors.DataError as exc:
         raise InvalidRequestError.for_field(
             "documentId",
             f"a value of this document does not fit its column in {relation} (such as a document id that is "
