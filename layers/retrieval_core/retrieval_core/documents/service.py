@@ -426,12 +426,14 @@ class DocumentService:
         return store
 
     def _inspected(self, conn: Connection, store: Store) -> Store:
-        """The attached store with its table's indexes and rows inspected now (searches then use it too).
-        A table that cannot be inspected shows its last inspection; searches answer 409 source_unavailable."""
+        """The attached store with its table's indexes inspected now (searches then use it too); its rows
+        stay those counted at attach or refresh time (a GET does not scan the table). A table that cannot be
+        inspected shows its last inspection; searches answer 409 source_unavailable."""
         assert store.source is not None
         try:
             with conn.transaction():
-                source = inspect_indexes(conn, store.source, relation_oid(conn, store.source))
+                oid = relation_oid(conn, store.source)
+                source = inspect_indexes(conn, store.source, oid, count=False)
         except UnusableSourceError:
             return store
         self.retrieval.live_sources.remember(store, source)
