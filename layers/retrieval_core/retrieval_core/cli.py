@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_store_arguments(p_create)
     p_attach = stores_sub.add_parser(
         "attach",
-        help="create a store that searches an existing table or view, read-only (docs/existing-tables.md)",
+        help="create a store that searches an existing table or view, read-only unless --writable "
+        "(docs/existing-tables.md)",
     )
     p_attach.add_argument("name", help="store name")
     p_attach.add_argument("--table", help="schema.table or a view (a preset knows its own)")
@@ -122,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="ALTER the table: add a generated tsvector column of the content and its GIN index, for hybrid "
         "search (rewrites the table under an exclusive lock; needs the table's owner)",
+    )
+    p_attach.add_argument(
+        "--writable",
+        action="store_true",
+        help="let the documents API write the table's rows through the mapped columns (default: read-only)",
     )
     p_refresh = stores_sub.add_parser(
         "refresh", help="inspect an attached store's table again (indexes, rows) and drop its cached answers"
@@ -392,6 +398,7 @@ def _attach_store(args: argparse.Namespace) -> int:
             collection=args.collection,
             text_search=args.text_search,
             add_fulltext=args.add_fulltext,
+            writable=args.writable,
         )
         definition = StoreDefinition(display_name=args.display_name, source=request)
         info, created = documents.put_store(args.name, definition)

@@ -133,6 +133,7 @@ def get_service() -> RetrievalService:
                     iterative_scan=settings.hnsw_iterative_scan,
                     max_scan_tuples=settings.hnsw_max_scan_tuples,
                     exact_search_max_rows=settings.exact_search_max_rows,
+                    attached_inspection_ttl_s=settings.attached_inspection_ttl_s,
                     search_statement_timeout_ms=settings.search_statement_timeout_ms,
                     expensive_statement_timeout_ms=settings.expensive_search_statement_timeout_ms,
                     expensive_slots=ExpensiveSlots(

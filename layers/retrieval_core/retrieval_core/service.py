@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from . import metrics
+from .attached.live import LiveSources
 from .attached.plan import search_attached
 from .cache.json_cache import CacheStatus
 from .cache.keys import FORMAT_FIELDS, search_key
@@ -105,6 +106,7 @@ class RetrievalService:
         search_statement_timeout_ms: int | None = None,
         expensive_statement_timeout_ms: int | None = None,
         expensive_slots: ExpensiveSlots | None = None,
+        attached_inspection_ttl_s: float = 60.0,
     ) -> None:
         self.database = database
         self.embedder = embedder
@@ -115,6 +117,8 @@ class RetrievalService:
         self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
         self.exact_search_max_rows = exact_search_max_rows
         self.filter_sizes = FilterSizes()
+        # Attached tables' indexes, inspected again by a search once older than this (attached/live.py).
+        self.live_sources = LiveSources(attached_inspection_ttl_s)
         # None: the connection's own statement timeout (DB_STATEMENT_TIMEOUT_MS).
         self.search_statement_timeout_ms = search_statement_timeout_ms
         self.expensive_statement_timeout_ms = expensive_statement_timeout_ms or search_statement_timeout_ms
@@ -590,6 +594,7 @@ class RetrievalService:
                     with_embeddings=with_embeddings,
                     filter_sizes=self.filter_sizes,
                     exact_max_rows=self.exact_search_max_rows,
+                    live=self.live_sources,
                 )
             if embedded_by is not None and store.embedding_model != embedded_by:
                 raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)

@@ -178,6 +178,14 @@ class Settings(BaseSettings):
         le=100_000,
         description="most chunks a filter may match to be searched exactly; 0: never",
     )
+    # Attached tables (docs/existing-tables.md): a search inspects the table's indexes again when the
+    # inspection it holds is older than this, so a dropped or created index needs no refresh; 0: every search.
+    attached_inspection_ttl_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=86_400,
+        description="most seconds a search trusts an attached table's inspection; 0: always inspect",
+    )
     embedded_shared_buffers_mb: int = Field(
         default=256,
         ge=16,

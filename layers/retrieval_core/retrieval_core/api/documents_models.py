@@ -80,6 +80,12 @@ class SourceBlock(RequestModel):
         "(rewrites the table under an exclusive lock; the service's user must own it).",
     )
 
+    writable: bool = Field(
+        default=False,
+        description="Let the documents API write the table's rows (PUT/DELETE of a document replace or "
+        "delete its rows through the mapped columns); checked against the catalog. Default: read-only.",
+    )
+
     def request(self) -> SourceRequest:
         """The SourceRequest (a 422 naming the field when something is missing)."""
         columns = self.columns.model_dump(exclude_none=True, by_alias=True) if self.columns else None
@@ -94,6 +100,7 @@ class SourceBlock(RequestModel):
             collection=self.collection,
             text_search=self.text_search or "english",
             add_fulltext=self.add_fulltext,
+            writable=self.writable,
         )
 
 
@@ -119,7 +126,8 @@ class StorePutRequest(RequestModel):
     )
     source: SourceBlock | None = Field(
         default=None,
-        description="Attach the store to an existing table or view (read-only; docs/existing-tables.md).",
+        description="Attach the store to an existing table or view (read-only unless `writable`; "
+        "docs/existing-tables.md).",
     )
 
 

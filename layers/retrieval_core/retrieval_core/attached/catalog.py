@@ -30,6 +30,7 @@ from .definition import (
     VectorType,
 )
 from .search import query_vector, relation, relation_params
+from .writes import check_writable
 
 _KINDS = {"r": "table", "v": "view", "m": "materialized view", "p": "partitioned table", "f": "foreign table"}
 _SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
@@ -91,11 +92,13 @@ def inspect_source(
         embedding_model=model,
         accepts_text_queries=draft.dimension == service_dimension and model == service_model,
     )
-    return inspect_indexes(conn, draft, oid)
+    inspected = inspect_indexes(conn, draft, oid)
+    return check_writable(conn, inspected, oid, kind) if request.writable else inspected
 
 
-def inspect_indexes(conn: Connection, source: AttachedSource, oid: int) -> AttachedSource:
-    """`source` with its serving HNSW index, its other vector indexes, its metadata index and row count."""
+def inspect_indexes(conn: Connection, source: AttachedSource, oid: int, count: bool = True) -> AttachedSource:
+    """`source` with its serving HNSW index, its other vector indexes, its metadata index and row count
+    (without `count`, the count it had: a search's inspection does not read the whole table)."""
     types = _column_types(conn, oid)
     for role, name in source.columns.names():
         if name not in types:
@@ -118,7 +121,7 @@ def inspect_indexes(conn: Connection, source: AttachedSource, oid: int) -> Attac
         if source.metadata_kind == "jsonb"
         else None,
         fulltext_index=_gin_index(conn, oid, source.columns.fulltext) if source.columns.fulltext else None,
-        rows=_count(conn, checked),
+        rows=_count(conn, checked) if count else source.rows,
         inspected_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     )
 

@@ -21,6 +21,9 @@ VectorType = Literal["vector", "halfvec"]
 # How metadata reaches results: a jsonb column as it is, a json column cast per row, plain columns
 # gathered into an object per row, or none at all.
 MetadataKind = Literal["jsonb", "json", "columns", "none"]
+# How a writable store fills the id column of the rows it writes: the column's own default (serial,
+# identity, gen_random_uuid()), `{documentId}#{chunkIndex}` for a text column, or a uuid5 of that text.
+IdFill = Literal["default", "text", "uuid"]
 
 # PostgreSQL truncates longer identifiers; a longer name can only be a mistake (or an attack).
 MAX_IDENTIFIER_BYTES = 63
@@ -39,6 +42,8 @@ class ColumnMap:
     document_id: str | None = None
     title: str | None = None
     fulltext: str | None = None  # a tsvector column: keyword and hybrid search (ts_rank_cd)
+    # A writable preset keeps the document id in this key of the metadata column (no column of its own).
+    document_key: str | None = None
 
     def names(self) -> list[tuple[str, str]]:
         """(role, column) of every mapped column."""
@@ -72,6 +77,8 @@ class SourceRequest:
     text_search: str = "english"
     # Add a generated tsvector column and its GIN index to the table (explicitly asked: it alters it).
     add_fulltext: bool = False
+    # The documents API writes the table's rows (checked against the catalog when attached).
+    writable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,7 @@ class AttachedSource:
     read_only: bool = True
     text_search: str = "english"
     fulltext_index: str | None = None  # a GIN index on the fulltext column
+    id_fill: IdFill = "default"  # writable stores only: how the id column of a written row is filled
 
     def to_json(self) -> dict[str, Any]:
         """As stored in `stores.source`."""
@@ -149,6 +157,7 @@ class AttachedSource:
             self.collection,
             self.text_search,
             request.add_fulltext,
+            not self.read_only,
         )
         # A column added by an earlier attach with add_fulltext is in the mapping now.
         asked = (
@@ -165,6 +174,14 @@ _LANGCHAIN_V2 = ColumnMap(
     id="langchain_id", content="content", embedding="embedding", metadata="langchain_metadata"
 )
 _LLAMAINDEX = ColumnMap(id="node_id", content="text", embedding="embedding", metadata="metadata_")
+# Where a writable preset keeps a document's id in its metadata: LlamaIndex's own key (its
+# delete(ref_doc_id) and filters read it); langchain-postgres has no notion of a document, so a key no
+# caller may set (prepare.check_metadata reserves it).
+PRESET_DOCUMENT_KEYS: dict[Preset, str] = {
+    "langchain-postgres": "documentId",
+    "langchain-postgres-v2": "documentId",
+    "llamaindex": "ref_doc_id",
+}
 LANGCHAIN_V1_TABLE = "langchain_pg_embedding"
 LANGCHAIN_V1_COLLECTIONS = "langchain_pg_collection"
 
@@ -181,12 +198,14 @@ def source_request(
     collection: str | None = None,
     text_search: str = "english",
     add_fulltext: bool = False,
+    writable: bool = False,
 ) -> SourceRequest:
     """The SourceRequest of a `source` block; a 422 naming the field for anything missing or malformed.
 
     `table` is `schema.table` (split at the first dot) or a bare name in `schema` (default public).
     A preset fills in the table and columns of its library's layout; `columns` given beside a preset
-    override its names (a v2 table created with other column names).
+    override its names (a v2 table created with other column names). `writable`: a preset keeps the
+    document id in its metadata, under the key its library reads (PRESET_DOCUMENT_KEYS).
     """
     defaults: ColumnMap | None = None
     if preset == "langchain-postgres":
@@ -204,6 +223,7 @@ def source_request(
         defaults = _LLAMAINDEX
     if not table:
         raise _invalid("source.table", "name the table or view (schema.table)")
+    document_key = PRESET_DOCUMENT_KEYS[preset] if writable and preset else None
     if schema is None:
         schema, dot, name = table.partition(".")
         if not dot:
@@ -215,7 +235,7 @@ def source_request(
     return SourceRequest(
         schema=schema,
         table=name,
-        columns=_column_map(columns or {}, defaults),
+        columns=_column_map(columns or {}, defaults, document_key),
         distance=distance,
         dimension=dimension,
         embedding_model=embedding_model,
@@ -223,10 +243,11 @@ def source_request(
         collection=collection,
         text_search=text_search,
         add_fulltext=add_fulltext,
+        writable=writable,
     )
 
 
-def _column_map(given: dict[str, Any], defaults: ColumnMap | None) -> ColumnMap:
+def _column_map(given: dict[str, Any], defaults: ColumnMap | None, document_key: str | None) -> ColumnMap:
     metadata = given.get("metadata", defaults.metadata if defaults else None)
     metadata_column, metadata_columns = (
         (None, tuple(metadata)) if isinstance(metadata, list) else (metadata, ())
@@ -242,6 +263,7 @@ def _column_map(given: dict[str, Any], defaults: ColumnMap | None) -> ColumnMap:
         "document_id": given.get("documentId"),
         "title": given.get("title"),
         "fulltext": given.get("fulltext", defaults.fulltext if defaults else None),
+        "document_key": document_key if given.get("documentId") is None else None,
     }
     for role in ("id", "content", "embedding"):
         if values[role] is None:

@@ -111,19 +111,34 @@ def features(source: AttachedSource, exact_max_rows: int) -> list[dict[str, Any]
             "cache",
             True,
             "cached answers are keyed by the store's version; the service does not see writes to the "
-            "table, so after one, POST /api/v1/stores/{store}/refresh (or wait for the cache TTL)",
+            "table by others, so after one, POST /api/v1/stores/{store}/refresh (or wait for the cache TTL)"
+            + ("; its own writes retire cached answers at once" if not source.read_only else ""),
         )
     )
-    entries.append(
-        (
-            "writes",
-            False,
-            "read-only: the documents API answers 409 read_only_store; the table's own writer fills it",
-        )
-    )
+    entries.append(("writes", not source.read_only, _writes_detail(source)))
     return [
         {"feature": name, "supported": supported, "detail": detail} for name, supported, detail in entries
     ]
+
+
+def _writes_detail(source: AttachedSource) -> str:
+    if source.read_only:
+        return "read-only: the documents API answers 409 read_only_store; the table's own writer fills it"
+    columns = source.columns
+    document = (
+        f"the column {columns.document_id}"
+        if columns.document_id
+        else f"the key {columns.document_key} of {columns.metadata}"
+    )
+    ids = {
+        "default": f"the table's default fills {columns.id}",
+        "text": f"{columns.id} is documentId#chunkIndex",
+        "uuid": f"{columns.id} is a uuid5 of documentId#chunkIndex",
+    }[source.id_fill]
+    return (
+        "writable: PUT and DELETE of a document replace or delete its rows (by "
+        f"{document}) in one transaction, one row per chunk; {ids}"
+    )
 
 
 def describe(source: AttachedSource) -> dict[str, Any]:
@@ -157,6 +172,8 @@ def describe(source: AttachedSource) -> dict[str, Any]:
         "inspectedAt": source.inspected_at,
         "readOnly": source.read_only,
     }
+    if columns.document_key is not None:
+        shown["documentKey"] = columns.document_key
     if source.preset is not None:
         shown["preset"] = source.preset
     if source.collection is not None:

@@ -21,6 +21,7 @@ from ..ranking import ScoredChunk
 from ..search_plan import FilterSizes, exact_scan_limit
 from .definition import AttachedSource
 from .features import no_index_reason, relation_name
+from .live import LiveSources
 from .search import count_matching, hybrid, nearest
 
 
@@ -36,15 +37,17 @@ def search_attached(
     with_embeddings: bool,
     filter_sizes: FilterSizes,
     exact_max_rows: int,
+    live: LiveSources,
 ) -> list[ScoredChunk]:
     """The `limit` rows of the store's relation nearest to `vector` that satisfy `where`, nearest first;
     with `query_text`, joined by the best keyword matches of its fulltext column (hybrid).
 
     `embedded_by`: the model that embedded a text query (None for a caller's own vector). Run in the
     search transaction, whose options are set. A table that changed under the store: SourceUnavailableError.
+    Its indexes are those `live` saw at most ATTACHED_INSPECTION_TTL_S ago, not only at attach time.
     """
-    source = store.source
-    assert source is not None
+    assert store.source is not None
+    source = live.current(conn, store)
     if query_text is not None and source.columns.fulltext is None:
         raise InvalidRequestError.for_field(
             "useHybrid",
@@ -73,7 +76,7 @@ def search_attached(
     except errors.InsufficientPrivilege as exc:
         reason = "the service's database user may no longer SELECT from"
         raise SourceUnavailableError(store.name, relation, reason) from exc
-    except errors.DataException as exc:
+    except errors.DataError as exc:
         reason = (
             "holds a value the mapping cannot read (such as a vector of another dimension in an untyped "
             f"column, SQLSTATE {exc.sqlstate})"

@@ -40,7 +40,7 @@ def relation(source: AttachedSource, embedding_cast: bool | None = None) -> sql.
     selected = [
         sql.SQL("{} AS row_key").format(sql.Identifier(columns.id)),
         sql.SQL("{}::text AS id").format(sql.Identifier(columns.id)),
-        sql.SQL("{}::text AS document_id").format(sql.Identifier(columns.document_id or columns.id)),
+        _document_id(source),
         sql.SQL("{}::text AS content").format(sql.Identifier(columns.content)),
         sql.SQL("{} AS embedding").format(embedding),
         sql.SQL("{} AS metadata").format(_metadata(source)),
@@ -62,6 +62,16 @@ def relation(source: AttachedSource, embedding_cast: bool | None = None) -> sql.
         table=sql.Identifier(source.table),
         scope=scope,
     )
+
+
+def _document_id(source: AttachedSource) -> sql.Composable:
+    columns = source.columns
+    if columns.document_key is not None and columns.metadata is not None:
+        # A writable preset's document id is a key of its (json or jsonb) metadata column.
+        return sql.SQL("({}::jsonb ->> %(attached_document_key)s) AS document_id").format(
+            sql.Identifier(columns.metadata)
+        )
+    return sql.SQL("{}::text AS document_id").format(sql.Identifier(columns.document_id or columns.id))
 
 
 def _metadata(source: AttachedSource) -> sql.Composable:
@@ -88,6 +98,8 @@ def relation_params(source: AttachedSource) -> dict[str, Any]:
     }
     if source.scope is not None:
         params["attached_scope"] = source.scope.value
+    if source.columns.document_key is not None:
+        params["attached_document_key"] = source.columns.document_key
     return params
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
-from ..attached.features import describe, features, relation_name
+from ..attached.catalog import inspect_indexes, relation_oid
+from ..attached.features import describe, features
 from ..attached.stores import attach_store, refresh_store
 from ..db import documents as sql
 from ..db import stores as store_sql
@@ -26,12 +28,13 @@ from ..exceptions import (
     ConflictError,
     DocumentNotFoundError,
     InvalidRequestError,
-    ReadOnlyStoreError,
     RetrievalError,
     StoreNotFoundError,
+    UnusableSourceError,
 )
 from ..grants import OPEN_GRANT, Grant
 from ..service import BACKEND, RetrievalService
+from .attached import delete_attached, not_through_documents_api
 from .models import (
     DocumentInfo,
     Sequence,
@@ -146,10 +149,13 @@ class DocumentService:
         return store
 
     def get_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
-        """One store with its document and chunk counts."""
+        """One store with its document and chunk counts; an attached one with its table inspected now."""
         grant.require("read", name)
         with database_errors("reading the store"), self._connection() as conn:
-            return self._info(conn, self._store(conn, name))
+            store = self._store(conn, name)
+            if store.source is not None:
+                store = self._inspected(conn, store)
+            return self._info(conn, store)
 
     def list_stores(self, grant: Grant = OPEN_GRANT) -> list[StoreInfo]:
         """The stores `grant` may read, oldest first."""
@@ -214,7 +220,7 @@ class DocumentService:
         if create is not None:
             check_store_name(store)
         prepared = self._prepare(source)
-        [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create)
+        [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create, into_table=True)
         debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
@@ -324,7 +330,12 @@ class DocumentService:
         self, store: str, source_id: str, sequence: Sequence | None
     ) -> tuple[Store, list[str], int | None]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
-            found = self._documents_of(conn, store)
+            found = self._store(conn, store)
+            if found.source is not None:
+                if sequence is not None:
+                    raise not_through_documents_api(found, "an S3 event")
+                deleted, version = delete_attached(conn, found, source_id)
+                return found, deleted, version
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
@@ -408,11 +419,25 @@ class DocumentService:
         return store
 
     def _documents_of(self, conn: Connection, name: str) -> Store:
-        """The store, for the documents API: an attached store has none of its own (409 read_only_store)."""
+        """The store, for reading documents back: an attached store has none of its own (409)."""
         store = self._store(conn, name)
         if store.source is not None:
-            raise ReadOnlyStoreError(store.name, relation_name(store.source))
+            raise not_through_documents_api(store, "reading documents back (GET, list, sync)")
         return store
+
+    def _inspected(self, conn: Connection, store: Store) -> Store:
+        """The attached store with its table's indexes inspected now (searches then use it too); its rows
+        stay those counted at attach or refresh time (a GET does not scan the table). A table that cannot be
+        inspected shows its last inspection; searches answer 409 source_unavailable."""
+        assert store.source is not None
+        try:
+            with conn.transaction():
+                oid = relation_oid(conn, store.source)
+                source = inspect_indexes(conn, store.source, oid, count=False)
+        except UnusableSourceError:
+            return store
+        self.retrieval.live_sources.remember(store, source)
+        return replace(store, source=source)
 
     def _chunk_metadata(self, conn: Connection, store: Store, document_id: str) -> list[dict[str, Any]]:
         rows = conn.execute(

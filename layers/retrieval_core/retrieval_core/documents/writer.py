@@ -14,7 +14,6 @@ from typing import TypeVar
 
 import psycopg
 
-from ..attached.features import relation_name
 from ..db import documents as sql
 from ..db import stores as store_sql
 from ..db.connection import Connection
@@ -26,10 +25,10 @@ from ..exceptions import (
     DatabaseUnavailableError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
-    ReadOnlyStoreError,
     StoreNotFoundError,
 )
 from ..service import RetrievalService
+from .attached import not_through_documents_api, writable_source, write_attached
 from .models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
 from .prepare import PreparedDocument, PreparedSource, newer_sequencer
 
@@ -83,19 +82,31 @@ class SourceWriter:
     def __init__(self, retrieval: RetrievalService) -> None:
         self.retrieval = retrieval
 
-    def write(self, store: str, items: list[WriteItem], create: StoreDefinition | None) -> list[SourceWrite]:
-        """Embed what the stored state lacks, then apply every item in one transaction; each item's result."""
+    def write(
+        self, store: str, items: list[WriteItem], create: StoreDefinition | None, into_table: bool = False
+    ) -> list[SourceWrite]:
+        """Embed what the stored state lacks, then apply every item in one transaction; each item's result.
+
+        `into_table`: a writable attached store takes the write into its table (documents/attached.py);
+        otherwise (batches, S3 events) an attached store refuses it (409).
+        """
         vectors: Vectors = {}
         with database_errors("reading documents"), self.retrieval.database.connection() as conn:
             found = store_sql.find_store_named(conn, store)
             if found is None and create is None:
                 raise StoreNotFoundError(store)
-            if found is not None:
+            if found is not None and found.source is not None:
+                if not into_table or any(item.sequence is not None for item in items):
+                    raise not_through_documents_api(found, "ingesting files (CLI, S3 events and sync)")
+                writable_source(found)
+            elif found is not None:
                 self.check_model(found)
                 ids = [d.id for item in items for d in item.prepared.documents]
                 states = sql.document_states(conn, found, ids)
             else:
                 states = {}
+        if found is not None and found.source is not None:
+            return [write_attached(self.retrieval, found.name, item.prepared) for item in items]
         needed = [
             (n, doc)
             for n, item in enumerate(items)
@@ -267,9 +278,9 @@ class SourceWriter:
 
     def check_model(self, store: Store) -> None:
         """Refuse a store made with another embedding model or dimension than this service's, and an
-        attached store (its table is not ours to write: 409 read_only_store)."""
+        attached store (409: read_only_store, or the ways in a writable one takes)."""
         if store.source is not None:
-            raise ReadOnlyStoreError(store.name, relation_name(store.source))
+            raise not_through_documents_api(store, "ingesting files and sidecar metadata")
         embedder = self.retrieval.embedder
         if store.embedding_model != embedder.model:
             raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)
