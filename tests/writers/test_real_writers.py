@@ -50,6 +50,14 @@ class Library:
 
 
 LIBRARIES = [
+    # embedding_length set: a typed vector(384) column, indexed plainly. First: with a
+    # public.langchain_pg_embedding on its search_path, PGVector would write into that one.
+    Library(
+        "langchain-v1-typed",
+        {"preset": "langchain-postgres", "collection": "docs", "table": "lc_typed.langchain_pg_embedding"},
+        "langchain_pg_embedding_hnsw",
+        "source",
+    ),
     Library(
         "langchain-v1",
         {"preset": "langchain-postgres", "collection": "docs"},

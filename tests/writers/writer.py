@@ -2,7 +2,8 @@
 
     python tests/writers/writer.py LIBRARY ACTION --dsn DSN --rows ROWS.npz [--start N --stop M]
 
-LIBRARY: langchain-v1 (PGVector, the collection `docs` of langchain_pg_embedding), langchain-v2
+LIBRARY: langchain-v1 (PGVector, the collection `docs` of langchain_pg_embedding; langchain-v1-typed: the
+same with embedding_length, in schema lc_typed), langchain-v2
 (PGVectorStore on table `lc2_docs`), llamaindex (PGVectorStore on `data_docs`). ACTION: `create` makes the
 table through the library and writes rows [start, stop) of ROWS.npz (arrays ids, vectors, tenants, docs);
 `add` writes more rows into it; `index` creates the HNSW index as the library (or its docs) does. Every
@@ -13,6 +14,8 @@ with tests/writers/guard on PYTHONPATH (no network but loopback).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,6 +23,7 @@ from langchain_core.embeddings import Embeddings
 
 DIM = 384
 COLLECTION = "docs"
+TYPED_SCHEMA = "lc_typed"
 LC2_TABLE = "lc2_docs"
 LLAMA_TABLE = "docs"  # LlamaIndex prefixes it: data_docs
 OTHER_ROWS = 200
@@ -53,33 +57,56 @@ def sqlalchemy_url(dsn: str, driver: str = "psycopg") -> str:
     return dsn.replace("postgresql://", f"postgresql+{driver}://", 1)
 
 
-def langchain_v1(action: str, dsn: str, batch: Batch) -> None:
+def langchain_v1(action: str, dsn: str, batch: Batch, typed: bool = False) -> None:
+    """PGVector (v1). Untyped: the defaults a team gets (jsonb metadata; no embedding_length, so an untyped
+    `vector` column). Typed: embedding_length=384, which PGVector's docstring asks for an index; in schema
+    lc_typed, through the connection's search_path (PGVector's table names are fixed; public holds the
+    untyped one)."""
     from langchain_postgres import PGVector
+    from sqlalchemy import create_engine, text
 
-    # The defaults a team gets: jsonb metadata, an untyped `vector` column (no embedding_length).
-    store = PGVector(GivenEmbeddings(), connection=sqlalchemy_url(dsn), collection_name=COLLECTION)
+    engine_args: dict[str, Any] = {}
+    if typed:
+        with create_engine(sqlalchemy_url(dsn)).begin() as conn:
+            conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {TYPED_SCHEMA}"))
+        engine_args = {"connect_args": {"options": f"-c search_path={TYPED_SCHEMA},public"}}
+
+    def store(collection: str) -> PGVector:
+        return PGVector(
+            GivenEmbeddings(),
+            connection=sqlalchemy_url(dsn),
+            collection_name=collection,
+            embedding_length=DIM if typed else None,
+            engine_args=engine_args,
+        )
+
+    docs = store(COLLECTION)
+    if typed:
+        # PGVector creates its tables unless one is visible on the search_path: a public one would be used.
+        with docs.session_maker() as session:
+            found = session.execute(text(f"SELECT to_regclass('{TYPED_SCHEMA}.langchain_pg_embedding')"))
+            if found.scalar() is None:
+                raise RuntimeError("public.langchain_pg_embedding exists: write the typed layout first")
     if action == "index":
-        # PGVector has no call that creates an index. langchain-postgres' docstring of embedding_length says
-        # an untyped column "can't be indexed"; pgvector's README indexes one through a cast, as here.
-        from sqlalchemy import text
-
-        with store.session_maker() as session:
+        # PGVector has no call that creates an index. An untyped column is indexed through a cast, as
+        # pgvector's README indexes one; a typed column plainly.
+        column = "embedding" if typed else f"(embedding::vector({DIM}))"
+        with docs.session_maker() as session:
             session.execute(
                 text(
                     "CREATE INDEX langchain_pg_embedding_hnsw ON langchain_pg_embedding"
-                    " USING hnsw ((embedding::vector(384)) vector_cosine_ops)"
+                    f" USING hnsw ({column} vector_cosine_ops)"
                 )
             )
             session.commit()
         return
     metadatas = [{"tenant": t, "source": d} for t, d in zip(batch.tenants, batch.docs, strict=True)]
-    store.add_embeddings(batch.texts, batch.vectors, metadatas, batch.ids)
+    docs.add_embeddings(batch.texts, batch.vectors, metadatas, batch.ids)
     if action == "create":
         # Another collection in the same table, which the store attached to `docs` must never return.
-        other = PGVector(GivenEmbeddings(), connection=sqlalchemy_url(dsn), collection_name="other")
         n = min(OTHER_ROWS, len(batch.ids))
         ids = [f"other-{i}" for i in range(n)]
-        other.add_embeddings(["other"] * n, batch.vectors[:n], [{"tenant": "one"}] * n, ids)
+        store("other").add_embeddings(["other"] * n, batch.vectors[:n], [{"tenant": "one"}] * n, ids)
 
 
 def langchain_v2(action: str, dsn: str, batch: Batch) -> None:
@@ -139,7 +166,12 @@ def llamaindex(action: str, dsn: str, batch: Batch) -> None:
     store.add(nodes)
 
 
-WRITERS = {"langchain-v1": langchain_v1, "langchain-v2": langchain_v2, "llamaindex": llamaindex}
+WRITERS: dict[str, Callable[[str, str, Batch], None]] = {
+    "langchain-v1": langchain_v1,
+    "langchain-v1-typed": partial(langchain_v1, typed=True),
+    "langchain-v2": langchain_v2,
+    "llamaindex": llamaindex,
+}
 
 
 def main() -> None:
