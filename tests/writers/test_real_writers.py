@@ -8,7 +8,8 @@ order must equal an exact numpy search over the same rows, unfiltered, under the
 under a document filter. The library then creates its HNSW index, the store is refreshed, and recall@10
 through the index alone must be at least 0.95, unfiltered and under the 1% filter with the full k.
 Last, the library adds rows: a cached answer stays as it was until POST .../refresh, after which the
-new rows are found.
+new rows are found. Separately, the full-text columns of LlamaIndex's hybrid_search=True table and of
+langchain-postgres v2's HybridSearchConfig table serve hybrid search when mapped as columns.fulltext.
 """
 
 from __future__ import annotations
@@ -212,3 +213,74 @@ def test_a_table_the_library_wrote_is_served_exactly_then_through_its_index_then
     for i in range(NEW_ROWS):
         found = search(client, name, rows.queries[i], metadataFilter={"tenant": "one"})
         assert found[0]["id"] == ids[ROWS + i]
+
+
+HYBRID_LIBRARIES = [
+    Library(
+        "langchain-v2-hybrid",
+        {"preset": "langchain-postgres-v2", "table": "lc2_hybrid", "columns": {"fulltext": "content_tsv"}},
+        "",
+        "source",
+    ),
+    Library(
+        "llamaindex-hybrid",
+        {"preset": "llamaindex", "table": "data_hybrid", "columns": {"fulltext": "text_search_tsv"}},
+        "",
+        "ref_doc_id",
+    ),
+]
+WORDS = [
+    "apple",
+    "brick",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "glade",
+    "sourdough",
+    "harbor",
+    "iris",
+    "jade",
+    "kelp",
+    "lumen",
+    "moss",
+    "nectar",
+]
+
+
+@pytest.mark.parametrize("library", HYBRID_LIBRARIES, ids=lambda library: library.name)
+def test_hybrid_search_reads_the_full_text_column_the_library_keeps(
+    client: TestClient, library: Library, writers_python: str, postgres_dsn: str, service: Any, tmp_path: Path
+) -> None:
+    # Every row has the query's own vector: the vector side ties, so the keyword side alone orders them.
+    count = 60
+    ids = library.ids(count)
+    texts = [f"note {i} about {WORDS[i % len(WORDS)]}" for i in range(count)]
+    (vector,) = service.embedder.embed(["sourdough"], "query")
+    data = tmp_path / "rows.npz"
+    np.savez(
+        data,
+        ids=np.array(ids),
+        vectors=np.tile(np.asarray(vector, np.float32), (count, 1)),
+        tenants=np.array(["rest"] * count),
+        docs=np.array([f"doc-{i // 10}" for i in range(count)]),
+        texts=np.array(texts),
+    )
+    write(writers_python, library, "create", postgres_dsn, data, 0, count)
+
+    name = f"{library.name}-{uuid.uuid4().hex[:6]}"
+    created = client.put(f"{STORES}/{name}", json={"source": library.source})
+    assert created.status_code == 201, created.text
+    source = created.json()["source"]
+    assert source["columns"]["fulltext"] == library.source["columns"]["fulltext"]
+    assert source["fulltextIndex"] is not None  # both libraries make a GIN index on it
+
+    query = {"query": "sourdough", "store": name, "grade": 0.0, "useHybrid": True, "fusion": "weighted"}
+    answer = client.post("/api/v1/rag/retrieve", json={**query, "similarityTopK": 10, "cacheTTLms": 0})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["pipeline"]["keywordScorer"] == "ts_rank_cd"
+    results = answer.json()["results"]
+    hits = {ids[i] for i, text in enumerate(texts) if text.endswith(" sourdough")}
+    assert len(hits) == 4 and {r["id"] for r in results[: len(hits)]} == hits
+    assert all(r["keywordScore"] > 0 for r in results[: len(hits)])
+    assert all(r["keywordScore"] is None for r in results[len(hits) :])

@@ -3,9 +3,10 @@
     python tests/writers/writer.py LIBRARY ACTION --dsn DSN --rows ROWS.npz [--start N --stop M]
 
 LIBRARY: langchain-v1 (PGVector, the collection `docs` of langchain_pg_embedding; langchain-v1-typed: the
-same with embedding_length, in schema lc_typed), langchain-v2
-(PGVectorStore on table `lc2_docs`), llamaindex (PGVectorStore on `data_docs`). ACTION: `create` makes the
-table through the library and writes rows [start, stop) of ROWS.npz (arrays ids, vectors, tenants, docs);
+same with embedding_length, in schema lc_typed), langchain-v2 (PGVectorStore on table `lc2_docs`),
+llamaindex (PGVectorStore on `data_docs`), and -hybrid variants of the last two with their full-text
+columns (`lc2_hybrid`, `data_hybrid`). ACTION: `create` makes the table through the library and writes
+rows [start, stop) of ROWS.npz (arrays ids, vectors, tenants, docs, optionally texts);
 `add` writes more rows into it; `index` creates the HNSW index as the library (or its docs) does. Every
 vector is given: the libraries' embedders are never asked to embed. The test runs this as a subprocess
 with tests/writers/guard on PYTHONPATH (no network but loopback).
@@ -25,7 +26,9 @@ DIM = 384
 COLLECTION = "docs"
 TYPED_SCHEMA = "lc_typed"
 LC2_TABLE = "lc2_docs"
+LC2_HYBRID_TABLE = "lc2_hybrid"
 LLAMA_TABLE = "docs"  # LlamaIndex prefixes it: data_docs
+LLAMA_HYBRID_TABLE = "hybrid"
 OTHER_ROWS = 200
 
 
@@ -49,7 +52,10 @@ class Batch:
         self.vectors = [[float(v) for v in row] for row in data["vectors"][part].astype(np.float32)]
         self.tenants = [str(t) for t in data["tenants"][part]]
         self.docs = [str(d) for d in data["docs"][part]]
-        self.texts = [f"text {i}" for i in range(start, start + len(self.ids))]
+        if "texts" in data:
+            self.texts = [str(t) for t in data["texts"][part]]
+        else:
+            self.texts = [f"text {i}" for i in range(start, start + len(self.ids))]
 
 
 def sqlalchemy_url(dsn: str, driver: str = "psycopg") -> str:
@@ -109,22 +115,31 @@ def langchain_v1(action: str, dsn: str, batch: Batch, typed: bool = False) -> No
         store("other").add_embeddings(["other"] * n, batch.vectors[:n], [{"tenant": "one"}] * n, ids)
 
 
-def langchain_v2(action: str, dsn: str, batch: Batch) -> None:
+def langchain_v2(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> None:
+    """PGVectorStore (v2) on lc2_docs; hybrid: on lc2_hybrid, with HybridSearchConfig's content_tsv column,
+    which the store fills on every write, and its GIN index."""
     from langchain_postgres import PGEngine, PGVectorStore
+    from langchain_postgres.v2.hybrid_search_config import HybridSearchConfig
     from langchain_postgres.v2.indexes import HNSWIndex
 
+    table = LC2_HYBRID_TABLE if hybrid else LC2_TABLE
+    config = HybridSearchConfig() if hybrid else None
     engine = PGEngine.from_connection_string(url=sqlalchemy_url(dsn))
     if action == "create":
-        engine.init_vectorstore_table(LC2_TABLE, DIM)
-    store = PGVectorStore.create_sync(engine, GivenEmbeddings(), LC2_TABLE)
+        engine.init_vectorstore_table(table, DIM, hybrid_search_config=config)
+    store = PGVectorStore.create_sync(engine, GivenEmbeddings(), table, hybrid_search_config=config)
     if action == "index":
-        store.apply_vector_index(HNSWIndex())  # <table>_langchainvectorindex, vector_cosine_ops
+        store.apply_vector_index(HNSWIndex())  # <table>langchainvectorindex, vector_cosine_ops
         return
     metadatas = [{"tenant": t, "source": d} for t, d in zip(batch.tenants, batch.docs, strict=True)]
     store.add_embeddings(batch.texts, batch.vectors, metadatas, batch.ids)
+    if hybrid and action == "create":
+        store.apply_hybrid_search_index()
 
 
-def llamaindex(action: str, dsn: str, batch: Batch) -> None:
+def llamaindex(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> None:
+    """PGVectorStore on data_docs; hybrid: hybrid_search=True on data_hybrid, whose text_search_tsv column
+    PostgreSQL computes from the text (english)."""
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
     from llama_index.core.vector_stores.types import VectorStoreQuery
     from llama_index.vector_stores.postgres import PGVectorStore
@@ -143,9 +158,11 @@ def llamaindex(action: str, dsn: str, batch: Batch) -> None:
     store = PGVectorStore.from_params(
         connection_string=sqlalchemy_url(dsn, "psycopg2"),
         async_connection_string=sqlalchemy_url(dsn, "asyncpg"),
-        table_name=LLAMA_TABLE,
+        table_name=LLAMA_HYBRID_TABLE if hybrid else LLAMA_TABLE,
         embed_dim=DIM,
         hnsw_kwargs=hnsw,
+        hybrid_search=hybrid,
+        text_search_config="english",
     )
     if action == "index":
         # The store sets itself up (CREATE INDEX IF NOT EXISTS) on its first use: here a query.
@@ -170,7 +187,9 @@ WRITERS: dict[str, Callable[[str, str, Batch], None]] = {
     "langchain-v1": langchain_v1,
     "langchain-v1-typed": partial(langchain_v1, typed=True),
     "langchain-v2": langchain_v2,
+    "langchain-v2-hybrid": partial(langchain_v2, hybrid=True),
     "llamaindex": llamaindex,
+    "llamaindex-hybrid": partial(llamaindex, hybrid=True),
 }
 
 
