@@ -215,6 +215,7 @@ def test_a_table_the_library_wrote_is_served_exactly_then_through_its_index_then
         assert found[0]["id"] == ids[ROWS + i]
 
 
+# Their HNSW index is not part of this test: index_name is left empty.
 HYBRID_LIBRARIES = [
     Library(
         "langchain-v2-hybrid",
