@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: check-min-deps serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: check-min-deps check-writers serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -134,8 +134,22 @@ check-min-deps:
 	$(MIN_VENV)/bin/pip install -q langchain-postgres
 	$(MIN_VENV)/bin/python -m tests.langchain_beside_us
 
+# Issue 21's proof with the real writers: langchain-postgres and LlamaIndex, in a venv of their own
+# (.venv-writers, from ci/writers.txt; langchain-postgres pins pgvector<0.4), write tables into an embedded
+# PostgreSQL that tests/writers attaches and searches from .venv. Rebuilt only when ci/writers.txt changes.
+# Not part of `make test` (tests/writers is collected only with WRITERS_PYTHON set); `.ci/run` runs it.
+WRITERS_VENV := .venv-writers
+$(WRITERS_VENV)/.installed: ci/writers.txt
+	rm -rf $(WRITERS_VENV)
+	$(PYTHON) -m venv $(WRITERS_VENV)
+	$(WRITERS_VENV)/bin/pip install -q -r ci/writers.txt
+	touch $@
+
+check-writers: $(VENV)/.dev-installed $(WRITERS_VENV)/.installed
+	WRITERS_PYTHON=$(CURDIR)/$(WRITERS_VENV)/bin/python $(BIN)/pytest -q -p no:cacheprovider tests/writers
+
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .data .aws-sam
+	rm -rf $(VENV) $(MIN_VENV) $(WRITERS_VENV) .data .aws-sam
 
 # The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
 # cfn-lint runs on both database shapes (CreateDatabase true and false): tests/template.py
