@@ -1,13 +1,16 @@
 """The pruned BM25 keyword search against a full ranking, on the stores `make eval-all` loads (issue 18).
 
-    python -m bench.keyword_exactness [--queries 1000] [--save FILE | --compare FILE]
+    python -m bench.keyword_exactness [--queries 1000] [--store NAME] [--save FILE | --compare FILE]
 
 For every query of every set under ../shared/eval and limits 10, 20 and 100, the keyword search the
 service runs (the store's function unfiltered, the inline statement filtered to every third document)
 must return exactly the first rows of the full ranking: every chunk matching the query, scored by the
 same arithmetic, ordered by score, document id and chunk index. Rows, scores (bit for bit) and order
-are compared. `--save` writes the answers to a JSON file and `--compare` checks them against one
-saved before a change. Exits non-zero on any difference.
+are compared. `--store` checks that store (e.g. bench/keyword_scale.py's) with every set's queries
+instead of each set's own store, unfiltered only (a filter of a third of a large store's documents
+is an id list checked per candidate, which outlasts the statement timeout). `--save` writes
+the answers to a JSON file and `--compare` checks them against one saved before a change. Exits
+non-zero on any difference.
 """
 
 from __future__ import annotations
@@ -49,8 +52,11 @@ ORDER BY keyword_score DESC, k.document_id, k.chunk_index
 Row = tuple[str, int, float]
 
 
-def check_set(service: Any, name: str, count: int) -> tuple[int, list[str], dict[str, list[list[Row]]]]:
-    """(result lists compared, differences found, the answers) for set `name`."""
+def check_set(
+    service: Any, name: str, count: int, store_name: str | None = None
+) -> tuple[int, list[str], dict[str, list[list[Row]]]]:
+    """(result lists compared, differences found, the answers) for set `name`'s queries on its store, or
+    on `store_name`."""
     from retrieval_core.db import repository
     from retrieval_core.evaluation import beir
     from retrieval_core.filters import TRUE, document_ids_in
@@ -60,8 +66,8 @@ def check_set(service: Any, name: str, count: int) -> tuple[int, list[str], dict
     differences: list[str] = []
     answers: dict[str, list[list[Row]]] = {}
     with service.database.connection() as conn:
-        store = repository.find_store(conn, f"eval-{name}")
-        assert store is not None, f"store eval-{name} is missing: run make eval-all"
+        store = repository.find_store(conn, store_name or f"eval-{name}")
+        assert store is not None, f"store {store_name or f'eval-{name}'} is missing: run make eval-all"
         ids = conn.execute("SELECT id FROM documents WHERE store_id = %s ORDER BY id", (store.id,))
         documents = [row[0] for row in ids]
         some = set(documents[::3])
@@ -71,7 +77,7 @@ def check_set(service: Any, name: str, count: int) -> tuple[int, list[str], dict
             full: list[Row] = [(r[0], r[1], float(r[2])) for r in conn.execute(FULL_RANKING, params)]
             filtered_full = [row for row in full if row[0] in some]
             cases = [("unfiltered", TRUE, full)]
-            if position < FILTERED_QUERIES:
+            if position < FILTERED_QUERIES and store_name is None:
                 cases.append(("filtered", where, filtered_full))
             for label, predicate, reference in cases:
                 for limit in LIMITS:
@@ -87,6 +93,7 @@ def check_set(service: Any, name: str, count: int) -> tuple[int, list[str], dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1000, help="queries per set (default: all)")
+    parser.add_argument("--store", help="check this store with every set's queries")
     parser.add_argument("--save", type=Path, help="write the answers to this JSON file")
     parser.add_argument("--compare", type=Path, help="compare the answers with this saved JSON file")
     args = parser.parse_args()
@@ -99,7 +106,7 @@ def main() -> None:
     differences: list[str] = []
     answers: dict[str, Any] = {}
     for name in sets:
-        compared, found, set_answers = check_set(service, name, args.queries)
+        compared, found, set_answers = check_set(service, name, args.queries, args.store)
         print(f"{name}: {compared} result lists, {len(found)} differ from the full ranking", flush=True)
         total += compared
         differences += found
