@@ -2,8 +2,9 @@
 keyword-only p50 against dense p50 in one interleaved run, then hybrid against dense p50 at the API's
 depth (`RetrievalService.retrieve`, as `bench.hybrid_latency` times the 5k sets).
 
-The rows are the dev sets' chunks (their stores must exist: `python -m bench.keyword --ingest`)
-repeated with variation until `--rows`: repeat r drops each word of a chunk with probability 0.15
+The rows are the dev sets' chunks, each with its document's title as every writer stores it (their
+stores must exist: `make eval-all` loads them) repeated with variation until `--rows`: repeat r drops
+each word of a chunk with probability 0.15
 (seeded) and adds Gaussian noise (sd 0.02) to its embedding, so document frequencies grow as they
 would in a larger corpus of the same kind instead of every lexeme being copied exactly. The store's
 HNSW index is built once after loading, as a bulk load would. The backfill is timed by emptying the
@@ -37,12 +38,13 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
     from retrieval_core.db.repository import ChunkRow, DocumentRow
 
     with service.database.connection() as conn:
-        source_rows: list[tuple[str, int, str, Any]] = []
+        source_rows: list[tuple[str, int, str, Any, str]] = []
         for name in sources:
             store = repository.find_store(conn, name)
-            assert store is not None, f"store {name} is missing: run python -m bench.keyword --ingest"
+            assert store is not None, f"store {name} is missing: run make eval-all"
             source_rows += conn.execute(
-                "SELECT document_id, chunk_index, content, embedding FROM chunks WHERE store_id = %s",
+                "SELECT c.document_id, c.chunk_index, c.content, c.embedding, d.title FROM chunks c"
+                " JOIN documents d ON d.store_id = c.store_id AND d.id = c.document_id WHERE c.store_id = %s",
                 (store.id,),
             ).fetchall()
         existing = repository.find_store(conn, STORE)
@@ -58,7 +60,8 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
         while written < rows:
             words_rng = random.Random(repeat)
             documents: dict[str, list[ChunkRow]] = {}
-            for document_id, chunk_index, content, embedding in source_rows:
+            titles: dict[str, str] = {}
+            for document_id, chunk_index, content, embedding, title in source_rows:
                 if written >= rows:
                     break
                 text = content
@@ -67,10 +70,11 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
                 vector = np.asarray(embedding.to_list()) + rng.normal(0, 0.02 if repeat else 0, dimension)
                 doc = f"{document_id}~{repeat}"
                 documents.setdefault(doc, []).append(ChunkRow(doc, chunk_index, text, {}, vector.tolist()))
+                titles[doc] = title
                 written += 1
             batch: list[DocumentRow] = []
             for doc, chunks in documents.items():
-                batch.append(DocumentRow(doc, doc, {}, "-", chunks))
+                batch.append(DocumentRow(doc, titles[doc], {}, "-", chunks))
                 if sum(len(d.chunks) for d in batch) >= BATCH:
                     started = time.perf_counter()
                     repository.replace_documents(conn, store, batch)
@@ -122,7 +126,11 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="keep the store if it exists")
     parser.add_argument("--skip-backfill", action="store_true")
     parser.add_argument("--queries", type=int, default=200, help="queries timed (drawn from all sets)")
-    parser.add_argument("--sources", default=",".join(SETS), help="stores whose chunks are repeated")
+    parser.add_argument(
+        "--sources",
+        default=",".join(f"eval-{name}" for name in SETS),
+        help="stores whose chunks are repeated",
+    )
     parser.add_argument("--top-k", type=int, default=20, help="similarityTopK of the hybrid lines")
     args = parser.parse_args()
 

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
+from bench.keyword_exactness import FULL_RANKING
 from retrieval_core.cli import main
 from retrieval_core.db import repository
 from retrieval_core.db.keywords import backfill_keywords
@@ -83,8 +84,26 @@ def assert_consistent(service: Any, store_name: str) -> None:
                WHERE (t.store_id = %(s)s OR t.store_id IS NULL) AND coalesce(t.df, 0) <> coalesce(r.df, 0)""",
             {"s": store.id},
         ).fetchone()
+        # Each lexeme's kept largest weight (migration 11) bounds the weights stored for it: the search
+        # prunes with it. Stored weights are float4, kept ones float8: compared with that tolerance.
+        unbounded = conn.execute(
+            f"""SELECT count(*) FROM keyword_terms t JOIN ({STORED_MAX_WEIGHTS}) AS m USING (store_id, lexeme)
+                WHERE t.store_id = %(s)s AND t.max_weight < m.weight * (1 - 1e-6)""",
+            {"s": store.id},
+        ).fetchone()
     assert kept == counted
     assert wrong_df == (0,)
+    assert unbounded == (0,)
+
+
+# The largest weight stored per store and lexeme, read back from the chunks' sparse vectors.
+STORED_MAX_WEIGHTS = """
+    SELECT k.store_id, l.lexeme, max(split_part(e, ':', 2)::float8) AS weight
+    FROM keyword_chunks k,
+        unnest(string_to_array(trim(both '{}' from split_part(k.weights::text, '/', 1)), ',')) AS e,
+        unnest(tsvector_to_array(k.tsv)) AS l (lexeme)
+    WHERE keyword_dimension(l.lexeme) = split_part(e, ':', 1)::integer
+    GROUP BY 1, 2"""
 
 
 def fresh_store(conn: Any, text_search: str = "english") -> Any:
@@ -265,6 +284,7 @@ def test_replacements_deletes_and_drops_keep_scores_and_counts_current(service: 
         assert main(["reweigh-keywords", "--store", store.name]) == 0
         expected = bm25(["cherry"], CORPUS["c"].split(), tokens)
         assert hits(service, store.name, "cherry")["c"] == pytest.approx(expected, rel=1e-5)
+        assert_consistent(service, store.name)  # the largest weights grew with the weights
         # The scores changed, so answers cached under the old version must not be served.
         assert service.get_store(store.name).version > before
 
@@ -607,3 +627,144 @@ def test_migration_8_indexes_titled_stores_again_and_leaves_the_others(private_p
         assert store is not None and store.keyword_ready
         with conn.transaction():
             assert [d for d, _, _ in repository.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
+
+
+# Per-lexeme bounds and seeds (migration 11).
+
+
+def max_weights(conn: Any, store: Any) -> dict[str, float]:
+    rows = conn.execute("SELECT lexeme, max_weight FROM keyword_terms WHERE store_id = %s", (store.id,))
+    return {lexeme: weight for lexeme, weight in rows}
+
+
+def test_a_lexemes_bound_is_its_largest_weight_and_follows_writes(service: Any) -> None:
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+        # One write: the average length is 3 (12 tokens / 4 chunks), and the weights are the formula's.
+        tokens = {k: v.split() for k, v in CORPUS.items()}
+
+        def weight(word: str, doc: list[str], average: float) -> float:
+            tf = doc.count(word)
+            return tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(doc) / average))
+
+        kept = max_weights(conn, store)
+        # c's cherry (tf 3) outweighs b's (tf 1).
+        assert kept["cherry"] == pytest.approx(weight("cherry", tokens["c"], 3.0), rel=1e-6)
+        assert kept["apple"] == pytest.approx(weight("apple", tokens["a"], 3.0), rel=1e-6)
+        assert kept["grape"] == pytest.approx(weight("grape", tokens["d"], 3.0), rel=1e-6)
+        assert_consistent(service, store.name)
+        # A delete leaves the bound (still a bound); once no chunk holds the lexeme (df 0), the next chunk
+        # that does sets it anew.
+        repository.delete_documents(conn, store, ["c"])
+        assert max_weights(conn, store)["cherry"] == kept["cherry"]
+        repository.delete_documents(conn, store, ["b"])
+        repository.replace_documents(conn, store, [document("e", "cherry kiwi kiwi kiwi")])
+        # The store holds a (3 tokens), d (1) and e (4): an average of 8 / 3 at e's write.
+        expected = weight("cherry", ["cherry", "kiwi", "kiwi", "kiwi"], 8 / 3)
+        assert max_weights(conn, store)["cherry"] == pytest.approx(expected, rel=1e-6)
+        assert_consistent(service, store.name)
+        # A long chunk raises the average length; reweighing then raises the short chunks' weights, and
+        # the bounds grow with them.
+        repository.replace_documents(conn, store, [document("f", " ".join(["lime"] * 30))])
+        before = max_weights(conn, store)
+        assert main(["reweigh-keywords", "--store", store.name]) == 0
+        after = max_weights(conn, store)
+        assert after["grape"] > before["grape"] and after["cherry"] > before["cherry"]
+        assert_consistent(service, store.name)
+        repository.drop_store(conn, store)
+
+
+def test_pruned_keyword_search_equals_the_full_ranking_with_titles(service: Any) -> None:
+    # Titled documents of several chunks: every chunk holds its title's words, as in scifact, so the
+    # rarest lexemes' chunks overlap and the seeds and bounds are put to work. Every top k, unfiltered
+    # (the store's function) or filtered (the inline statement), must be the first k rows of the full
+    # ranking: same rows, same scores, same order.
+    rng = random.Random(11)
+    vocabulary = [f"w{i:02d}" for i in range(40)]
+    zipf = [1 / (i + 1) for i in range(40)]
+    documents = []
+    for i in range(150):
+        title = " ".join(rng.sample(vocabulary, 3))
+        chunks = rng.randint(1, 4)
+        texts = [" ".join(rng.choices(vocabulary, zipf, k=rng.randint(3, 20))) for _ in range(chunks)]
+        documents.append(titled(f"doc{i:03d}", title, *texts))
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        repository.replace_documents(conn, store, documents[:70])  # two writes: two average lengths
+        repository.replace_documents(conn, store, documents[70:])
+    some = {d.id for d in documents[::3]}
+    pruned = 0
+    for _ in range(15):
+        query = " ".join(rng.sample(vocabulary, rng.randint(2, 8)))
+        with service.database.connection() as conn:
+            params = {"store_id": store.id, "text_search": "simple", "query_text": query}
+            full = [(d, i, float(score)) for d, i, score in conn.execute(FULL_RANKING, params)]
+        assert len(full) > 100
+        for limit in (10, 20, 100):
+            assert hits_in_order(service, store.name, query, limit, TRUE) == full[:limit], (query, limit)
+            wanted = [row for row in full if row[0] in some][:limit]
+            assert hits_in_order(service, store.name, query, limit, document_ids_in(sorted(some))) == wanted
+        pruned += count_candidates(service, store, query, 10) < len(full)
+    assert pruned >= 10  # the comparison was made where pruning left chunks out
+    assert_consistent(service, store.name)
+
+
+def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
+    """How many chunks the search scores besides its seeds (the candidate tsquery's matches)."""
+    from psycopg import sql
+
+    statement = sql.SQL(
+        "WITH {hits} SELECT count(*) FROM keyword_chunks k, keyword_query kq, keyword_candidates kc"
+        " WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q"
+    ).format(
+        hits=sql.SQL(repository._BM25_KEYWORD_HITS).format(
+            tsquery=sql.SQL(repository._keyword_tsquery("%(text_search)s::regconfig")),
+            store_id=sql.Literal(store.id),
+            filters=sql.SQL(""),
+        ),
+        store_id=sql.Literal(store.id),
+    )
+    with service.database.connection() as conn:
+        params = {"query_text": query, "text_search": store.text_search, "limit": limit}
+        row = conn.execute(statement, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_postgres: Any) -> None:
+    dsn = str(private_postgres.get_uri())
+    run_migrations(dsn, migrations=MIGRATIONS[:10])
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "INSERT INTO stores (name, display_name, embedding_model, dimension, text_search)"
+            " VALUES ('old', 'old', 'm', 4, 'simple')"
+        )
+        conn.execute("SELECT create_keyword_search(id) FROM stores")
+        for key, text in CORPUS.items():
+            conn.execute(
+                "INSERT INTO documents (store_id, id, source, content_sha256, chunk_count)"
+                " SELECT id, %s, %s, '-', 1 FROM stores",
+                (key, key),
+            )
+            # One chunk a statement: each weighed with the average length of the chunks before it.
+            conn.execute(
+                "INSERT INTO chunks (store_id, document_id, chunk_index, content, embedding)"
+                " SELECT id, %s, 0, %s, '[1,0,0,0]' FROM stores",
+                (key, text),
+            )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert run_migrations(dsn).applied == [11]
+        store = repository.find_store(conn, "old")
+        assert store is not None
+        stored = {lexeme: w for _, lexeme, w in conn.execute(STORED_MAX_WEIGHTS)}
+        kept = max_weights(conn, store)
+        assert kept.keys() == stored.keys() and len(kept) == 7
+        for lexeme, weight in stored.items():
+            assert kept[lexeme] == pytest.approx(weight, rel=1e-6), lexeme
+        # The store's function was made again with the bounds, and still ranks as the full ranking.
+        for query in ("apple cherry", "banana fig", "cherry"):
+            params = {"store_id": store.id, "text_search": "simple", "query_text": query}
+            full = [(d, i, float(score)) for d, i, score in conn.execute(FULL_RANKING, params)]
+            with conn.transaction():
+                assert repository.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]

@@ -117,7 +117,8 @@ def reweigh_keywords(
     Weights are computed with the average length of the store when their chunk was written; a store
     whose chunks grew much longer or shorter since then ranks better after this. In batches, each its
     own transaction (`conn` in autocommit mode); searches go on meanwhile, and chunks written meanwhile
-    are weighed by their own write. The rankings change, so the store gets a new version at the end:
+    are weighed by their own write. Each lexeme's largest weight grows with them (it bounds the
+    keyword search's pruning). The rankings change, so the store gets a new version at the end:
     answers cached before are not served after it.
     """
     row = conn.execute(
@@ -144,12 +145,25 @@ def reweigh_keywords(
                     (store_id,),
                 ).fetchone()
                 return Reweighed(done, int(version[0]) if version else None)
+            # The lexemes' largest weights (migration 11) grow with any weight that grows, so they stay
+            # bounds; they are never lowered here.
             conn.execute(
-                """UPDATE keyword_chunks k SET weights = keyword_weights(k.tsv, %s)
-                   FROM unnest(%s::text[], %s::int[]) AS b (document_id, chunk_index)
-                   WHERE k.store_id = %s AND k.document_id = b.document_id
-                       AND k.chunk_index = b.chunk_index""",
-                (average, [k[0] for k in keys], [k[1] for k in keys], store_id),
+                """WITH reweighed AS (
+                       UPDATE keyword_chunks k SET weights = keyword_weights(k.tsv, %(average)s)
+                       FROM unnest(%(documents)s::text[], %(indexes)s::int[]) AS b (document_id, chunk_index)
+                       WHERE k.store_id = %(store)s AND k.document_id = b.document_id
+                           AND k.chunk_index = b.chunk_index
+                       RETURNING k.tsv)
+                   UPDATE keyword_terms t SET max_weight = greatest(t.max_weight, m.weight)
+                   FROM (SELECT w.lexeme, max(w.weight) AS weight
+                         FROM reweighed r, keyword_lexeme_weights(r.tsv, %(average)s) AS w GROUP BY 1) AS m
+                   WHERE t.store_id = %(store)s AND t.lexeme = m.lexeme""",
+                {
+                    "average": average,
+                    "documents": [k[0] for k in keys],
+                    "indexes": [k[1] for k in keys],
+                    "store": store_id,
+                },
             )
         done += len(keys)
         last = (keys[-1][0], keys[-1][1])
