@@ -65,8 +65,14 @@ lint: $(VENV)/.dev-installed
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
+# The tiers on TEST_WORKERS pytest-xdist workers (TEST_WORKERS=0: in this process). Two on the 2-core CI:
+# many tests wait on sleeps, timeouts and subprocesses rather than the CPU. --dist loadfile keeps each
+# module on one worker, so that its module fixtures (the stores it builds) are made once; each worker has
+# session fixtures of its own (embedded PostgreSQL, moto_server, `retrieval serve`), stopped when it ends.
+# No test collected is exit code 5, which fails the target like any other.
+TEST_WORKERS ?= 2
 test: lint typecheck validate
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The retrieval core on msmarco-5k (writes its block of docs/benchmarks.md), then, printed: the
 # service against the raw SQL it issues on 50,000 synthetic chunks, and the selectivity sweep on

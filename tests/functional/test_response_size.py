@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import EVENTS_DIR
 from tests.functional.test_handlers import FakeLambdaContext, load_handler_module
+from tests.opening_embedder import OpeningEmbedder
 
 STORE = "huge-chunks"
 CHUNK_CHARS = 70_000
@@ -31,11 +32,11 @@ def huge_store(sample_store: Any, service: Any) -> str:
         words += [rng.choice(WORDS) for _ in range(CHUNK_CHARS // 7)]
         return " ".join(words)[:CHUNK_CHARS]
 
-    store = ensure_store(service.database, service.embedder, STORE)
+    # Embedded from each text's opening words: this test measures answers, not their order.
+    embedder = OpeningEmbedder(service.embedder)
+    store = ensure_store(service.database, embedder, STORE)
     documents = [SourceDocument(id=f"survey-{i:03}", text=text(i)) for i in range(100)]
-    ingest_documents(
-        service.database, service.embedder, store, documents, CHUNK_CHARS + 100, 0, progress=False
-    )
+    ingest_documents(service.database, embedder, store, documents, CHUNK_CHARS + 100, 0, progress=False)
     return STORE
 
 

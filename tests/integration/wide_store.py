@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.opening_embedder import OpeningEmbedder
+
 WIDE_STORE = "wide-100"
 WIDE_CHUNKS = 120
 CHUNK_CHARS = 4_000
@@ -29,15 +31,15 @@ def wide_text(index: int) -> str:
 
 @pytest.fixture(scope="session")
 def wide_store(service: Any) -> str:
-    """WIDE_STORE, written once per session: one chunk per document."""
+    """WIDE_STORE, written once per session: one chunk per document, embedded from its opening words
+    (OpeningEmbedder: the tests using it count and measure results; none asserts which ranks first)."""
     from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 
-    store = ensure_store(service.database, service.embedder, WIDE_STORE)
+    embedder = OpeningEmbedder(service.embedder)
+    store = ensure_store(service.database, embedder, WIDE_STORE)
     documents = [
         SourceDocument(id=f"wide-{i:03}", text=wide_text(i), title=f"Wide note {i}")
         for i in range(WIDE_CHUNKS)
     ]
-    ingest_documents(
-        service.database, service.embedder, store, documents, CHUNK_CHARS + 100, 0, progress=False
-    )
+    ingest_documents(service.database, embedder, store, documents, CHUNK_CHARS + 100, 0, progress=False)
     return WIDE_STORE
