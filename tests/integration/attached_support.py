@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval_core.db.connection import SingleConnection
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
 from retrieval_core.service import RetrievalService
@@ -47,3 +48,22 @@ def index_recalls(
         recall_one.append(len(set(filtered) & set(exact(query, one))) / k)
         answers.append(filtered)
     return recall_all, recall_one, answers
+
+
+def assert_index_recall(
+    dsn: str,
+    embedder: Any,
+    store: str,
+    queries: Any,
+    exact: Callable[[np.ndarray, np.ndarray | None], list[str]],
+    one: np.ndarray,
+    k: int,
+) -> None:
+    """Recall@k through the index alone (exact path off) is at least 0.95, unfiltered and at the 1% filter."""
+    database = SingleConnection(dsn, 5, 15_000)
+    index_only = RetrievalService(database, embedder, "sample", 100, exact_search_max_rows=0)
+    try:
+        recall_all, recall_one, _ = index_recalls(index_only, store, queries, exact, one, k)
+    finally:
+        database.close()
+    assert np.mean(recall_all) >= 0.95 and np.mean(recall_one) >= 0.95, (recall_all, recall_one)

@@ -26,9 +26,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core.db.connection import SingleConnection
-from retrieval_core.service import RetrievalService
-from tests.integration.attached_support import index_recalls
+from tests.integration.attached_support import assert_index_recall
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -283,10 +281,4 @@ def test_a_layout_is_served_exactly_then_through_its_index(
     assert refreshed.status_code == 200, refreshed.text
     assert refreshed.json()["source"]["vectorIndex"] == layout.index_name
 
-    database = SingleConnection(postgres_dsn, 5, 15_000)
-    index_only = RetrievalService(database, service.embedder, "sample", 100, exact_search_max_rows=0)
-    try:
-        recall_all, recall_one, _ = index_recalls(index_only, name, rows.queries, rows.exact, one, K)
-    finally:
-        database.close()
-    assert np.mean(recall_all) >= 0.95 and np.mean(recall_one) >= 0.95, (recall_all, recall_one)
+    assert_index_recall(postgres_dsn, service.embedder, name, rows.queries, rows.exact, one, K)

@@ -483,18 +483,25 @@ def _old_store(dsn: str) -> None:
             "INSERT INTO stores (name, display_name, embedding_model, dimension)"
             " VALUES ('old', 'old', 'm', 4)"
         )
-        for key, text in CORPUS.items():
-            conn.execute(
-                "INSERT INTO documents (store_id, id, source, content_sha256, chunk_count)"
-                " SELECT id, %s, %s, '-', 1 FROM stores",
-                (key, key),
-            )
-            conn.execute(
-                "INSERT INTO chunks (store_id, document_id, chunk_index, content, embedding)"
-                " SELECT id, %s, 0, %s, '[1,0,0,0]' FROM stores",
-                (key, text),
-            )
+        _insert_corpus(conn)
     run_migrations(dsn)
+
+
+def _insert_corpus(conn: psycopg.Connection[Any]) -> None:
+    """CORPUS as one-chunk documents of the only store, by plain SQL (an older schema's writers).
+
+    One chunk a statement: each weighed with the average length of the chunks before it."""
+    for key, text in CORPUS.items():
+        conn.execute(
+            "INSERT INTO documents (store_id, id, source, content_sha256, chunk_count)"
+            " SELECT id, %s, %s, '-', 1 FROM stores",
+            (key, key),
+        )
+        conn.execute(
+            "INSERT INTO chunks (store_id, document_id, chunk_index, content, embedding)"
+            " SELECT id, %s, 0, %s, '[1,0,0,0]' FROM stores",
+            (key, text),
+        )
 
 
 def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_with_ts_rank_cd_before(
@@ -741,18 +748,7 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
             " VALUES ('old', 'old', 'm', 4, 'simple')"
         )
         conn.execute("SELECT create_keyword_search(id) FROM stores")
-        for key, text in CORPUS.items():
-            conn.execute(
-                "INSERT INTO documents (store_id, id, source, content_sha256, chunk_count)"
-                " SELECT id, %s, %s, '-', 1 FROM stores",
-                (key, key),
-            )
-            # One chunk a statement: each weighed with the average length of the chunks before it.
-            conn.execute(
-                "INSERT INTO chunks (store_id, document_id, chunk_index, content, embedding)"
-                " SELECT id, %s, 0, %s, '[1,0,0,0]' FROM stores",
-                (key, text),
-            )
+        _insert_corpus(conn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert run_migrations(dsn).applied == [11]
         store = repository.find_store(conn, "old")
