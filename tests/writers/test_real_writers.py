@@ -14,6 +14,7 @@ langchain-postgres v2's HybridSearchConfig table serve hybrid search when mapped
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
@@ -277,3 +278,76 @@ def test_hybrid_search_reads_the_full_text_column_the_library_keeps(
     assert len(hits) == 4 and {r["id"] for r in results[: len(hits)]} == hits
     assert all(r["keywordScore"] > 0 for r in results[: len(hits)])
     assert all(r["keywordScore"] is None for r in results[len(hits) :])
+
+
+GUIDE = "Rotate the signing keys every ninety days and keep the old key for one more day."
+# A library's table the service writes (source.writable), and where its reader finds the document id.
+OURS = [
+    ("langchain-v1-ours", {"preset": "langchain-postgres", "collection": "ours"}, "documentId"),
+    ("langchain-v2-ours", {"preset": "langchain-postgres-v2", "table": "lc2_ours"}, "documentId"),
+    ("llamaindex-ours", {"preset": "llamaindex", "table": "data_ours"}, "ref_doc_id"),
+]
+
+
+@pytest.mark.parametrize(("writer", "source", "doc_key"), OURS, ids=[o[0] for o in OURS])
+def test_the_libraries_read_what_a_writable_store_wrote(
+    client: TestClient,
+    writers_python: str,
+    postgres_dsn: str,
+    service: Any,
+    tmp_path: Path,
+    writer: str,
+    source: dict[str, Any],
+    doc_key: str,
+) -> None:
+    # The library makes its table with 20 rows of its own; the service then writes a document into it
+    # through the documents API, and the library's own search must return that row, text and document id.
+    library = Library(writer, source, "", doc_key)
+    count = 20
+    vectors = np.random.default_rng(7).normal(size=(count, DIM)).astype(np.float32)
+    data = tmp_path / "rows.npz"
+    np.savez(
+        data,
+        # Ids of their own: langchain's add_embeddings upserts by id, so the ids of the other tests' rows
+        # would move those rows instead of adding these to the new collection.
+        ids=np.array([str(uuid.UUID(int=1_000_000 + i)) for i in range(count)]),
+        vectors=vectors,
+        tenants=np.array(["rest"] * count),
+        docs=np.array([f"doc-{i}" for i in range(count)]),
+    )
+    write(writers_python, library, "create", postgres_dsn, data, 0, count)
+    name = f"{writer}-{uuid.uuid4().hex[:6]}"
+    created = client.put(f"{STORES}/{name}", json={"source": {**source, "writable": True}})
+    assert created.status_code == 201, created.text
+    written = client.put(f"{STORES}/{name}/documents/guide", json={"text": GUIDE})
+    assert written.status_code in (200, 201), written.text
+
+    (vector,) = service.embedder.embed([GUIDE], "document")
+    query = tmp_path / "query.npz"
+    np.savez(
+        query,
+        ids=np.array(["q"]),
+        vectors=np.asarray([vector], np.float32),
+        tenants=np.array(["q"]),
+        docs=np.array(["q"]),
+    )
+
+    def library_reads() -> list[dict[str, Any]]:
+        done = run_python(
+            writers_python,
+            str(WRITERS / "writer.py"),
+            writer,
+            "read",
+            "--dsn",
+            postgres_dsn,
+            "--rows",
+            str(query),
+        )
+        assert done.returncode == 0 and REFUSED not in done.stderr, done.stderr[-4000:]
+        found: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+        return found
+
+    top = library_reads()[0]
+    assert top["text"] == GUIDE and top["metadata"][doc_key] == "guide", top
+    assert client.delete(f"{STORES}/{name}/documents/guide").status_code == 204
+    assert all(row["text"] != GUIDE for row in library_reads())

@@ -7,7 +7,8 @@ same with embedding_length, in schema lc_typed), langchain-v2 (PGVectorStore on 
 llamaindex (PGVectorStore on `data_docs`), and -hybrid variants of the last two with their full-text
 columns (`lc2_hybrid`, `data_hybrid`). ACTION: `create` makes the table through the library and writes
 rows [start, stop) of ROWS.npz (arrays ids, vectors, tenants, docs, optionally texts);
-`add` writes more rows into it; `index` creates the HNSW index as the library (or its docs) does. Every
+`add` writes more rows into it; `index` creates the HNSW index as the library (or its docs) does; `read`
+prints, as JSON, the library's own top 3 for the first vector of ROWS.npz (id, text, metadata). Every
 vector is given: the libraries' embedders are never asked to embed. The test runs this as a subprocess
 with tests/writers/guard on PYTHONPATH (no network but loopback).
 """
@@ -15,6 +16,7 @@ with tests/writers/guard on PYTHONPATH (no network but loopback).
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -30,6 +32,7 @@ LC2_HYBRID_TABLE = "lc2_hybrid"
 LLAMA_TABLE = "docs"  # LlamaIndex prefixes it: data_docs
 LLAMA_HYBRID_TABLE = "hybrid"
 OTHER_ROWS = 200
+READ_K = 3
 
 
 class GivenEmbeddings(Embeddings):
@@ -63,7 +66,9 @@ def sqlalchemy_url(dsn: str, driver: str = "psycopg") -> str:
     return dsn.replace("postgresql://", f"postgresql+{driver}://", 1)
 
 
-def langchain_v1(action: str, dsn: str, batch: Batch, typed: bool = False) -> None:
+def langchain_v1(
+    action: str, dsn: str, batch: Batch, typed: bool = False, collection_name: str = COLLECTION
+) -> None:
     """PGVector (v1). Untyped: the defaults a team gets (jsonb metadata; no embedding_length, so an untyped
     `vector` column). Typed: embedding_length=384, which PGVector's docstring asks for an index; in schema
     lc_typed, through the connection's search_path (PGVector's table names are fixed; public holds the
@@ -86,13 +91,17 @@ def langchain_v1(action: str, dsn: str, batch: Batch, typed: bool = False) -> No
             engine_args=engine_args,
         )
 
-    docs = store(COLLECTION)
+    docs = store(collection_name)
     if typed:
         # PGVector creates its tables unless one is visible on the search_path: a public one would be used.
         with docs.session_maker() as session:
             found = session.execute(text(f"SELECT to_regclass('{TYPED_SCHEMA}.langchain_pg_embedding')"))
             if found.scalar() is None:
                 raise RuntimeError("public.langchain_pg_embedding exists: write the typed layout first")
+    if action == "read":
+        found = docs.similarity_search_with_score_by_vector(batch.vectors[0], k=READ_K)
+        print_read([(d.id, d.page_content, d.metadata) for d, _ in found])
+        return
     if action == "index":
         # PGVector has no call that creates an index. An untyped column is indexed through a cast, as
         # pgvector's README indexes one; a typed column plainly.
@@ -115,19 +124,23 @@ def langchain_v1(action: str, dsn: str, batch: Batch, typed: bool = False) -> No
         store("other").add_embeddings(["other"] * n, batch.vectors[:n], [{"tenant": "one"}] * n, ids)
 
 
-def langchain_v2(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> None:
+def langchain_v2(action: str, dsn: str, batch: Batch, hybrid: bool = False, table: str = "") -> None:
     """PGVectorStore (v2) on lc2_docs; hybrid: on lc2_hybrid, with HybridSearchConfig's content_tsv column,
     which the store fills on every write, and its GIN index."""
     from langchain_postgres import PGEngine, PGVectorStore
     from langchain_postgres.v2.hybrid_search_config import HybridSearchConfig
     from langchain_postgres.v2.indexes import HNSWIndex
 
-    table = LC2_HYBRID_TABLE if hybrid else LC2_TABLE
+    table = table or (LC2_HYBRID_TABLE if hybrid else LC2_TABLE)
     config = HybridSearchConfig() if hybrid else None
     engine = PGEngine.from_connection_string(url=sqlalchemy_url(dsn))
     if action == "create":
         engine.init_vectorstore_table(table, DIM, hybrid_search_config=config)
     store = PGVectorStore.create_sync(engine, GivenEmbeddings(), table, hybrid_search_config=config)
+    if action == "read":
+        found = store.similarity_search_by_vector(batch.vectors[0], k=READ_K)
+        print_read([(d.id, d.page_content, d.metadata) for d in found])
+        return
     if action == "index":
         store.apply_vector_index(HNSWIndex())  # <table>langchainvectorindex, vector_cosine_ops
         return
@@ -137,7 +150,7 @@ def langchain_v2(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> N
         store.apply_hybrid_search_index()
 
 
-def llamaindex(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> None:
+def llamaindex(action: str, dsn: str, batch: Batch, hybrid: bool = False, table: str = "") -> None:
     """PGVectorStore on data_docs; hybrid: hybrid_search=True on data_hybrid, whose text_search_tsv column
     PostgreSQL computes from the text (english)."""
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
@@ -158,12 +171,18 @@ def llamaindex(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> Non
     store = PGVectorStore.from_params(
         connection_string=sqlalchemy_url(dsn, "psycopg2"),
         async_connection_string=sqlalchemy_url(dsn, "asyncpg"),
-        table_name=LLAMA_HYBRID_TABLE if hybrid else LLAMA_TABLE,
+        table_name=table or (LLAMA_HYBRID_TABLE if hybrid else LLAMA_TABLE),
         embed_dim=DIM,
         hnsw_kwargs=hnsw,
         hybrid_search=hybrid,
         text_search_config="english",
     )
+    if action == "read":
+        result = store.query(VectorStoreQuery(query_embedding=batch.vectors[0], similarity_top_k=READ_K))
+        # Rows without LlamaIndex's _node_content are read by its fallback: metadata as stored, and no
+        # relationships (node.ref_doc_id None); its delete(ref_doc_id) and filters read metadata_ itself.
+        print_read([(n.node_id, n.get_content(), n.metadata) for n in result.nodes or []])
+        return
     if action == "index":
         # The store sets itself up (CREATE INDEX IF NOT EXISTS) on its first use: here a query.
         store.query(VectorStoreQuery(query_embedding=[1.0] + [0.0] * (DIM - 1), similarity_top_k=1))
@@ -183,6 +202,11 @@ def llamaindex(action: str, dsn: str, batch: Batch, hybrid: bool = False) -> Non
     store.add(nodes)
 
 
+def print_read(found: list[tuple[Any, str, dict[str, Any]]]) -> None:
+    """What the library's own search returned, best first, as JSON on stdout: id, text, metadata."""
+    print(json.dumps([{"id": str(i), "text": text, "metadata": metadata} for i, text, metadata in found]))
+
+
 WRITERS: dict[str, Callable[[str, str, Batch], None]] = {
     "langchain-v1": langchain_v1,
     "langchain-v1-typed": partial(langchain_v1, typed=True),
@@ -190,13 +214,17 @@ WRITERS: dict[str, Callable[[str, str, Batch], None]] = {
     "langchain-v2-hybrid": partial(langchain_v2, hybrid=True),
     "llamaindex": llamaindex,
     "llamaindex-hybrid": partial(llamaindex, hybrid=True),
+    # Tables of their own for stores the service writes (test_the_libraries_read_what_a_writable_store_wrote).
+    "langchain-v1-ours": partial(langchain_v1, collection_name="ours"),
+    "langchain-v2-ours": partial(langchain_v2, table="lc2_ours"),
+    "llamaindex-ours": partial(llamaindex, table="ours"),
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("library", choices=sorted(WRITERS))
-    parser.add_argument("action", choices=["create", "add", "index"])
+    parser.add_argument("action", choices=["create", "add", "index", "read"])
     parser.add_argument("--dsn", required=True)
     parser.add_argument("--rows", required=True, help="the .npz file of the test's rows")
     parser.add_argument("--start", type=int, default=0)
