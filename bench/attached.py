@@ -89,12 +89,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
 
-    from retrieval_core.attached.definition import source_request
-    from retrieval_core.attached.stores import attach_store
+    from retrieval_core.backends.attached.definition import source_request
+    from retrieval_core.backends.attached.stores import attach_store
     from retrieval_core.db.connection import PooledConnections
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import SimilaritySearchRequest
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.schemas.retrieval import SimilaritySearchRequest
+    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     settings = get_settings()

@@ -65,6 +65,7 @@ def main() -> None:
     from bench.common import REPO
     from bench.eval import VECTORS, qrels_file, store_name
     from bench.vector_cache import CachedEmbedder
+    from retrieval_core.container import get_service
     from retrieval_core.evaluation import beir
     from retrieval_core.evaluation.runner import (
         DEFAULT_METHODS,
@@ -73,7 +74,6 @@ def main() -> None:
         judged_queries,
         service_method,
     )
-    from retrieval_core.runtime import get_service
 
     sets = REPO.parent / "shared" / "eval"
     service = get_service()

@@ -39,7 +39,7 @@ def run(moto: MotoServer) -> None:
     table = f"bench-cache-{uuid.uuid4().hex[:8]}"
     create_cache_table(moto.client("dynamodb"), table)
     os.environ.update(moto_environment(), CACHE_TABLE_NAME=table, DYNAMODB_ENDPOINT_URL=moto.endpoint_url)
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     service = get_service()  # the embedded database of .data unless DATABASE_URL is set
     store = bench_store(service)

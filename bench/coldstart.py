@@ -509,7 +509,7 @@ Where the time goes: {why}
 - **Tracing off** is the handler itself. What it adds to the floor is its own modules (models,
   repository, runtime) and pydantic-settings with python-dotenv, which `settings.py` uses.
 - **Tracing on** is what Lambda runs with `Tracing: Active`. On an on-demand start
-  (`retrieval_core/lambda_tracing.py`) the init only registers what tracing needs: the first invocation
+  (`retrieval_core/lambdas/tracing.py`) the init only registers what tracing needs: the first invocation
   builds the Powertools Tracer, which loads the X-Ray SDK, before running the handler, and botocore
   (for bedrock, or credentials from Secrets Manager or IAM, as configured here) and httpx are patched
   by an import hook when something first imports them, before anything can call them. Loading the

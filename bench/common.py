@@ -82,8 +82,8 @@ def moto_environment() -> dict[str, str]:
 
 def bench_store(service: Any) -> str:
     """`msmarco-5k` when `make bench` has ingested it, else the sample store (loaded if needed)."""
+    from retrieval_core.documents.sample import load_sample_corpus
     from retrieval_core.exceptions import StoreNotFoundError
-    from retrieval_core.sample import load_sample_corpus
 
     try:
         return str(service.get_store("msmarco-5k").name)
@@ -94,7 +94,7 @@ def bench_store(service: Any) -> str:
 
 def load_passages(limit: int | None = None) -> list[str]:
     """The eval corpus's passages as ingest embeds them: each chunk, after its title when there is one."""
-    from retrieval_core.chunking import chunk_text
+    from retrieval_core.documents.chunking import chunk_text
     from retrieval_core.settings import Settings
 
     defaults = Settings.model_fields

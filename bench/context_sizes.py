@@ -42,7 +42,7 @@ def passages(name: str, count: int = 3000) -> list[str]:
 
 
 def estimate_rows() -> list[str]:
-    from retrieval_core.token_count import EstimatedCounter, token_counter
+    from retrieval_core.search.token_count import EstimatedCounter, token_counter
 
     model, estimate = token_counter(), EstimatedCounter()
     rows = []
@@ -55,10 +55,10 @@ def estimate_rows() -> list[str]:
 
 
 def size_rows() -> list[str]:
-    from retrieval_core.context_packing import with_context
-    from retrieval_core.models import ChunkResult, Pipeline, RetrieveResponse
-    from retrieval_core.reply_size import lambda_body_bytes, sqs_body_bytes
-    from retrieval_core.token_count import token_counter
+    from retrieval_core.schemas.retrieval import ChunkResult, Pipeline, RetrieveResponse
+    from retrieval_core.search.context_packing import with_context
+    from retrieval_core.search.reply_size import lambda_body_bytes, sqs_body_bytes
+    from retrieval_core.search.token_count import token_counter
 
     rng = random.Random(1)
     words = [w for text in passages("msmarco-5k", 500) for w in text.split() if w.isalpha()]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from bench.common import EVAL_DIR, REPO, load_queries, machine, median, percentile, timed_ms
 
 STORE = "msmarco-5k"
-CLI = [sys.executable, "-m", "retrieval_core.cli"]
+CLI = [sys.executable, "-m", "retrieval_core.cli.main"]
 
 
 class PrecomputedEmbedder:
@@ -34,8 +34,8 @@ class PrecomputedEmbedder:
 
 def ingest(fresh: bool) -> float | None:
     """Seconds to ingest the corpus through `retrieval ingest` (None when already present and not fresh)."""
+    from retrieval_core.container import get_service
     from retrieval_core.exceptions import StoreNotFoundError
-    from retrieval_core.runtime import get_service
 
     service = get_service()
     try:
@@ -47,14 +47,14 @@ def ingest(fresh: bool) -> float | None:
         return None
     if exists:
         subprocess.run(
-            [sys.executable, "-m", "retrieval_core.cli", "drop-store", "--store", STORE], check=True
+            [sys.executable, "-m", "retrieval_core.cli.main", "drop-store", "--store", STORE], check=True
         )
     start = time.perf_counter()
     subprocess.run(
         [
             sys.executable,
             "-m",
-            "retrieval_core.cli",
+            "retrieval_core.cli.main",
             "ingest",
             str(EVAL_DIR / "corpus.jsonl"),
             "--store",
@@ -74,12 +74,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="passes over the 50 queries")
     args = parser.parse_args()
 
+    from retrieval_core.container import get_service
     from retrieval_core.db import repository
-    from retrieval_core.filters import TRUE
+    from retrieval_core.filters.sql import TRUE
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import RetrieveRequest
-    from retrieval_core.runtime import get_service
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.search.service import RetrievalService
 
     ingest_s = ingest(args.fresh_ingest)
     service = get_service()

@@ -42,10 +42,10 @@ def qrels_file(folder: Path) -> Path:
 def load(folder: Path, fresh: bool) -> tuple[str, float]:
     """Load the set's corpus into its store (through the vector cache); the store name and seconds taken."""
     from bench.vector_cache import CachedEmbedder
+    from retrieval_core.container import get_document_service, get_service
     from retrieval_core.evaluation.beir import read_corpus
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-    from retrieval_core.runtime import get_document_service, get_service
     from retrieval_core.settings import get_settings
 
     service = get_service()
@@ -75,9 +75,9 @@ def evaluate(folder: Path, fresh: bool, command: str) -> str:
     """The Markdown block of one set: what was run, when and how, and the table."""
     from bench.bm25_anchor import bm25_method
     from bench.vector_cache import CachedEmbedder
+    from retrieval_core.container import get_service
     from retrieval_core.evaluation import beir
     from retrieval_core.evaluation.runner import evaluate_store
-    from retrieval_core.runtime import get_service
     from retrieval_core.settings import get_settings
 
     started = time.perf_counter()

@@ -47,7 +47,7 @@ def operator_metadata(data: Data, row: int) -> dict[str, Any]:
 
 
 def service(database: Any, exact_search_max_rows: int) -> Any:
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     settings = get_settings()
@@ -68,7 +68,7 @@ def run(
 ) -> tuple[float, float, float, float]:
     """recall@10, share of answers with the full k, p50 and p95 ms over the queries (after a warm-up)."""
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import SimilaritySearchRequest
+    from retrieval_core.schemas.retrieval import SimilaritySearchRequest
 
     def search(query: np.ndarray) -> list[str]:
         request = SimilaritySearchRequest(

@@ -59,8 +59,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench.vector_cache import CachedEmbedder
+    from retrieval_core.container import get_service
     from retrieval_core.evaluation import beir
-    from retrieval_core.runtime import get_service
 
     service = get_service()
     embedder = CachedEmbedder(service.embedder, VECTORS)

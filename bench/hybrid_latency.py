@@ -38,8 +38,8 @@ METHODS: dict[str, dict[str, Any]] = {
 def time_set(name: str, top_k: int, count: int, passes: int) -> dict[str, float]:
     """Median milliseconds per method over `count` queries of set `name`, after one warm-up pass."""
     from bench.vector_cache import CachedEmbedder
+    from retrieval_core.container import get_service
     from retrieval_core.evaluation import beir
-    from retrieval_core.runtime import get_service
 
     service = get_service()
     embedder = CachedEmbedder(service.embedder, VECTORS)
@@ -60,7 +60,7 @@ def time_store(
     import time
 
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import RetrieveRequest
+    from retrieval_core.schemas.retrieval import RetrieveRequest
 
     samples: dict[str, list[float]] = {method: [] for method in METHODS}
     for done in range(passes):

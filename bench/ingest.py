@@ -101,7 +101,7 @@ def bench_cli(root: Path, fmt: str) -> list[Result]:
 
 
 def _sync(root: Path, store: str) -> tuple[dict[str, Any], float]:
-    from retrieval_core.cli import main
+    from retrieval_core.cli.main import main
 
     out = io.StringIO()
     started = time.perf_counter()
@@ -220,7 +220,7 @@ class S3Path:
             handled += len(messages) - len(failed)
 
     def load(self, root: Path, fmt: str) -> Result:
-        from retrieval_core.runtime import get_document_service
+        from retrieval_core.container import get_document_service
 
         store = f"bench-s3-{fmt}-{uuid.uuid4().hex[:6]}"
         files = sorted(p for p in root.rglob("*") if p.is_file())
@@ -241,7 +241,7 @@ class S3Path:
         """Seconds from a put of one Markdown file until a search finds it."""
         from retrieval_core.exceptions import StoreNotFoundError
         from retrieval_core.grants import OPEN_GRANT
-        from retrieval_core.models import RetrieveRequest
+        from retrieval_core.schemas.retrieval import RetrieveRequest
 
         store = f"bench-s3-latency-{uuid.uuid4().hex[:6]}"
         timings = []
@@ -315,9 +315,9 @@ def main() -> None:
     try:
         results, latencies, s3_note = run(scratch, args)
     finally:
-        from retrieval_core import runtime
+        from retrieval_core import container
 
-        runtime.reset_service()
+        container.reset_service()
         postgres.cleanup()
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -344,7 +344,7 @@ def main() -> None:
 
 
 def run(scratch: Path, args: argparse.Namespace) -> tuple[list[Result], list[float], str]:
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     roots = make_corpus(scratch / "corpus", args.files)
     service = get_service()

@@ -67,9 +67,9 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
 
     import numpy as np
 
-    from retrieval_core.chunking import chunk_text
     from retrieval_core.db import repository
     from retrieval_core.db.repository import ChunkRow, DocumentRow
+    from retrieval_core.documents.chunking import chunk_text
     from retrieval_core.settings import get_settings
 
     settings = get_settings()
@@ -148,10 +148,10 @@ def main() -> None:
 
     from psycopg import sql
 
+    from retrieval_core.container import get_service
     from retrieval_core.db import repository
     from retrieval_core.exceptions import StoreNotFoundError
-    from retrieval_core.filters import TRUE
-    from retrieval_core.runtime import get_service
+    from retrieval_core.filters.sql import TRUE
 
     service = get_service()
     print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {machine()}; load: {os.getloadavg()}")
@@ -172,7 +172,7 @@ def main() -> None:
                 build_borrowed(service, name, "msmarco-5k")
             elif args.ingest:
                 corpus = str(EVAL / name / "corpus.jsonl")
-                command = [sys.executable, "-m", "retrieval_core.cli", "ingest", corpus, "--store", name]
+                command = [sys.executable, "-m", "retrieval_core.cli.main", "ingest", corpus, "--store", name]
                 subprocess.run(command, check=True)
             else:
                 raise

@@ -59,7 +59,7 @@ def check_set(
     on `store_name`."""
     from retrieval_core.db import repository
     from retrieval_core.evaluation import beir
-    from retrieval_core.filters import TRUE, document_ids_in
+    from retrieval_core.filters.sql import TRUE, document_ids_in
 
     texts = list(beir.read_queries(EVAL / name / "queries.jsonl").values())[:count]
     compared = 0
@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="compare the answers with this saved JSON file")
     args = parser.parse_args()
 
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     service = get_service()
     sets = sorted(p.name for p in EVAL.iterdir() if (p / "queries.jsonl").exists())

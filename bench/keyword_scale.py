@@ -134,10 +134,10 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=20, help="similarityTopK of the hybrid lines")
     args = parser.parse_args()
 
+    from retrieval_core.container import get_service
     from retrieval_core.db import repository
     from retrieval_core.exceptions import StoreNotFoundError
-    from retrieval_core.filters import TRUE
-    from retrieval_core.runtime import get_service
+    from retrieval_core.filters.sql import TRUE
 
     service = get_service()
     print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {machine()}; load: {os.getloadavg()}")

@@ -53,7 +53,7 @@ def start_server(dsn: str, port: int, **extra_env: str) -> subprocess.Popen[byte
     # Access logs off: 32 clients would spend the server's CPU on printing.
     code = (
         "import uvicorn; from retrieval_core.api.app import create_app; "
-        "from retrieval_core.runtime import get_service; get_service(); "
+        "from retrieval_core.container import get_service; get_service(); "
         f"uvicorn.run(create_app(), host='127.0.0.1', port={port}, access_log=False, log_level='warning')"
     )
     return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=REPO)
@@ -222,7 +222,7 @@ def main() -> None:
     parser.add_argument("--noisy", action="store_true", help="the noisy-neighbour scenario (issue 19)")
     args = parser.parse_args()
 
-    from retrieval_core.runtime import database_conninfo, get_service
+    from retrieval_core.container import database_conninfo, get_service
     from retrieval_core.settings import get_settings
 
     ensure_corpus(fresh=False)  # ingests msmarco-5k through `retrieval ingest` when it is missing

@@ -67,9 +67,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
 
+    from retrieval_core.container import get_service
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import RetrieveRequest
-    from retrieval_core.runtime import get_service
+    from retrieval_core.schemas.retrieval import RetrieveRequest
 
     ensure_corpus(fresh=False)
     service = get_service()

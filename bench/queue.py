@@ -76,8 +76,8 @@ def run(moto: MotoServer) -> None:
         DYNAMODB_ENDPOINT_URL=moto.endpoint_url,
         **moto_environment(),
     )
-    from retrieval_core.queue import build_queue_handler
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
+    from retrieval_core.lambdas.retrieve_queue import build_queue_handler
 
     service = get_service()  # the embedded database of .data unless DATABASE_URL is set
     store = bench_store(service)

@@ -252,8 +252,8 @@ class Bench:
     """Runs the queries of one configuration through the service and through the bare SQL."""
 
     def __init__(self, database: Any, data: Data, exact_search_max_rows: int, knobs: Any) -> None:
-        from retrieval_core.search_plan import FilterSizes
-        from retrieval_core.service import RetrievalService
+        from retrieval_core.search.plan import FilterSizes
+        from retrieval_core.search.service import RetrievalService
 
         self.database = database
         self.data = data
@@ -274,7 +274,7 @@ class Bench:
 
     def service_search(self, store: str, query: np.ndarray, metadata: Metadata, ef: int | None) -> list[str]:
         from retrieval_core.grants import OPEN_GRANT
-        from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
+        from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
 
         request = SimilaritySearchRequest(
             query_embedding=query.tolist(),
@@ -290,8 +290,8 @@ class Bench:
         """The statements the service issues, through psycopg: the store with the search options, the
         capped count of a filter's chunks (once per filter, as the service remembers it), top-k."""
         from retrieval_core.db import repository
-        from retrieval_core.filters import TRUE, metadata_equals
-        from retrieval_core.search_plan import exact_scan_limit
+        from retrieval_core.filters.sql import TRUE, metadata_equals
+        from retrieval_core.search.plan import exact_scan_limit
 
         where = metadata_equals(metadata) if metadata else TRUE
         with self.database.connection() as conn, conn.transaction():
@@ -385,8 +385,8 @@ def sweep_table(bench: Bench, store_name: str) -> list[str]:
 def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int = 5) -> float:
     """Median milliseconds of the capped count a filter's first search on a store version makes."""
     from retrieval_core.db import repository
-    from retrieval_core.filters import metadata_equals
-    from retrieval_core.search_plan import exact_scan_limit
+    from retrieval_core.filters.sql import metadata_equals
+    from retrieval_core.search.plan import exact_scan_limit
 
     where = metadata_equals(metadata)
     samples = []
@@ -404,10 +404,10 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
 def python_steps(query: np.ndarray) -> dict[str, float]:
     """Microseconds of each step the service takes in Python that the raw SQL path does not."""
     from retrieval_core.db.repository import _scored
-    from retrieval_core.filters import document_ids_in, metadata_predicate
-    from retrieval_core.models import SimilaritySearchRequest, SimilaritySearchResponse
-    from retrieval_core.ranking import unit_vector
-    from retrieval_core.service import _result
+    from retrieval_core.filters.sql import document_ids_in, metadata_predicate
+    from retrieval_core.schemas.retrieval import SimilaritySearchRequest, SimilaritySearchResponse
+    from retrieval_core.search.ranking import unit_vector
+    from retrieval_core.search.service import _result
 
     values = query.tolist()
     row = {
@@ -495,8 +495,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from retrieval_core.db.connection import PooledConnections
-    from retrieval_core.index_knobs import IndexKnobs
-    from retrieval_core.search_plan import exact_scan_limit
+    from retrieval_core.search.index_knobs import IndexKnobs
+    from retrieval_core.search.plan import exact_scan_limit
     from retrieval_core.settings import get_settings
 
     settings = get_settings()

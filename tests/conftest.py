@@ -66,7 +66,7 @@ def postgres_dsn() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def service_env(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Process environment pointing the service at the test database; settings and service rebuilt."""
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.embeddings import get_embedder
     from retrieval_core.settings import get_settings
 
@@ -81,16 +81,16 @@ def service_env(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> 
             mp.setenv(key, value)
         get_settings.cache_clear()
         get_embedder.cache_clear()
-        runtime.reset_service()
+        container.reset_service()
         yield env
-        runtime.reset_service()
+        container.reset_service()
         get_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")
 def service(service_env: dict[str, str]):  # type: ignore[no-untyped-def]
     """The process-wide RetrievalService, migrated, on the test database."""
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     return get_service()
 
@@ -98,7 +98,7 @@ def service(service_env: dict[str, str]):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def sample_store(service):  # type: ignore[no-untyped-def]
     """Store `sample` holding the bundled sample corpus."""
-    from retrieval_core.sample import SAMPLE_STORE, load_sample_corpus
+    from retrieval_core.documents.sample import SAMPLE_STORE, load_sample_corpus
 
     load_sample_corpus(service)
     return service.get_store(SAMPLE_STORE)

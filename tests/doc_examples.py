@@ -208,7 +208,7 @@ def served_app() -> Iterator[ServedApp]:
     (root / "cwd").mkdir()
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "retrieval_core.cli", "serve", "--port", "0"],
+            [sys.executable, "-m", "retrieval_core.cli.main", "serve", "--port", "0"],
             cwd=root / "cwd",  # no .env of the checkout
             env=env,
             stdout=out,

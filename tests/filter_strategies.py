@@ -13,8 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from retrieval_core.filter_expression import And, Comparison, Exists, Node, Not, Or, Value
-from retrieval_core.filter_tree import COMPARISONS
+from retrieval_core.filters.expression import And, Comparison, Exists, Node, Not, Or, Value
+from retrieval_core.filters.tree import COMPARISONS
 
 KEYS = ["project", "year", "draft", "source_type", "score", "tags", "missing"]
 STRINGS = ["ABC Project", "abc project", "s3", "web", "O'Brien", 'say "hi"', "back\\slash", "", "é", "Z", "a"]

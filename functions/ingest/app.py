@@ -1,6 +1,6 @@
 """Lambda: S3 events of the documents bucket from the ingest queue, written as documents (docs/s3-sync.md)."""
 
-from retrieval_core.cold_start import collector_paused
+from retrieval_core.lambdas.cold_start import collector_paused
 
 with collector_paused():
     from retrieval_core.s3sync.handler import build_ingest_handler

@@ -1,6 +1,6 @@
 """Lambda: POST /api/v1/rag/retrieve, /rag/retrieve/batch, /knowledge/search and GET /api/v1/health."""
 
-from retrieval_core.cold_start import collector_paused
+from retrieval_core.lambdas.cold_start import collector_paused
 
 with collector_paused():
     from retrieval_core.api.lambda_handler import build_handler

@@ -536,7 +536,7 @@ def test_sam_build_puts_the_core_at_python_retrieval_core_without_torch_or_boto3
     assert (package / "__init__.py").is_file()
     assert (package / "api" / "lambda_handler.py").is_file()
     assert (package / "db" / "credentials.py").is_file()
-    assert (package / "sample_corpus.jsonl").is_file()
+    assert (package / "documents" / "sample_corpus.jsonl").is_file()
     shipped = {p.name for p in (layer / "python").iterdir()}
     for absent in (
         "torch",
@@ -1172,7 +1172,7 @@ def test_the_built_ingest_function_applies_its_s3_events_like_lambda(
     the put becomes a searchable document, the sidecar adds its metadata, the delete removes both, and
     the poison batch reports exactly its broken messages for retry (the queue's redrive sends them on to
     the DLQ after three receives)."""
-    from retrieval_core.runtime import get_document_service
+    from retrieval_core.container import get_document_service
     from tests.functional.test_ingest_handler import BUCKET, KEY, SIDECAR, TEXT
 
     (function,) = [fn for fn in bundle.functions if fn.name == "IngestFunction"]

@@ -101,7 +101,7 @@ def load_handler_module(folder: str) -> ModuleType:
 @pytest.fixture(scope="module")
 def no_handbook_store(service: Any) -> None:
     """The stores-*.json events walk one store's life in file order, from its PUT to its DELETE."""
-    from retrieval_core.runtime import get_document_service
+    from retrieval_core.container import get_document_service
 
     docs = get_document_service()
     if "handbook" in {s.name for s in docs.list_stores()}:

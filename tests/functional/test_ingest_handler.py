@@ -71,10 +71,10 @@ def handler_for(
 
     The events name store `handbook`, which the documents events also use: it starts absent.
     """
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.settings import get_settings
 
-    documents = runtime.get_document_service()
+    documents = container.get_document_service()
 
     def drop_handbook() -> None:
         if "handbook" in {s.name for s in documents.list_stores()}:
@@ -128,8 +128,8 @@ def test_the_events_are_what_s3_sends_for_the_objects_the_test_uploads() -> None
 def test_put_sidecar_delete_and_poison_events_as_a_user_sees_them(
     service: Any, moto: MotoServer, ingest_handler: Any
 ) -> None:
-    from retrieval_core import runtime
-    from retrieval_core.models import RetrieveRequest
+    from retrieval_core import container
+    from retrieval_core.schemas.retrieval import RetrieveRequest
 
     def search() -> list[Any]:
         request = RetrieveRequest.model_validate(
@@ -165,7 +165,7 @@ def test_put_sidecar_delete_and_poison_events_as_a_user_sees_them(
         "batchItemFailures": []
     }
     assert search() == []
-    documents, _ = runtime.get_document_service().list_documents("handbook")
+    documents, _ = container.get_document_service().list_documents("handbook")
     assert documents == []
 
     # Poison: a record without an object and a body that is not JSON are retried; a key outside the
@@ -245,7 +245,7 @@ def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
 def test_an_existing_buckets_eventbridge_event_as_a_user_sees_it(
     service: Any, moto: MotoServer, handler_for: Any
 ) -> None:
-    from retrieval_core.models import RetrieveRequest
+    from retrieval_core.schemas.retrieval import RetrieveRequest
 
     event = load_event("sqs-ingest-eventbridge.json")
     detail = json.loads(event["Records"][0]["body"])["detail"]

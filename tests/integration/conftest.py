@@ -17,23 +17,23 @@ from tests.integration.knowledge_support import GEMINI_KEY, knowledge_client, st
 @pytest.fixture()
 def own_runtime(service_env: dict[str, str]) -> Iterator[Any]:
     """Rebuild the process-wide service under extra environment variables; restore the shared one after."""
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.settings import get_settings
 
     monkeypatch = pytest.MonkeyPatch()
-    shared = runtime.replace_service(None)  # set aside, not closed: other tests keep using it
+    shared = container.replace_service(None)  # set aside, not closed: other tests keep using it
 
     def apply(**env: str) -> None:
-        runtime.reset_service()
+        container.reset_service()
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         get_settings.cache_clear()
 
     yield apply
     monkeypatch.undo()
-    runtime.reset_service()
+    container.reset_service()
     get_settings.cache_clear()
-    runtime.replace_service(shared)
+    container.replace_service(shared)
 
 
 @pytest.fixture()
@@ -55,7 +55,7 @@ def gemini_client(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]
 def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Set environment variables for one test: `configure(NAME="value", ...)` returns the settings rebuilt
     from them. Undone after: settings, cached secrets and the rate limiter follow the environment again."""
-    from retrieval_core.aws_secrets import forget_cached_secrets
+    from retrieval_core.clients.secrets import forget_cached_secrets
     from retrieval_core.ratelimit.limiter import replace_rate_limiter
     from retrieval_core.settings import get_settings
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-from retrieval_core.service import RetrievalService
+from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.fakes.bedrock_rerank import FakeBedrockAgentRuntime
 from tests.fakes.gemini_rerank import FakeGeminiRerank
@@ -200,20 +200,20 @@ def test_batch_embeds_every_query_in_one_provider_call(
 
 @contextmanager
 def client_with_rerankers(service: RetrievalService, **settings: Any) -> Iterator[TestClient]:
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.api.app import create_app
     from retrieval_core.rerank import clear_reranker_cache
 
-    rerankers = runtime.build_rerankers(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
+    rerankers = container.build_rerankers(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
     wired = RetrievalService(
         service.database, service.embedder, service.default_store, service.ef_search, rerankers=rerankers
     )
-    previous = runtime.replace_service(wired)
+    previous = container.replace_service(wired)
     try:
         with TestClient(create_app()) as test_client:
             yield test_client
     finally:
-        runtime.replace_service(previous)
+        container.replace_service(previous)
         clear_reranker_cache()
 
 

@@ -174,24 +174,24 @@ SECRET = "s3cr3t-pa55word"
 @pytest.fixture()
 def app_on(service_env: dict[str, str]) -> Iterator[object]:
     """Build the app against a DATABASE_URL chosen by the test, then restore the shared one."""
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.api.app import create_app
     from retrieval_core.settings import get_settings
 
     def build(dsn: str) -> TestClient:
-        runtime.reset_service()
+        container.reset_service()
         get_settings.cache_clear()
         monkeypatch.setenv("DATABASE_URL", dsn)
         monkeypatch.setenv("DB_CONNECT_TIMEOUT_S", "1")
         return TestClient(create_app())
 
-    shared = runtime.replace_service(None)  # set aside, not closed: other tests keep using it
+    shared = container.replace_service(None)  # set aside, not closed: other tests keep using it
     monkeypatch = pytest.MonkeyPatch()
     yield build
     monkeypatch.undo()
-    runtime.reset_service()
+    container.reset_service()
     get_settings.cache_clear()
-    runtime.replace_service(shared)
+    container.replace_service(shared)
 
 
 def test_unreachable_database_is_a_descriptive_500_without_secrets(app_on) -> None:  # type: ignore[no-untyped-def]
@@ -212,8 +212,8 @@ def test_unreachable_database_is_a_descriptive_500_without_secrets(app_on) -> No
 
 
 def test_service_recovers_when_postgres_restarts(app_on, private_postgres) -> None:  # type: ignore[no-untyped-def]
-    from retrieval_core.runtime import get_service
-    from retrieval_core.sample import load_sample_corpus
+    from retrieval_core.container import get_service
+    from retrieval_core.documents.sample import load_sample_corpus
 
     server = private_postgres
     client = app_on(server.get_uri())

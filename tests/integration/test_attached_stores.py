@@ -22,7 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.service import RetrievalService
+from retrieval_core.search.service import RetrievalService
 from tests.integration.attached_support import index_recalls
 
 STORES = "/api/v1/stores"
@@ -358,11 +358,11 @@ def test_through_hnsw_recall_at_10_is_high_with_the_full_k_under_a_1_percent_fil
 
 
 def _index_rows(database: SingleConnection, store: str, query: np.ndarray, where: dict[str, Any]) -> int:
-    from retrieval_core.attached.search import nearest_query, relation_params
+    from retrieval_core.backends.attached.search import nearest_query, relation_params
     from retrieval_core.db.repository import find_store, set_search_options
     from retrieval_core.db.vectors import Vector
-    from retrieval_core.filters import metadata_equals
-    from retrieval_core.index_knobs import IndexKnobs
+    from retrieval_core.filters.sql import metadata_equals
+    from retrieval_core.search.index_knobs import IndexKnobs
 
     predicate = metadata_equals(where)
     with database.connection() as conn, conn.transaction():
@@ -382,10 +382,10 @@ def _index_rows(database: SingleConnection, store: str, query: np.ndarray, where
 
 
 def _plan(database: SingleConnection, store: str) -> str:
-    from retrieval_core.attached.search import nearest_query, relation_params
+    from retrieval_core.backends.attached.search import nearest_query, relation_params
     from retrieval_core.db.repository import find_store
     from retrieval_core.db.vectors import Vector
-    from retrieval_core.filters import TRUE
+    from retrieval_core.filters.sql import TRUE
 
     with database.connection() as conn, conn.transaction():
         found = find_store(conn, store)
@@ -509,7 +509,7 @@ def test_attaching_and_refreshing_need_the_admin_scope(
 def test_the_cli_attaches_and_refreshes(
     service: Any, plain_table: Table, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from retrieval_core.cli import main
+    from retrieval_core.cli.main import main
 
     name = f"att-{uuid.uuid4().hex[:8]}"
     columns = ["--id", "item_id", "--content", "body", "--embedding", "vec", "--metadata", "tenant,year"]

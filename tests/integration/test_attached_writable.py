@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core.attached.writes import ID_NAMESPACE
+from retrieval_core.backends.attached.writes import ID_NAMESPACE
 
 STORES = "/api/v1/stores"
 RETRIEVE = "/api/v1/rag/retrieve"
@@ -175,9 +175,9 @@ def test_the_same_table_attached_without_writable_stays_read_only(
 def test_a_writable_store_refuses_the_ways_in_that_need_our_document_table(
     client: TestClient, kb_table: str, service: Any
 ) -> None:
+    from retrieval_core.container import get_document_service
     from retrieval_core.documents import Sequence, SourceInput
     from retrieval_core.exceptions import ConflictError
-    from retrieval_core.runtime import get_document_service
 
     name, created = attach(client, {"table": kb_table, "columns": KB_COLUMNS, "writable": True})
     assert created.status_code == 201
@@ -453,7 +453,7 @@ def test_definitions_the_service_cannot_write_are_refused_and_change_nothing(
 
 
 def test_the_cli_attaches_writable(service: Any, kb_table: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from retrieval_core.cli import main
+    from retrieval_core.cli.main import main
 
     name = f"w-{uuid.uuid4().hex[:8]}"
     columns = [

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bench.query_cost import negated_terms
-from retrieval_core.models import MAX_TOP_K
+from retrieval_core.schemas.retrieval import MAX_TOP_K
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
@@ -107,7 +107,7 @@ def expensive_bodies(store: str | None = None) -> list[tuple[str, dict[str, Any]
 
 @pytest.fixture()
 def small_timeouts(own_runtime: Any, postgres_dsn: str, sample_store: Any) -> Iterator[Any]:
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     own_runtime(
         DATABASE_URL=postgres_dsn,
@@ -186,7 +186,7 @@ def test_a_search_runs_under_its_own_statement_timeout_shorter_for_the_expensive
 def test_a_request_that_finds_every_connection_lent_out_gets_overloaded_in_well_under_a_second(
     own_runtime: Any, postgres_dsn: str, sample_store: Any
 ) -> None:
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     # A long connect timeout: the wait for a lent-out connection is DB_POOL_WAIT_MS, not that.
     own_runtime(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.cli import main
+from retrieval_core.cli.main import main
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import StoreNotFoundError
 from tests.files import (
@@ -26,7 +26,7 @@ from tests.files import (
 
 @pytest.fixture()
 def documents(service: Any) -> DocumentService:
-    from retrieval_core.runtime import get_document_service
+    from retrieval_core.container import get_document_service
 
     return get_document_service()
 
@@ -58,7 +58,7 @@ def stored(documents: DocumentService, store: str) -> dict[str, dict[str, Any]]:
 
 def top_document(service: Any, store: str, query: str) -> str:
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import RetrieveRequest
+    from retrieval_core.schemas.retrieval import RetrieveRequest
 
     # Through the search cache: a stale cached answer after a write would fail the test.
     request = RetrieveRequest(query=query, store=store, similarity_top_k=1, grade=0.0)

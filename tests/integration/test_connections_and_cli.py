@@ -7,7 +7,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from retrieval_core.cli import main
+from retrieval_core.cli.main import main
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.migrations import SCHEMA_VERSION
 from retrieval_core.db.schema import available_pgvector_version

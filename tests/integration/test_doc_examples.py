@@ -112,7 +112,7 @@ def test_the_make_api_key_example_prints_a_key_and_the_entry_shown() -> None:
     assert shown is not None, "docs/security.md no longer shows `retrieval make-api-key` and its output"
     arguments = shlex.split(shown["command"])[1:]
     run = subprocess.run(
-        [sys.executable, "-m", "retrieval_core.cli", *arguments],
+        [sys.executable, "-m", "retrieval_core.cli.main", *arguments],
         env={**os.environ, "PYTHONPATH": PYTHONPATH},
         capture_output=True,
         text=True,

@@ -18,7 +18,7 @@ from retrieval_core.cache.backends import DynamoDBBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.documents.service import DocumentService
-from retrieval_core.service import RetrievalService
+from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, png_bytes
 from tests.servers import MotoServer, create_cache_table
@@ -232,7 +232,7 @@ def shared_cache_service(moto: MotoServer, table: str, inner: RetrievalService) 
 
 
 def app_over(retrieval: RetrievalService) -> TestClient:
-    from retrieval_core.runtime import get_document_service, get_service
+    from retrieval_core.container import get_document_service, get_service
 
     app = create_app()
     app.dependency_overrides[get_service] = lambda: retrieval

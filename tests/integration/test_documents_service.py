@@ -22,9 +22,9 @@ from retrieval_core.exceptions import (
     StoreNotFoundError,
     UnsupportedContentTypeError,
 )
-from retrieval_core.filters import document_ids_in
+from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT, Grant
-from retrieval_core.service import RetrievalService
+from retrieval_core.search.service import RetrievalService
 
 CHUNK_SIZE = 60
 

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from retrieval_core import metrics
 from retrieval_core.cache.backends import DYNAMODB_MAX_VALUE_BYTES, DynamoDBBackend, ValueTooLargeError
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.exceptions import CacheUnavailableError
+from retrieval_core.observability import metrics
 from tests.fakes.clock import ManualClock
 from tests.servers import MotoServer
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval_core.clients.deadline import deadline_of
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.embeddings.openai_compatible import OpenAICompatibleEmbedder
 from retrieval_core.exceptions import UpstreamTimeoutError
-from retrieval_core.request_deadline import deadline_of
 from retrieval_core.settings import Settings
 
 RETRIEVE = "/api/v1/rag/retrieve"
@@ -104,7 +104,7 @@ def test_a_broken_local_model_is_502_embedding_provider_error_and_fails_health(
 
 
 def test_health_embeds_one_word_once_with_a_loaded_model(client: TestClient, service: Any) -> None:
-    from retrieval_core import health
+    from retrieval_core.observability import health
 
     service.embedder.embed(["warm"], "query")  # as `retrieval serve` does at start
     health._VERIFIED.discard(id(service.embedder))

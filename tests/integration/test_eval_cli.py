@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from retrieval_core.cli import main
+from retrieval_core.cli.main import main
 from retrieval_core.evaluation.runner import DEFAULT_METHODS, MethodSpec, Query, service_method
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-from retrieval_core.models import RetrieveRequest
+from retrieval_core.schemas.retrieval import RetrieveRequest
 
 STORE = "eval-tiny"
 DOCUMENTS = {

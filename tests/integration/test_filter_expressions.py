@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from retrieval_core.db import repository
 from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
-from retrieval_core.filter_expression import Node, parse
+from retrieval_core.filters.expression import Node, parse
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
 from tests.filter_strategies import INJECTIONS, STRINGS, expressions, holds, quote, render
 
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -208,19 +208,19 @@ def test_string_and_object_forms_agree(client: TestClient, filter_store) -> None
 @pytest.fixture()
 def restricted_client(service_env: dict[str, str], filter_store) -> Iterator[TestClient]:  # type: ignore[no-untyped-def]
     """The app built from settings with ALLOWED_METADATA_KEYS=project,year; the shared service restored."""
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.api.app import create_app
     from retrieval_core.settings import get_settings
 
-    shared = runtime.replace_service(None)  # set aside, not closed: other tests keep using it
+    shared = container.replace_service(None)  # set aside, not closed: other tests keep using it
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOWED_METADATA_KEYS", "project, year")
         get_settings.cache_clear()
         with TestClient(create_app()) as test_client:
             yield test_client
-        runtime.reset_service()
+        container.reset_service()
     get_settings.cache_clear()
-    runtime.replace_service(shared)
+    container.replace_service(shared)
 
 
 @pytest.mark.parametrize(
@@ -259,8 +259,8 @@ class CountingEmbedder:
 
 
 def test_a_bad_filter_fails_before_the_cache_and_the_embedder(service, filter_store) -> None:  # type: ignore[no-untyped-def]
-    from retrieval_core.runtime import build_cache
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.container import build_cache
+    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     cache = build_cache(get_settings())

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval_core.db import repository
-from retrieval_core.filter_expression import Node, parse
-from retrieval_core.filter_tree import parse_tree
-from retrieval_core.filters import Predicate, metadata_predicate
+from retrieval_core.filters.expression import Node, parse
+from retrieval_core.filters.sql import Predicate, metadata_predicate
+from retrieval_core.filters.tree import parse_tree
 from tests.filter_strategies import KEYS, STRINGS, TEXTS, expressions, holds, numbers, render, to_tree
 
 # --- random filters over random metadata, in SQL --------------------------------------------------

@@ -22,12 +22,12 @@ from retrieval_core.api.app import create_app
 from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
-from retrieval_core.filters import metadata_equals, metadata_predicate
+from retrieval_core.filters.sql import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.index_knobs import IndexKnobs
-from retrieval_core.models import SearchKnobs, SimilaritySearchRequest
-from retrieval_core.search_plan import FilterSizes, exact_scan_limit
-from retrieval_core.service import RetrievalService
+from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
+from retrieval_core.search.index_knobs import IndexKnobs
+from retrieval_core.search.plan import FilterSizes, exact_scan_limit
+from retrieval_core.search.service import RetrievalService
 
 SEARCH = "/api/v1/chunks/similarity-search"
 DIM = 32

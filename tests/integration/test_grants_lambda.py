@@ -212,7 +212,7 @@ def make_api_key(*args: str) -> subprocess.CompletedProcess[str]:
     """`retrieval make-api-key ARGS` in a subprocess on this checkout's core."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "layers" / "retrieval_core")}
     return subprocess.run(
-        [sys.executable, "-m", "retrieval_core.cli", "make-api-key", *args],
+        [sys.executable, "-m", "retrieval_core.cli.main", "make-api-key", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -158,7 +158,7 @@ def test_auth_an_unreadable_key_secret_lets_nobody_in(
 
 def test_auth_cli_hash_api_key_prints_the_digest_to_configure(client: TestClient, configure: Any) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "retrieval_core.cli", "hash-api-key"],
+        [sys.executable, "-m", "retrieval_core.cli.main", "hash-api-key"],
         input=KEY_A + "\n",
         capture_output=True,
         text=True,

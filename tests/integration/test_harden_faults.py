@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core import metrics
+from retrieval_core.observability import metrics
 from tests.conftest import EVENTS_DIR
 from tests.servers import free_port
 
@@ -50,8 +50,8 @@ def test_fault_postgres_stopped_mid_run_with_requests_in_flight_then_recovers(
     own_runtime: Any, private_postgres: Any
 ) -> None:
     from retrieval_core.api.app import create_app
-    from retrieval_core.runtime import get_service
-    from retrieval_core.sample import load_sample_corpus
+    from retrieval_core.container import get_service
+    from retrieval_core.documents.sample import load_sample_corpus
 
     server = private_postgres
     dsn = server.get_uri()
@@ -116,9 +116,9 @@ def test_fault_postgres_restart_lambda_handler_recovers_in_the_same_container(
 ) -> None:
     from retrieval_core.api.lambda_handler import build_handler
     from retrieval_core.api.routers import chunks, health, retrieve
+    from retrieval_core.container import get_service
     from retrieval_core.db.connection import SingleConnection
-    from retrieval_core.runtime import get_service
-    from retrieval_core.sample import load_sample_corpus
+    from retrieval_core.documents.sample import load_sample_corpus
 
     server = private_postgres
     dsn = server.get_uri()
@@ -159,7 +159,7 @@ def test_fault_dynamodb_unreachable_searches_are_served_uncached(
     own_runtime: Any, postgres_dsn: str, sample_store: Any, aws_env: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     from retrieval_core.api.app import create_app
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     own_runtime(DATABASE_URL=postgres_dsn, CACHE_TABLE_NAME="retrieval-cache", DYNAMODB_ENDPOINT_URL=closed)

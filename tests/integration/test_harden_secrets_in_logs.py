@@ -39,8 +39,8 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
     from retrieval_core.api.app import create_app
     from retrieval_core.api.lambda_handler import build_handler
     from retrieval_core.api.routers import health, retrieve
+    from retrieval_core.container import get_service
     from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-    from retrieval_core.runtime import get_service
 
     password = f"pw-{uuid.uuid4().hex}"
     api_key = f"key-{uuid.uuid4().hex}"

@@ -162,7 +162,7 @@ def test_without_a_schema_health_and_searches_say_to_migrate_then_heal_without_a
 def test_an_old_schema_is_reported_with_both_versions_and_refused_until_migrated(
     own_runtime: Any, private_postgres: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from retrieval_core.cli import main
+    from retrieval_core.cli.main import main
     from retrieval_core.db.migrations import SCHEMA_VERSION
 
     dsn = private_postgres.get_uri()
@@ -215,8 +215,8 @@ def test_a_table_or_column_missing_under_a_running_service_is_schema_not_ready_n
 def test_database_down_fails_health_quickly_skips_what_needs_it_and_recovers(
     own_runtime: Any, private_postgres: Any
 ) -> None:
-    from retrieval_core.health import PROBE_TIMEOUT_S
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
+    from retrieval_core.observability.health import PROBE_TIMEOUT_S
 
     server = private_postgres
     # A long connect timeout: a probe must not wait that long for a connection.
@@ -265,7 +265,7 @@ def test_health_of_an_unreachable_host_names_no_host_user_or_password(own_runtim
 @pytest.fixture()
 def one_connection_pool(own_runtime: Any, postgres_dsn: str, sample_store: Any) -> Any:
     """The service on a pool of one connection, waiting at most a second for it."""
-    from retrieval_core.runtime import get_service
+    from retrieval_core.container import get_service
 
     own_runtime(
         DATABASE_URL=postgres_dsn, DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="1", DB_CONNECT_TIMEOUT_S="1"

@@ -17,14 +17,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bench.keyword_exactness import FULL_RANKING
-from retrieval_core.cli import main
+from retrieval_core.cli.main import main
+from retrieval_core.clients.retry import Deadline
 from retrieval_core.db import repository
 from retrieval_core.db.keywords import backfill_keywords
 from retrieval_core.db.migrations import MIGRATIONS, run_migrations
 from retrieval_core.db.repository import ChunkRow, DocumentRow
-from retrieval_core.filters import TRUE, document_ids_in
+from retrieval_core.filters.sql import TRUE, document_ids_in
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.retry import Deadline
 
 STORES = "/api/v1/stores"
 DIM = 4

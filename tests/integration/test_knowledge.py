@@ -363,10 +363,10 @@ def test_debug_logs_follow_resolution_cache_and_calls_without_the_key(
     client: TestClient, gemini: FakeGemini, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DEBUG", "retrieval-service")
-    with caplog.at_level(logging.DEBUG, logger="retrieval_core.knowledge"):
+    with caplog.at_level(logging.DEBUG, logger="retrieval_core.backends.gemini"):
         search(client)
         search(client)
-    lines = [r.getMessage() for r in caplog.records if r.name == "retrieval_core.knowledge"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "retrieval_core.backends.gemini"]
     text = "\n".join(lines)
     assert all(line.startswith("retrieval-service ") for line in lines)
     assert "cache miss (key store#" in text and "listing stores" in text

@@ -54,7 +54,7 @@ API_KEYS = [
 @pytest.fixture(scope="module")
 def memory_store(service: Any, sample_store: Any) -> Iterator[str]:
     """A store whose definition allows three metadata keys; dropped after the module."""
-    from retrieval_core.runtime import get_document_service
+    from retrieval_core.container import get_document_service
 
     documents = get_document_service()
     documents.put_store(

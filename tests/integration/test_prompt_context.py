@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from tokenizers import Tokenizer
 
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-from retrieval_core.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
+from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from tests.integration.wide_store import WIDE_CHUNKS, wide_store  # noqa: F401 (a fixture)
 
 RETRIEVE = "/api/v1/rag/retrieve"

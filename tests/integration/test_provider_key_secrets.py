@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core.aws_secrets import forget_cached_secrets
+from retrieval_core.clients.secrets import forget_cached_secrets
 from retrieval_core.embeddings import build_embedder, embedder_configuration_problem
 from retrieval_core.exceptions import (
     ConfigurationError,
@@ -27,7 +27,7 @@ from retrieval_core.exceptions import (
 )
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.rerank import build_reranker, clear_reranker_cache
-from retrieval_core.service import RetrievalService
+from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.gemini_rerank import FakeGeminiRerank
@@ -321,7 +321,7 @@ def test_llm_reranker_key_from_gemini_api_key_secret_arn(store: SecretStore) -> 
 
 @contextmanager
 def _api(service: RetrievalService, embedder: Any, settings: Settings) -> Iterator[TestClient]:
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.api.app import create_app
 
     wired = RetrievalService(
@@ -329,14 +329,14 @@ def _api(service: RetrievalService, embedder: Any, settings: Settings) -> Iterat
         embedder,
         "key-secrets",
         service.ef_search,
-        rerankers=runtime.build_rerankers(settings),
+        rerankers=container.build_rerankers(settings),
     )
-    previous = runtime.replace_service(wired)
+    previous = container.replace_service(wired)
     try:
         with TestClient(create_app()) as client:
             yield client
     finally:
-        runtime.replace_service(previous)
+        container.replace_service(previous)
 
 
 def test_keys_from_secrets_through_the_api_never_reach_a_log_or_a_response(

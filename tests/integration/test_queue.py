@@ -92,7 +92,7 @@ def queue_handler(
     sample_store: Any, moto: MotoServer, queues: Queues, aws_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Handler]:
     """functions/retrieve_queue's handler, configured as the template configures it."""
-    from retrieval_core.queue import build_queue_handler
+    from retrieval_core.lambdas.retrieve_queue import build_queue_handler
     from retrieval_core.settings import get_settings
 
     table = f"idempotency-{uuid.uuid4().hex[:8]}"
@@ -256,20 +256,20 @@ class CountingEmbedder:
 @contextmanager
 def installed_service(postgres_dsn: str, embedder: Any, poison: str | None = None) -> Iterator[Any]:
     """A RetrievalService of the test's own as the process-wide one; the previous one restored after."""
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.db.connection import PooledConnections
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     database: Any = PooledConnections(postgres_dsn, 0, 2, 5, 15_000)
     if poison is not None:
         database = FlakyDatabase(database, poison)
-    service = RetrievalService(database, embedder, "sample", 100, cache=runtime.build_cache(get_settings()))
-    previous = runtime.replace_service(service)
+    service = RetrievalService(database, embedder, "sample", 100, cache=container.build_cache(get_settings()))
+    previous = container.replace_service(service)
     try:
         yield service
     finally:
-        runtime.replace_service(previous)
+        container.replace_service(previous)
         database.close()
 
 
@@ -406,12 +406,12 @@ def test_without_its_idempotency_table_a_job_is_retried_rather_than_answered_ung
 def test_database_down_fails_every_record_until_the_messages_reach_the_dead_letter_queue(
     queue_handler: Handler, queues: Queues, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.settings import get_settings
 
     ids = ["down-1", "down-2", "down-3"]
     send(queues, [job(i) for i in ids])
-    previous = runtime.replace_service(None)
+    previous = container.replace_service(None)
     invocations = 0
     try:
         with monkeypatch.context() as mp:
@@ -427,7 +427,7 @@ def test_database_down_fails_every_record_until_the_messages_reach_the_dead_lett
                 acknowledge(queues, event, response)
     finally:
         get_settings.cache_clear()
-        runtime.replace_service(previous)
+        container.replace_service(previous)
 
     assert invocations == 3
     dead = drain(queues, queues.dead_letters)
@@ -448,9 +448,9 @@ def test_a_job_before_the_schema_is_migrated_is_retried_then_answered_once_it_is
     private_postgres: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    from retrieval_core.container import get_service
     from retrieval_core.db.migrations import migrate
-    from retrieval_core.runtime import get_service
-    from retrieval_core.sample import load_sample_corpus
+    from retrieval_core.documents.sample import load_sample_corpus
 
     dsn = private_postgres.get_uri()
     # The handler detached the core's logger from the root logger, as in Lambda. pytest captures from
@@ -529,7 +529,7 @@ def test_a_precomputed_query_vector_gives_the_same_answer_without_embedding(
     service: Any, sample_store: Any, postgres_dsn: str
 ) -> None:
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.models import RetrieveRequest
+    from retrieval_core.schemas.retrieval import RetrieveRequest
 
     request = RetrieveRequest.model_validate({"query": QUESTION, "grade": 0.2, "cacheTTLms": 0})
     vector = service.embedder.embed([QUESTION], "query")[0]
@@ -562,7 +562,7 @@ def test_after_a_queue_handler_the_core_logs_reach_the_root_logger_again() -> No
     keep = Keep(level=logging.WARNING)
     logging.getLogger().addHandler(keep)
     try:
-        logging.getLogger("retrieval_core.queue").warning("seen after the queue tests")
+        logging.getLogger("retrieval_core.lambdas.retrieve_queue").warning("seen after the queue tests")
     finally:
         logging.getLogger().removeHandler(keep)
     assert [r.getMessage() for r in records] == ["seen after the queue tests"]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core import metrics
 from retrieval_core.exceptions import RateLimitedError
+from retrieval_core.observability import metrics
 from retrieval_core.ratelimit.counters import DynamoDBCounter, MemoryCounter
 from retrieval_core.ratelimit.limiter import (
     PAUSE_AFTER_FAILURE_S,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from retrieval_core.clients.deadline import deadline_of
 from retrieval_core.exceptions import RerankerUnavailableError, RetrievalError
-from retrieval_core.request_deadline import deadline_of
 from retrieval_core.rerank import RerankScore, build_reranker, clear_reranker_cache, get_reranker
 from retrieval_core.rerank.bedrock import BedrockReranker
 from retrieval_core.rerank.http import HTTPReranker

@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from retrieval_core import metrics
 from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.models import RetrieveRequest
+from retrieval_core.observability import metrics
+from retrieval_core.schemas.retrieval import RetrieveRequest
 from tests.files import corrupt_pdf_bytes, pdf_bytes
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 
@@ -168,10 +168,10 @@ class Sync:
 
     def document_ids(self) -> set[str]:
         """The store's documents; none while the store does not exist."""
-        from retrieval_core import runtime
+        from retrieval_core import container
 
         try:
-            documents, _ = runtime.get_document_service().list_documents(self.store)
+            documents, _ = container.get_document_service().list_documents(self.store)
         except StoreNotFoundError:
             return set()
         return {d.id for d in documents}
@@ -226,9 +226,9 @@ def sync(service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.Monk
     The process-wide service is swapped for one on the same database and a DynamoDB cache table,
     whose embedder counts its texts.
     """
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.s3sync.handler import build_ingest_handler
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     bucket, queue, dead_letters = create_bucket_and_queues(moto)
@@ -246,14 +246,14 @@ def sync(service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.Monk
         monkeypatch.setenv(key, value)
     get_settings.cache_clear()
     embedder = CountingEmbedder(service.embedder)
-    cache = runtime.build_cache(get_settings())  # the shared DynamoDB cache, as in Lambda
+    cache = container.build_cache(get_settings())  # the shared DynamoDB cache, as in Lambda
     counting = RetrievalService(service.database, embedder, "sample", service.ef_search, cache=cache)
-    shared = runtime.replace_service(counting)
+    shared = container.replace_service(counting)
     try:
         store = f"s3-{uuid.uuid4().hex[:8]}"
         yield Sync(moto, build_ingest_handler(), counting, embedder, bucket, queue, dead_letters, store)
     finally:
-        runtime.replace_service(shared)
+        container.replace_service(shared)
         monkeypatch.undo()
         get_settings.cache_clear()
 
@@ -355,9 +355,9 @@ def test_a_sidecar_before_and_after_its_object_and_a_change_of_it_re_embeds_noth
 def test_an_s3_write_invalidates_answers_another_instance_cached(sync: Sync, service: Any) -> None:
     """A retrieve function's instance caches an answer in the shared table; the ingest function's write
     through S3 makes it serve the new state, not the cached one."""
-    from retrieval_core import runtime
+    from retrieval_core import container
     from retrieval_core.cache.json_cache import CacheStatus
-    from retrieval_core.service import RetrievalService
+    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     reader = RetrievalService(
@@ -365,7 +365,7 @@ def test_an_s3_write_invalidates_answers_another_instance_cached(sync: Sync, ser
         service.embedder,
         "sample",
         service.ef_search,
-        cache=runtime.build_cache(get_settings()),
+        cache=container.build_cache(get_settings()),
     )
     request = RetrieveRequest.model_validate(
         {"query": "parking at the airport", "store": sync.store, "grade": 0.0}
@@ -538,9 +538,9 @@ def test_a_first_segment_that_is_no_store_name_is_refused_and_logged(
 
 
 def runtime_documents() -> Any:
-    from retrieval_core import runtime
+    from retrieval_core import container
 
-    return runtime.get_document_service()
+    return container.get_document_service()
 
 
 def test_keys_outside_the_store_layout_are_acknowledged_without_work(

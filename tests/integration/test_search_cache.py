@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core import metrics
 from retrieval_core.api.app import create_app
 from retrieval_core.cache.backends import DynamoDBBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
+from retrieval_core.container import get_service
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-from retrieval_core.runtime import get_service
-from retrieval_core.service import RetrievalService
+from retrieval_core.observability import metrics
+from retrieval_core.search.service import RetrievalService
 from tests.servers import MotoServer, create_cache_table
 
 RETRIEVE = "/api/v1/rag/retrieve"
@@ -73,7 +73,7 @@ class Harness:
 
 
 def make_harness(moto: MotoServer, shared_service: RetrievalService) -> Harness:
-    from retrieval_core.runtime import get_service as dependency
+    from retrieval_core.container import get_service as dependency
 
     table = f"cache-{uuid.uuid4().hex[:8]}"
     create_cache_table(moto.client("dynamodb"), table)
@@ -279,7 +279,7 @@ def test_dynamodb_stopped_mid_test_serves_uncached(sample_store, service, caplog
 
 
 def test_runtime_uses_dynamodb_when_cache_table_is_set(moto: MotoServer, service_env, aws_env) -> None:  # type: ignore[no-untyped-def]
-    from retrieval_core.runtime import build_cache
+    from retrieval_core.container import build_cache
     from retrieval_core.settings import Settings
 
     table = f"cache-{uuid.uuid4().hex[:8]}"

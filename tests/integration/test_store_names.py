@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval_core.container import get_document_service
 from retrieval_core.db import stores as store_sql
 from retrieval_core.documents import SourceInput, StoreDefinition
 from retrieval_core.exceptions import ConflictError
-from retrieval_core.runtime import get_document_service
 
 
 def unique(prefix: str = "names") -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core.queue import read_job
+from retrieval_core.lambdas.retrieve_queue import read_job
 
 RETRIEVE = {"query": "vacation policy", "grade": 0}
 VECTOR = [0.1] * 384

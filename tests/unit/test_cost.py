@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from retrieval_core.cost import (
+from retrieval_core.exceptions import DatabaseOverloadedError
+from retrieval_core.search.concurrency import (
     EXPENSIVE_KEYWORD_TERMS,
     EXPENSIVE_MMR_DEPTH,
     EXPENSIVE_QUERY_CHARS,
     ExpensiveSlots,
     is_expensive,
 )
-from retrieval_core.exceptions import DatabaseOverloadedError
 
 
 def test_ordinary_retrieves_are_not_expensive() -> None:

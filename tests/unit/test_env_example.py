@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from retrieval_core.env_example import render
+from retrieval_core.cli.env_example import render
 from retrieval_core.settings import Settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"

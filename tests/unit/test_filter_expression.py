@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError, InvalidRequestError
-from retrieval_core.filter_expression import (
+from retrieval_core.filters.expression import (
     MAX_COMPARISONS,
     MAX_DEPTH,
     MAX_EXPRESSION_LENGTH,
@@ -22,8 +22,8 @@ from retrieval_core.filter_expression import (
     compile_node,
     parse,
 )
-from retrieval_core.filters import TRUE, document_ids_in, metadata_predicate
-from retrieval_core.models import SimilaritySearchRequest
+from retrieval_core.filters.sql import TRUE, document_ids_in, metadata_predicate
+from retrieval_core.schemas.retrieval import SimilaritySearchRequest
 from retrieval_core.settings import Settings
 from tests.filter_strategies import INJECTIONS, expressions, only_fixed_fragments, quote, render
 

@@ -7,13 +7,20 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.cache.keys import search_key
+from retrieval_core.backends.gemini.service import gemini_filter
+from retrieval_core.cache.cache_keys import search_key
 from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterTreeError, InvalidRequestError
-from retrieval_core.filter_expression import MAX_COMPARISONS, MAX_DEPTH, MAX_IN_ITEMS, And, Comparison, parse
-from retrieval_core.filter_tree import TREE_OPERATORS, is_tree, parse_tree
-from retrieval_core.filters import filter_keys, metadata_predicate
-from retrieval_core.knowledge.service import gemini_filter
-from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.filters.expression import (
+    MAX_COMPARISONS,
+    MAX_DEPTH,
+    MAX_IN_ITEMS,
+    And,
+    Comparison,
+    parse,
+)
+from retrieval_core.filters.sql import filter_keys, metadata_predicate
+from retrieval_core.filters.tree import TREE_OPERATORS, is_tree, parse_tree
+from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
 
 ISSUE_EXAMPLE = {
     "andAll": [

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval_core.fusion import (
+from retrieval_core.search.fusion import (
     fuse,
     max_scaled,
     min_max,
@@ -13,7 +13,7 @@ from retrieval_core.fusion import (
     unit_reciprocal_rank_fusion,
     weighted_fusion,
 )
-from retrieval_core.ranking import ScoredChunk
+from retrieval_core.search.ranking import ScoredChunk
 
 A, B, C = ("a", 0), ("b", 0), ("c", 0)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.api.keys import (
+from retrieval_core.api.api_keys import (
     READ_ONLY_KEY,
     ApiKey,
     hash_api_key,

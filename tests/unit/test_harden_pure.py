@@ -8,10 +8,10 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from retrieval_core.api.keys import READ_ONLY_KEY, ApiKey, hash_api_key, match_key, parse_key_hashes
+from retrieval_core.api.api_keys import READ_ONLY_KEY, ApiKey, hash_api_key, match_key, parse_key_hashes
 from retrieval_core.exceptions import ConfigurationError
-from retrieval_core.models import RetrieveRequest, SimilaritySearchRequest
-from retrieval_core.ranking import unit_vector
+from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.search.ranking import unit_vector
 
 
 def test_auth_hash_api_key_is_the_sha256_hex_digest() -> None:

@@ -39,7 +39,7 @@ spec = importlib.util.spec_from_file_location("handler_app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 assert callable(module.handler)
-import retrieval_core.runtime as runtime
+import retrieval_core.container as runtime
 print(json.dumps({"modules": sorted(sys.modules), "service_built": runtime._service is not None}))
 """
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from retrieval_core.import_hooks import pending, when_imported
+from retrieval_core.lambdas.import_hooks import pending, when_imported
 
 
 @pytest.fixture()

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from retrieval_core.cache.keys import search_key
-from retrieval_core.index_knobs import IndexKnobs
-from retrieval_core.models import RetrieveRequest, SearchKnobs, SimilaritySearchRequest
+from retrieval_core.cache.cache_keys import search_key
+from retrieval_core.schemas.retrieval import RetrieveRequest, SearchKnobs, SimilaritySearchRequest
+from retrieval_core.search.index_knobs import IndexKnobs
 
 DEFAULTS = IndexKnobs(100, "relaxed_order", 20_000)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.query_cost import negated_terms
-from retrieval_core.keyword_query import (
+from retrieval_core.search.keyword_query import (
     MAX_KEYWORD_TERMS,
     NO_KEYWORD_TERM,
     is_keyword_note,

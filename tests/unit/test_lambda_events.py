@@ -7,7 +7,7 @@ import json
 import pytest
 
 from retrieval_core.api.request_id import usable_request_id
-from retrieval_core.lambda_events import http_event_problem, split_sqs_event
+from retrieval_core.lambdas.events import http_event_problem, split_sqs_event
 from tests.conftest import EVENTS_DIR
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from retrieval_core.filter_expression import Comparison, Node, Not, parse
-from retrieval_core.mcp_server.string_filter import memory_filter, typed_forms
+from retrieval_core.filters.expression import Comparison, Node, Not, parse
+from retrieval_core.filters.string_form import memory_filter, typed_forms
 
 
 def test_a_string_has_the_typed_forms_whose_string_form_it_is() -> None:

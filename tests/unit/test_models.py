@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from retrieval_core.models import RetrieveRequest, RetrieveResponse, SimilaritySearchRequest
+from retrieval_core.schemas.retrieval import RetrieveRequest, RetrieveResponse, SimilaritySearchRequest
 
 
 def test_retrieve_request_reads_camel_case_and_applies_defaults() -> None:

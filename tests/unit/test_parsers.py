@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from retrieval_core.chunking import chunk_blocks
+from retrieval_core.documents.chunking import chunk_blocks
 from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError, RetrievalError
 from retrieval_core.parsers import MARKDOWN, PDF, TEXT, parse
 from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, sample_files, text_bytes

@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from retrieval_core.chunking import chunk_blocks
+from retrieval_core.documents.chunking import chunk_blocks
 from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError
 from retrieval_core.parsers import DOCX, HTML, parse
 from tests.files import Heading, Table, docx_bytes, html_bytes

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from retrieval_core.aws_secrets import read_secret, secret_service
-from retrieval_core.embeddings import embedder_configuration_problem
-from retrieval_core.exceptions import ConfigurationError, RerankerUnavailableError, RetrievalError
-from retrieval_core.provider_keys import (
+from retrieval_core.clients.provider_keys import (
     ProviderKey,
     api_key_from_secret,
     gemini_embedding_key,
     openai_embedding_key,
     reranker_key,
 )
+from retrieval_core.clients.secrets import read_secret, secret_service
+from retrieval_core.embeddings import embedder_configuration_problem
+from retrieval_core.exceptions import ConfigurationError, RerankerUnavailableError, RetrievalError
 from retrieval_core.settings import Settings
 
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/openai-AbCdEf"

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from retrieval_core.ranking import ScoredChunk, apply_threshold, at_least, similarity_from_distance
+from retrieval_core.search.ranking import ScoredChunk, apply_threshold, at_least, similarity_from_distance
 
 
 def chunk(doc: str, index: int, score: float) -> ScoredChunk:

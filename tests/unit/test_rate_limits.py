@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from retrieval_core.api.keys import parse_api_keys
+from retrieval_core.api.api_keys import parse_api_keys
 from retrieval_core.exceptions import ConfigurationError, RateLimitedError
 from retrieval_core.ratelimit.counters import MEMORY_SWEEP_AT, MemoryCounter
 from retrieval_core.ratelimit.limiter import RateLimiter

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from retrieval_core.search_plan import EXACT_SCAN_COST_RATIO, FilterSizes, exact_scan_limit
+from retrieval_core.search.plan import EXACT_SCAN_COST_RATIO, FilterSizes, exact_scan_limit
 
 
 def test_the_limit_grows_with_the_square_root_of_store_size_and_k() -> None:

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from retrieval_core.documents.file_sources import (
+    Entry,
+    FileTree,
+    FolderTree,
+    Listing,
+    Skipped,
+    open_tree,
+    single_file_id,
+)
+from retrieval_core.documents.sync import Deleted, Failed, Report, Written, make_plan, sha256
 from retrieval_core.exceptions import InvalidRequestError, SourceReadError
-from retrieval_core.sync import Deleted, Failed, Report, Written, make_plan, sha256
-from retrieval_core.trees import Entry, FileTree, FolderTree, Listing, Skipped, open_tree, single_file_id
 
 
 def write(path: Path, text: str = "some text") -> Path:

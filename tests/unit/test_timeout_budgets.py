@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.request_deadline import LAMBDA_MARGIN_S, budget_s
-from retrieval_core.retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, worst_case_s
+from retrieval_core.clients.deadline import LAMBDA_MARGIN_S, budget_s
+from retrieval_core.clients.retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, worst_case_s
 from retrieval_core.settings import Settings
 from tests.template import source
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval_core.lambda_runtime import traced_modules
+from retrieval_core.lambdas.setup import traced_modules
 from retrieval_core.settings import Settings
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/db-AbCdEf"

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from .exceptions import ConfigurationError, ForbiddenError, StoreNotFoundError
-from .ratelimit.window import RateLimit
+from retrieval_core.exceptions import ConfigurationError, ForbiddenError, StoreNotFoundError
+from retrieval_core.ratelimit.window import RateLimit
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chunking import chunk_text
-from .db import repository
-from .db.connection import Database
-from .db.errors import database_errors
-from .db.repository import ChunkRow, DocumentRow, Store
-from .embeddings import Embedder
-from .exceptions import DimensionMismatchError, EmbeddingModelMismatchError
+from retrieval_core.db import repository
+from retrieval_core.db.connection import Database
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
+from retrieval_core.documents.chunking import chunk_text
+from retrieval_core.embeddings import Embedder
+from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def ensure_store(
     storage: repository.Storage = "vector",
 ) -> Store:
     """The store called `name`, created for this embedder (with `storage`) if it does not exist."""
-    from .documents.prepare import check_store_name
+    from retrieval_core.documents.prepare import check_store_name
 
     check_store_name(name)
     with database_errors("creating the store"), database.connection() as conn:

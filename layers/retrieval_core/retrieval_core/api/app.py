@@ -5,21 +5,21 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 
-from .. import __version__
-from ..settings import get_settings
-from .auth import ApiKeyAuth, document_api_key
-from .deadline import RequestDeadlineMiddleware
-from .docs import app_with_docs
-from .errors import install_error_handlers
-from .limits import BodySizeLimit
-from .rate_limit import RateLimitMiddleware
-from .request_id import REQUEST_ID_HEADER, RequestIdMiddleware
+from retrieval_core import __version__
+from retrieval_core.api.auth import ApiKeyAuth, document_api_key
+from retrieval_core.api.deadline import RequestDeadlineMiddleware
+from retrieval_core.api.docs import app_with_docs
+from retrieval_core.api.errors import install_error_handlers
+from retrieval_core.api.limits import BodySizeLimit
+from retrieval_core.api.rate_limit import RateLimitMiddleware
+from retrieval_core.api.request_id import REQUEST_ID_HEADER, RequestIdMiddleware
+from retrieval_core.settings import get_settings
 
 
 def create_app(*routers: APIRouter) -> FastAPI:
     """An app serving `routers` (all of them when none are given)."""
     if not routers:
-        from .routers import chunks, documents, health, knowledge, retrieve, stores
+        from retrieval_core.api.routers import chunks, documents, health, knowledge, retrieve, stores
 
         # documents after stores: GET /api/v1/stores/resolve must win over GET /api/v1/stores/{store}.
         routers = (
@@ -65,7 +65,7 @@ def _mcp_routers() -> tuple[APIRouter, ...]:
     # /mcp needs the `mcp` SDK: the local extra installs it, the Lambda layer does not (the MCP function
     # brings it). Without it the app serves everything else.
     try:
-        from ..mcp_server.server import mcp_router
+        from retrieval_core.mcp_server.server import mcp_router
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
             raise

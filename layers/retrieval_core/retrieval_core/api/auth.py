@@ -26,13 +26,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..debug import DebugLog
-from ..exceptions import AuthenticationError, RetrievalError
-from ..grants import OPEN_GRANT, Grant, grant_from_claims
-from ..settings import get_settings
-from .docs import is_docs_path
-from .errors import retrieval_error_response
-from .keys import configured_keys, hash_api_key, keys_configured, match_key
+from retrieval_core.api.api_keys import configured_keys, hash_api_key, keys_configured, match_key
+from retrieval_core.api.docs import is_docs_path
+from retrieval_core.api.errors import retrieval_error_response
+from retrieval_core.exceptions import AuthenticationError, RetrievalError
+from retrieval_core.grants import OPEN_GRANT, Grant, grant_from_claims
+from retrieval_core.observability.debug import DebugLog
+from retrieval_core.settings import get_settings
 
 API_KEY_HEADER = "x-api-key"
 # API paths anyone may call, with or without keys: load balancers and uptime checks have none. The docs

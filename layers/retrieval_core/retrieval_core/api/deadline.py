@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..request_deadline import budget_s, deadline_of, lambda_remaining_s
-from ..settings import get_settings
+from retrieval_core.clients.deadline import budget_s, deadline_of, lambda_remaining_s
+from retrieval_core.settings import get_settings
 
 
 class RequestDeadlineMiddleware:

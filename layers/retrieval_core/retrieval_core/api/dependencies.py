@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends
 
-from ..grants import Grant
-from ..runtime import get_service
-from ..service import RetrievalService
-from .auth import current_grant
+from retrieval_core.api.auth import current_grant
+from retrieval_core.container import get_service
+from retrieval_core.grants import Grant
+from retrieval_core.search.service import RetrievalService
 
 ServiceDep = Annotated[RetrievalService, Depends(get_service)]
 # What the caller may do (scopes, stores), as the authentication middleware decided.

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..exceptions import RetrievalError
+from retrieval_core.exceptions import RetrievalError
 
 logger = logging.getLogger(__name__)
 

@@ -19,13 +19,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from fastapi import APIRouter
 from mangum import Mangum
 
-from ..exceptions import BadRequestError, ResponseTooLargeError, RetrievalError
-from ..lambda_events import http_event_problem
-from ..lambda_runtime import LambdaHandler, after_database_failure, instrumented, powertools
-from ..reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES
-from .app import create_app
-from .errors import retrieval_error_response
-from .request_id import REQUEST_ID_HEADER, mint_request_id, usable_request_id
+from retrieval_core.api.app import create_app
+from retrieval_core.api.errors import retrieval_error_response
+from retrieval_core.api.request_id import REQUEST_ID_HEADER, mint_request_id, usable_request_id
+from retrieval_core.exceptions import BadRequestError, ResponseTooLargeError, RetrievalError
+from retrieval_core.lambdas.events import http_event_problem
+from retrieval_core.lambdas.setup import LambdaHandler, after_database_failure, instrumented, powertools
+from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES
 
 # Answers after which the instance drops its connection and cached credentials: an outage, or credentials
 # refused (a rotated secret, an expired IAM token), which heal by reconnecting with fresh ones.

@@ -24,10 +24,15 @@ import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..exceptions import DocumentTooLargeError, RequestTimeoutError, RequestTooLargeError, RetrievalError
-from ..reply_size import LAMBDA_PAYLOAD_BYTES
-from ..settings import get_settings
-from .errors import retrieval_error_response
+from retrieval_core.api.errors import retrieval_error_response
+from retrieval_core.exceptions import (
+    DocumentTooLargeError,
+    RequestTimeoutError,
+    RequestTooLargeError,
+    RetrievalError,
+)
+from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES
+from retrieval_core.settings import get_settings
 
 # The HTTP API event around the body: headers (a JWT, cookies), requestContext with authorizer claims.
 EVENT_ENVELOPE_BYTES = 65_536

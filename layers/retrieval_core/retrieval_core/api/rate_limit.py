@@ -12,11 +12,11 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..exceptions import RetrievalError
-from ..grants import Grant
-from ..ratelimit.limiter import get_rate_limiter
-from .auth import GRANT_STATE, RATE_SUBJECT_STATE, is_public
-from .errors import retrieval_error_response
+from retrieval_core.api.auth import GRANT_STATE, RATE_SUBJECT_STATE, is_public
+from retrieval_core.api.errors import retrieval_error_response
+from retrieval_core.exceptions import RetrievalError
+from retrieval_core.grants import Grant
+from retrieval_core.ratelimit.limiter import get_rate_limiter
 
 
 class RateLimitMiddleware:

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..exceptions import CacheUnavailableError
+from retrieval_core.exceptions import CacheUnavailableError
 
 Clock = Callable[[], float]
 

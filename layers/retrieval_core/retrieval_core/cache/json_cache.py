@@ -8,9 +8,9 @@ import zlib
 from enum import StrEnum
 from typing import Any
 
-from .. import metrics
-from ..exceptions import CacheUnavailableError
-from .backends import CacheBackend, ValueTooLargeError
+from retrieval_core.cache.backends import CacheBackend, ValueTooLargeError
+from retrieval_core.exceptions import CacheUnavailableError
+from retrieval_core.observability import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .json_cache import JsonCache
-from .keys import store_name_key, store_version_key
+from retrieval_core.cache.cache_keys import store_name_key, store_version_key
+from retrieval_core.cache.json_cache import JsonCache
 
 # Seed 000 fixes the store-name cache's TTL at one hour; store versions live as long.
 STORE_NAME_TTL_S = 3600.0

@@ -12,9 +12,9 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from ..aws_secrets import read_secret
-from ..exceptions import ConfigurationError, DatabaseUnavailableError
-from ..settings import Settings
+from retrieval_core.clients.secrets import read_secret
+from retrieval_core.exceptions import ConfigurationError, DatabaseUnavailableError
+from retrieval_core.settings import Settings
 
 # RDS Proxy and RDS IAM auth both require TLS; a secret-based connection to RDS should not fall back to
 # plain text either.

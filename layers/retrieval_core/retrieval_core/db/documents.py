@@ -9,9 +9,9 @@ from typing import Any
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from .connection import Connection
-from .stores import Store, bump_version
-from .vectors import Vector
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.stores import Store, bump_version
+from retrieval_core.db.vectors import Vector
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ConfigurationError
+from retrieval_core.exceptions import ConfigurationError
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ..exceptions import (
+from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.exceptions import (
     DatabaseMisconfiguredError,
     DatabaseOverloadedError,
     DatabaseStorageFullError,
@@ -17,7 +18,6 @@ from ..exceptions import (
     QueryTimeoutError,
     SchemaObjectMissingError,
 )
-from .migrations import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
 

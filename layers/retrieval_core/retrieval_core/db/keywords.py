@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from ..retry import Deadline
+from retrieval_core.clients.retry import Deadline
 
 logger = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from ..exceptions import (
+from retrieval_core.clients.retry import Deadline, backoff_delay
+from retrieval_core.db.keywords import Backfill, backfill_keywords
+from retrieval_core.db.schema import ensure_pgvector, require_pgvector, schema_version
+from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
     MigrationError,
     MigrationTimeoutError,
 )
-from ..retry import Deadline, backoff_delay
-from .keywords import Backfill, backfill_keywords
-from .schema import ensure_pgvector, require_pgvector, schema_version
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ MIGRATIONS: list[Migration] = [
         "stores.chunk_count, kept by triggers on chunks",
         """
         -- How many chunks a store holds: the search path weighs an exact scan against the HNSW index
-        -- with it (retrieval_core/search_plan.py). Kept by statement triggers, so every writer counts,
+        -- with it (retrieval_core/search/plan.py). Kept by statement triggers, so every writer counts,
         -- COPY and cascading deletes included, and no ANALYZE moves it. Chunks never change store.
         ALTER TABLE stores ADD COLUMN chunk_count bigint NOT NULL DEFAULT 0;
         UPDATE stores SET chunk_count = counted.n
@@ -523,7 +523,7 @@ MIGRATIONS: list[Migration] = [
         """
         -- An attached store searches a table or view the service does not own (a team's own table,
         -- langchain-postgres, LlamaIndex): `source` holds its column mapping as validated against the
-        -- catalog when it was attached (retrieval_core/attached/). NULL: the store's own chunks.
+        -- catalog when it was attached (retrieval_core/backends/attached/). NULL: the store's own chunks.
         ALTER TABLE stores ADD COLUMN source jsonb;
         """,
     ),

@@ -18,12 +18,15 @@ from typing import Any
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from ..filters import Predicate
-from ..index_knobs import IndexKnobs
-from ..ranking import ScoredChunk, similarity_from_distance
-from .connection import Connection
-from .documents import ChunkRow, DocumentRow, delete_documents, existing_hashes, replace_documents
-from .stores import (
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.documents import (
+    ChunkRow,
+    DocumentRow,
+    delete_documents,
+    existing_hashes,
+    replace_documents,
+)
+from retrieval_core.db.stores import (
     STORAGE_TYPES,
     STORE_BY_NAME,
     STORE_COLUMNS,
@@ -43,7 +46,10 @@ from .stores import (
     metadata_index_name,
     store_from_row,
 )
-from .vectors import Vector, as_floats
+from retrieval_core.db.vectors import Vector, as_floats
+from retrieval_core.filters.sql import Predicate
+from retrieval_core.search.index_knobs import IndexKnobs
+from retrieval_core.search.ranking import ScoredChunk, similarity_from_distance
 
 __all__ = [
     "STORAGE_TYPES",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from ..exceptions import PgvectorVersionError
+from retrieval_core.exceptions import PgvectorVersionError
 
 logger = logging.getLogger(__name__)
 

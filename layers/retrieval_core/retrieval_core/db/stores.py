@@ -13,9 +13,9 @@ from typing import Any, Literal, get_args
 
 from psycopg import sql
 
-from ..attached.definition import AttachedSource
-from ..exceptions import ConflictError, InvalidRequestError
-from .connection import Connection
+from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.db.connection import Connection
+from retrieval_core.exceptions import ConflictError, InvalidRequestError
 
 # How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
 Storage = Literal["vector", "halfvec"]

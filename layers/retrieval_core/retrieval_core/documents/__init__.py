@@ -4,7 +4,7 @@ The documents routes, the S3 ingest function and the `retrieval` CLI all write t
 `DocumentService`, so every way in parses, chunks, embeds, versions and invalidates the same way.
 """
 
-from .models import (
+from retrieval_core.documents.models import (
     DocumentInfo,
     DocumentWrite,
     Sequence,

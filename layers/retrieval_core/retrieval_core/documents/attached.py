@@ -15,15 +15,17 @@ from contextlib import contextmanager
 
 from psycopg import errors
 
-from ..attached.definition import AttachedSource
-from ..attached.features import relation_name
-from ..attached.writes import ChunkRow, delete_document, insert_document
-from ..db import documents as sql
-from ..db import stores as store_sql
-from ..db.connection import Connection
-from ..db.errors import database_errors
-from ..db.stores import Store
-from ..exceptions import (
+from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.backends.attached.features import relation_name
+from retrieval_core.backends.attached.writes import ChunkRow, delete_document, insert_document
+from retrieval_core.db import documents as sql
+from retrieval_core.db import stores as store_sql
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.stores import Store
+from retrieval_core.documents.models import DocumentWrite, SourceWrite, WriteStatus
+from retrieval_core.documents.prepare import PreparedSource
+from retrieval_core.exceptions import (
     ConflictError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
@@ -32,9 +34,7 @@ from ..exceptions import (
     SourceUnavailableError,
     StoreNotFoundError,
 )
-from ..service import RetrievalService
-from .models import DocumentWrite, SourceWrite, WriteStatus
-from .prepare import PreparedSource
+from retrieval_core.search.service import RetrievalService
 
 
 def writable_source(store: Store) -> AttachedSource:

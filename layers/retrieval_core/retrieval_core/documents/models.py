@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from ..attached.definition import SourceRequest
-from ..db.repository import Storage
+from retrieval_core.backends.attached.definition import SourceRequest
+from retrieval_core.db.repository import Storage
 
 # created: the document did not exist; updated: its chunks or metadata changed; unchanged: same
 # content, same chunking, same metadata (nothing re-embedded, nothing written).

@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..chunking import Chunk, chunk_blocks
-from ..exceptions import EmptyDocumentError, InvalidRequestError
-from ..models import MAX_DOCUMENT_ID_BYTES
-from ..parsers import PARSER_VERSION, ParsedDocument, parse
-from .models import SourceInput
+from retrieval_core.documents.chunking import Chunk, chunk_blocks
+from retrieval_core.documents.models import SourceInput
+from retrieval_core.exceptions import EmptyDocumentError, InvalidRequestError
+from retrieval_core.parsers import PARSER_VERSION, ParsedDocument, parse
+from retrieval_core.schemas.retrieval import MAX_DOCUMENT_ID_BYTES
 
 # Bump when the way blocks become chunks changes (parsers.PARSER_VERSION covers the parsers): every
 # document is then re-embedded once.

@@ -15,27 +15,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from ..attached.catalog import inspect_indexes, relation_oid
-from ..attached.features import describe, features
-from ..attached.stores import attach_store, refresh_store
-from ..db import documents as sql
-from ..db import stores as store_sql
-from ..db.connection import Connection
-from ..db.errors import database_errors
-from ..db.stores import Store
-from ..debug import DebugLog
-from ..exceptions import (
-    ConflictError,
-    DocumentNotFoundError,
-    InvalidRequestError,
-    RetrievalError,
-    StoreNotFoundError,
-    UnusableSourceError,
-)
-from ..grants import OPEN_GRANT, Grant
-from ..service import BACKEND, RetrievalService
-from .attached import delete_attached, not_through_documents_api
-from .models import (
+from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
+from retrieval_core.backends.attached.features import describe, features
+from retrieval_core.backends.attached.stores import attach_store, refresh_store
+from retrieval_core.db import documents as sql
+from retrieval_core.db import stores as store_sql
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.stores import Store
+from retrieval_core.documents.attached import delete_attached, not_through_documents_api
+from retrieval_core.documents.models import (
     DocumentInfo,
     Sequence,
     SourceInput,
@@ -43,8 +32,25 @@ from .models import (
     StoreDefinition,
     StoreInfo,
 )
-from .prepare import PreparedSource, check_metadata, check_store_name, newer_sequencer, prepare_source
-from .writer import SourceWriter, WriteItem, again_after_deadlock
+from retrieval_core.documents.prepare import (
+    PreparedSource,
+    check_metadata,
+    check_store_name,
+    newer_sequencer,
+    prepare_source,
+)
+from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_deadlock
+from retrieval_core.exceptions import (
+    ConflictError,
+    DocumentNotFoundError,
+    InvalidRequestError,
+    RetrievalError,
+    StoreNotFoundError,
+    UnusableSourceError,
+)
+from retrieval_core.grants import OPEN_GRANT, Grant
+from retrieval_core.observability.debug import DebugLog
+from retrieval_core.search.service import BACKEND, RetrievalService
 
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
@@ -379,7 +385,7 @@ class DocumentService:
         A source whose chunks were made under other settings (parser, chunking, model) maps to "",
         so that sync sees it as changed.
         """
-        from .prepare import fingerprint
+        from retrieval_core.documents.prepare import fingerprint
 
         grant.require("read", store)
         with database_errors("reading source hashes"), self._connection() as conn:

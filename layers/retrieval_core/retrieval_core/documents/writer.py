@@ -14,23 +14,23 @@ from typing import TypeVar
 
 import psycopg
 
-from ..db import documents as sql
-from ..db import stores as store_sql
-from ..db.connection import Connection
-from ..db.documents import ChunkRow, NewDocument
-from ..db.errors import database_errors
-from ..db.stores import Store
-from ..exceptions import (
+from retrieval_core.db import documents as sql
+from retrieval_core.db import stores as store_sql
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.documents import ChunkRow, NewDocument
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.stores import Store
+from retrieval_core.documents.attached import not_through_documents_api, writable_source, write_attached
+from retrieval_core.documents.models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
+from retrieval_core.documents.prepare import PreparedDocument, PreparedSource, newer_sequencer
+from retrieval_core.exceptions import (
     ConflictError,
     DatabaseUnavailableError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     StoreNotFoundError,
 )
-from ..service import RetrievalService
-from .attached import not_through_documents_api, writable_source, write_attached
-from .models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
-from .prepare import PreparedDocument, PreparedSource, newer_sequencer
+from retrieval_core.search.service import RetrievalService
 
 _ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
 

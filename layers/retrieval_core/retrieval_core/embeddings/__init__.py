@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..settings import Settings, get_settings
-from .base import Embedder, EmbeddingKind, check_vectors
-from .keys import embedder_configuration_problem
+from retrieval_core.embeddings.api_key import embedder_configuration_problem
+from retrieval_core.embeddings.base import Embedder, EmbeddingKind, check_vectors
+from retrieval_core.settings import Settings, get_settings
 
 __all__ = [
     "Embedder",
@@ -27,7 +27,7 @@ def build_embedder(settings: Settings) -> Embedder:
     """
     provider = settings.embedding_provider
     if provider == "local":
-        from .local import LocalEmbedder
+        from retrieval_core.embeddings.local import LocalEmbedder
 
         return LocalEmbedder(
             batch_size=settings.embedding_batch_size,
@@ -36,14 +36,14 @@ def build_embedder(settings: Settings) -> Embedder:
             cache_dir=settings.local_model_cache_dir,
         )
     if provider == "openai":
-        from .openai_compatible import OpenAICompatibleEmbedder
+        from retrieval_core.embeddings.openai_compatible import OpenAICompatibleEmbedder
 
         return OpenAICompatibleEmbedder.from_settings(settings)
     if provider == "gemini":
-        from .gemini import GeminiEmbedder
+        from retrieval_core.embeddings.gemini import GeminiEmbedder
 
         return GeminiEmbedder.from_settings(settings)
-    from .bedrock import BedrockTitanEmbedder
+    from retrieval_core.embeddings.bedrock import BedrockTitanEmbedder
 
     return BedrockTitanEmbedder.from_settings(settings)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from ..exceptions import EmbeddingProviderError
+from retrieval_core.exceptions import EmbeddingProviderError
 
 EmbeddingKind = Literal["query", "document"]
 

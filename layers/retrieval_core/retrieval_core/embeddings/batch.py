@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..exceptions import RetrievalError
-from .base import Embedder
+from retrieval_core.embeddings.base import Embedder
+from retrieval_core.exceptions import RetrievalError
 
 
 class QueryVectors:

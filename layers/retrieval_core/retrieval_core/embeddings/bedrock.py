@@ -10,11 +10,17 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
-from ..request_deadline import request_deadline, time_for_retry
-from ..retry import RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, Deadline, backoff_delay, is_retryable_aws_error
-from ..settings import Settings
-from .base import EmbeddingKind, check_vectors
+from retrieval_core.clients.deadline import request_deadline, time_for_retry
+from retrieval_core.clients.retry import (
+    RETRY_ATTEMPTS,
+    RETRY_BASE_DELAY_S,
+    Deadline,
+    backoff_delay,
+    is_retryable_aws_error,
+)
+from retrieval_core.embeddings.base import EmbeddingKind, check_vectors
+from retrieval_core.exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
+from retrieval_core.settings import Settings
 
 if TYPE_CHECKING:
     from botocore.exceptions import ClientError

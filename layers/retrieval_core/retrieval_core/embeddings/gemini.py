@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
-from ..genai_client import build_genai_client, key_rejected, retry_options
-from ..provider_keys import ClientForKey, ProviderKey, gemini_embedding_key
-from ..request_deadline import attempt_timeout_s, request_deadline
-from ..retry import (
+from retrieval_core.clients.deadline import attempt_timeout_s, request_deadline
+from retrieval_core.clients.genai import build_genai_client, key_rejected, retry_options
+from retrieval_core.clients.provider_keys import ClientForKey, ProviderKey, gemini_embedding_key
+from retrieval_core.clients.retry import (
     MAX_DETAIL_CHARS,
     RETRY_ATTEMPTS,
     RETRY_BASE_DELAY_S,
@@ -21,8 +20,9 @@ from ..retry import (
     Deadline,
     worst_case_s,
 )
-from ..settings import Settings
-from .base import EmbeddingKind, check_vectors
+from retrieval_core.embeddings.base import EmbeddingKind, check_vectors
+from retrieval_core.exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
+from retrieval_core.settings import Settings
 
 if TYPE_CHECKING:
     from google.genai import Client

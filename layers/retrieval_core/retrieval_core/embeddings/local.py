@@ -18,13 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigurationError, EmbeddingProviderError, RetrievalError
-from ..settings import DEFAULT_LOCAL_RUNTIME, LocalRuntime
-from .base import EmbeddingKind, check_vectors
+from retrieval_core.embeddings.base import EmbeddingKind, check_vectors
+from retrieval_core.exceptions import ConfigurationError, EmbeddingProviderError, RetrievalError
+from retrieval_core.settings import DEFAULT_LOCAL_RUNTIME, LocalRuntime
 
 if TYPE_CHECKING:
     # numpy comes with that module: imported on the first embedding only.
-    from .minilm_onnx import OnnxVariant
+    from retrieval_core.embeddings.minilm_onnx import OnnxVariant
 
 logger = logging.getLogger(__name__)
 
@@ -127,10 +127,10 @@ class LocalEmbedder:
         model_dir = self._resolve_model_dir()
         try:
             if self._runtime == "numpy":
-                from .minilm import MiniLMEncoder
+                from retrieval_core.embeddings.minilm import MiniLMEncoder
 
                 return MiniLMEncoder(model_dir, batch_size=self._batch_size).encode
-            from .minilm_onnx import OnnxMiniLMEncoder, model_file
+            from retrieval_core.embeddings.minilm_onnx import OnnxMiniLMEncoder, model_file
 
             onnx_file = model_file(
                 model_dir, ONNX_VARIANTS[self._runtime], self._cache_dir or default_cache_dir()

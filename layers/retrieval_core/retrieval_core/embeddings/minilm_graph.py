@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import ConfigurationError
-from . import onnx_proto
+from retrieval_core.embeddings import onnx_proto
+from retrieval_core.exceptions import ConfigurationError
 
 # Opset 20: LayerNormalization (17), reduce ops taking their axes as an input (18), Gelu (20).
 OPSET = 20
@@ -196,7 +196,7 @@ def quantize_int8(fp32_path: Path, int8_path: Path, **options: Any) -> None:
             "or choose onnx or onnx-w8, or set LOCAL_MODEL_DIR to a folder holding model.int8.onnx"
         ) from exc
 
-    from .minilm_onnx import quiet_onnxruntime
+    from retrieval_core.embeddings.minilm_onnx import quiet_onnxruntime
 
     quiet_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic

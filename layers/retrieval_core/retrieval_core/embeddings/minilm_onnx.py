@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .minilm import Floats, Ints, TokenBatchEncoder
+from retrieval_core.embeddings.minilm import Floats, Ints, TokenBatchEncoder
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
@@ -34,7 +34,7 @@ def model_file(model_dir: Path, variant: OnnxVariant, cache_dir: Path) -> Path:
     shipped = model_dir / f"model.{variant}.onnx"
     if shipped.is_file():
         return shipped
-    from .minilm_graph import GRAPH_VERSION
+    from retrieval_core.embeddings.minilm_graph import GRAPH_VERSION
 
     weights = model_dir / "model.safetensors"
     if not weights.is_file():
@@ -50,7 +50,7 @@ def model_file(model_dir: Path, variant: OnnxVariant, cache_dir: Path) -> Path:
 
 def build(model_dir: Path, variant: OnnxVariant, target: Path) -> None:
     """Write the ONNX file of `variant` to `target`, atomically: concurrent builders never see half a file."""
-    from .minilm_graph import build_fp32, quantize_int8
+    from retrieval_core.embeddings.minilm_graph import build_fp32, quantize_int8
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch:

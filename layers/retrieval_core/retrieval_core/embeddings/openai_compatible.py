@@ -11,13 +11,19 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import EmbeddingProviderError, UpstreamTimeoutError
-from ..http_client import bearer, json_client
-from ..provider_keys import ProviderKey, openai_embedding_key
-from ..request_deadline import attempt_timeout_s, request_deadline, time_for_retry
-from ..retry import MAX_DETAIL_CHARS, RETRY_ATTEMPTS, RETRY_BASE_DELAY_S, backoff_delay, is_retryable_status
-from ..settings import Settings
-from .base import EmbeddingKind, check_vectors
+from retrieval_core.clients.deadline import attempt_timeout_s, request_deadline, time_for_retry
+from retrieval_core.clients.http import bearer, json_client
+from retrieval_core.clients.provider_keys import ProviderKey, openai_embedding_key
+from retrieval_core.clients.retry import (
+    MAX_DETAIL_CHARS,
+    RETRY_ATTEMPTS,
+    RETRY_BASE_DELAY_S,
+    backoff_delay,
+    is_retryable_status,
+)
+from retrieval_core.embeddings.base import EmbeddingKind, check_vectors
+from retrieval_core.exceptions import EmbeddingProviderError, UpstreamTimeoutError
+from retrieval_core.settings import Settings
 
 logger = logging.getLogger(__name__)
 

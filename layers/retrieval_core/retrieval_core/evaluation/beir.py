@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..exceptions import InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
 
 Qrels = dict[str, dict[str, int]]
 

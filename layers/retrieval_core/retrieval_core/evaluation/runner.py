@@ -14,12 +14,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..grants import OPEN_GRANT
-from .metrics import Difference, documents_of, ndcg_at, paired_bootstrap, percentile, recall_at
+from retrieval_core.evaluation.metrics import (
+    Difference,
+    documents_of,
+    ndcg_at,
+    paired_bootstrap,
+    percentile,
+    recall_at,
+)
+from retrieval_core.grants import OPEN_GRANT
 
 if TYPE_CHECKING:
-    from ..embeddings import Embedder
-    from ..service import RetrievalService
+    from retrieval_core.embeddings import Embedder
+    from retrieval_core.search.service import RetrievalService
 
 DEPTH = 100
 NDCG_K = 10
@@ -98,7 +105,7 @@ def service_method(service: RetrievalService, store: str, spec: MethodSpec, dept
     """
     from pydantic import ValidationError
 
-    from ..models import RetrieveRequest, validation_error
+    from retrieval_core.schemas.retrieval import RetrieveRequest, validation_error
 
     try:
         RetrieveRequest.model_validate({**spec.options, "query": "check", "grade": 0.0})
@@ -251,7 +258,7 @@ def table(results: Sequence[MethodResult], depth: int = DEPTH, baseline: str = B
 
 def store_counts(service: RetrievalService, store: str) -> tuple[int, int]:
     """(documents, chunks) of `store`."""
-    from ..db import stores
+    from retrieval_core.db import stores
 
     found = service.get_store(store)
     with service.database.connection() as conn:
@@ -308,7 +315,7 @@ def evaluate_store(
     """
     ids, missing_text = judged_queries(queries, qrels)
     if not ids:
-        from ..exceptions import InvalidRequestError
+        from retrieval_core.exceptions import InvalidRequestError
 
         raise InvalidRequestError("no query has both a text and a relevant (grade >= 1) judgment")
     documents, chunks = store_counts(service, store)

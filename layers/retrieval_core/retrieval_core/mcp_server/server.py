@@ -26,11 +26,11 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from .. import __version__
-from ..api.auth import current_grant
-from ..exceptions import RetrievalError
-from ..grants import Grant
-from .tools import TOOLS, Tool, call_tool, tools_for
+from retrieval_core import __version__
+from retrieval_core.api.auth import current_grant
+from retrieval_core.exceptions import RetrievalError
+from retrieval_core.grants import Grant
+from retrieval_core.mcp_server.tools import TOOLS, Tool, call_tool, tools_for
 
 PATH = "/mcp"
 INSTRUCTIONS = (

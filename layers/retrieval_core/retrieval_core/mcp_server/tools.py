@@ -1,6 +1,6 @@
 """The MCP tools: their arguments, descriptions and what a call does. Pure retrieval core, no `mcp` import.
 
-Each call goes through the same services as the HTTP routes (retrieval_core.service and
+Each call goes through the same services as the HTTP routes (retrieval_core.search.service and
 documents.service) with the caller's grant, so answers, errors and the cache behave alike. A call's
 problem is a RetrievalError, which the server turns into a tool error (docs/mcp.md).
 """
@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError
 
-from ..documents import SourceInput
-from ..exceptions import DocumentNotFoundError, FilterKeyNotAllowedError
-from ..filters import MetadataValue
-from ..grants import Grant, Scope
-from ..models import (
+from retrieval_core.documents import SourceInput
+from retrieval_core.exceptions import DocumentNotFoundError, FilterKeyNotAllowedError
+from retrieval_core.filters.sql import MetadataValue
+from retrieval_core.filters.string_form import memory_filter
+from retrieval_core.grants import Grant, Scope
+from retrieval_core.schemas.retrieval import (
     MAX_DOCUMENT_ID_BYTES,
     MetadataEqualities,
     RequestModel,
@@ -28,11 +29,10 @@ from ..models import (
     _document_id,
     validation_error,
 )
-from .string_filter import memory_filter
 
 if TYPE_CHECKING:
-    from ..db.repository import Store
-    from ..service import RetrievalService
+    from retrieval_core.db.repository import Store
+    from retrieval_core.search.service import RetrievalService
 
 MEMORY_CONTENT_TYPE = "text/plain"
 # Ids derived from the text: a retried memory_store lands on the same memory.
@@ -137,7 +137,7 @@ def memory_id(text: str) -> str:
 
 
 def _memory_search(args: MemorySearchArguments, grant: Grant) -> dict[str, Any]:
-    from ..runtime import get_service
+    from retrieval_core.container import get_service
 
     request = RetrieveRequest.model_validate(
         {
@@ -170,7 +170,7 @@ def _memory_search(args: MemorySearchArguments, grant: Grant) -> dict[str, Any]:
 
 
 def _memory_store(args: MemoryStoreArguments, grant: Grant) -> dict[str, Any]:
-    from ..runtime import get_document_service
+    from retrieval_core.container import get_document_service
 
     documents = get_document_service()
     store = _writable_store(documents.retrieval, args.store, grant)
@@ -190,7 +190,7 @@ def _memory_store(args: MemoryStoreArguments, grant: Grant) -> dict[str, Any]:
 
 
 def _memory_delete(args: MemoryDeleteArguments, grant: Grant) -> dict[str, Any]:
-    from ..runtime import get_document_service
+    from retrieval_core.container import get_document_service
 
     documents = get_document_service()
     store = _writable_store(documents.retrieval, args.store, grant)
@@ -201,18 +201,18 @@ def _memory_delete(args: MemoryDeleteArguments, grant: Grant) -> dict[str, Any]:
 
 def _retrieve(args: RetrieveRequest, grant: Grant) -> dict[str, Any]:
     if args.targets_gemini:
-        from ..knowledge.runtime import get_knowledge_service
+        from retrieval_core.backends.gemini.instance import get_knowledge_service
 
         answer, _ = get_knowledge_service().retrieve(args, grant)
     else:
-        from ..runtime import get_service
+        from retrieval_core.container import get_service
 
         answer, _ = get_service().retrieve(args, grant=grant)
     return answer.model_dump(mode="json", by_alias=True)
 
 
 def _list_stores(_: NoArguments, grant: Grant) -> dict[str, Any]:
-    from ..runtime import get_document_service
+    from retrieval_core.container import get_document_service
 
     documents = get_document_service()
     allowed = documents.retrieval.allowed_metadata_keys

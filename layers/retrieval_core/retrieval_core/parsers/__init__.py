@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..exceptions import EmptyDocumentError
-from .base import Block, ParsedDocument, ParsedFile
-from .detect import (
+from retrieval_core.exceptions import EmptyDocumentError
+from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
+from retrieval_core.parsers.detect import (
     CSV,
     DOCX,
     HTML,
@@ -24,12 +24,12 @@ from .detect import (
     charset,
     detect_content_type,
 )
-from .docx import read_docx
-from .html import read_html
-from .markdown import read_markdown
-from .pdf import read_pdf
-from .records import read_csv, read_jsonl
-from .text import read_text
+from retrieval_core.parsers.docx import read_docx
+from retrieval_core.parsers.html import read_html
+from retrieval_core.parsers.markdown import read_markdown
+from retrieval_core.parsers.pdf import read_pdf
+from retrieval_core.parsers.records import read_csv, read_jsonl
+from retrieval_core.parsers.text import read_text
 
 __all__ = [
     "CSV",

@@ -10,10 +10,10 @@ import io
 import zipfile
 from typing import TYPE_CHECKING
 
-from ..exceptions import DocumentParseError
-from .base import ParsedDocument, ParsedFile, error_summary
-from .detect import DOCX
-from .sections import SectionBlocks
+from retrieval_core.exceptions import DocumentParseError
+from retrieval_core.parsers.base import ParsedDocument, ParsedFile, error_summary
+from retrieval_core.parsers.detect import DOCX
+from retrieval_core.parsers.sections import SectionBlocks
 
 if TYPE_CHECKING:
     from docx.table import Table

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..exceptions import DocumentParseError
-from .base import ParsedDocument, ParsedFile, error_summary
-from .detect import HTML
-from .sections import SectionBlocks
-from .text import decode_text
+from retrieval_core.exceptions import DocumentParseError
+from retrieval_core.parsers.base import ParsedDocument, ParsedFile, error_summary
+from retrieval_core.parsers.detect import HTML
+from retrieval_core.parsers.sections import SectionBlocks
+from retrieval_core.parsers.text import decode_text
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .base import ParsedDocument, ParsedFile
-from .detect import MARKDOWN
-from .sections import SectionBlocks
-from .text import decode_text
+from retrieval_core.parsers.base import ParsedDocument, ParsedFile
+from retrieval_core.parsers.detect import MARKDOWN
+from retrieval_core.parsers.sections import SectionBlocks
+from retrieval_core.parsers.text import decode_text
 
 if TYPE_CHECKING:
     from markdown_it.token import Token

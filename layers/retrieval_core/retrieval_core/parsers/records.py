@@ -22,10 +22,10 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..exceptions import DocumentParseError
-from .base import Block, ParsedDocument, ParsedFile
-from .detect import CSV, JSONL
-from .text import decode_text
+from retrieval_core.exceptions import DocumentParseError
+from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
+from retrieval_core.parsers.detect import CSV, JSONL
+from retrieval_core.parsers.text import decode_text
 
 ID_COLUMNS = ("_id", "id")
 TEXT_COLUMNS = ("text", "content", "body")

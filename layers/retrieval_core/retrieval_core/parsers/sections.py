@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Block
+from retrieval_core.parsers.base import Block
 
 SEPARATOR = " > "
 

@@ -15,11 +15,17 @@ import threading
 import time
 from typing import Any
 
-from .. import metrics
-from ..exceptions import RateLimitedError
-from ..settings import Settings, get_settings
-from .counters import Clock, DynamoDBCounter, MemoryCounter, RateCounter, RateCounterError
-from .window import RateLimit, window_at
+from retrieval_core.exceptions import RateLimitedError
+from retrieval_core.observability import metrics
+from retrieval_core.ratelimit.counters import (
+    Clock,
+    DynamoDBCounter,
+    MemoryCounter,
+    RateCounter,
+    RateCounterError,
+)
+from retrieval_core.ratelimit.window import RateLimit, window_at
+from retrieval_core.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from typing import Literal, get_args
 
-from ..provider_keys import gemini_key, reranker_key
-from ..settings import Settings
-from .base import Reranker, RerankScore
+from retrieval_core.clients.provider_keys import gemini_key, reranker_key
+from retrieval_core.rerank.base import Reranker, RerankScore
+from retrieval_core.settings import Settings
 
 __all__ = [
     "RerankScore",
@@ -79,14 +79,14 @@ def build_reranker(strategy: RerankStrategy, settings: Settings) -> Reranker | N
     if _config_key(strategy, settings) is None:
         return None
     if strategy == "bge":
-        from .http import HTTPReranker
+        from retrieval_core.rerank.http import HTTPReranker
 
         return HTTPReranker.from_settings(settings)
     if strategy == "llm":
-        from .llm import GeminiReranker
+        from retrieval_core.rerank.llm import GeminiReranker
 
         return GeminiReranker.from_settings(settings)
-    from .bedrock import BedrockReranker
+    from retrieval_core.rerank.bedrock import BedrockReranker
 
     return BedrockReranker.from_settings(settings)
 

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ..exceptions import RerankerUnavailableError
-from ..request_deadline import request_deadline
-from ..retry import backoff_delay
+from retrieval_core.clients.deadline import request_deadline
+from retrieval_core.clients.retry import backoff_delay
+from retrieval_core.exceptions import RerankerUnavailableError
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from ..exceptions import RerankerUnavailableError
-from ..retry import RETRY_BASE_DELAY_S, is_retryable_aws_error
-from ..settings import Settings
-from .base import RerankScore, RetryableFailure, ranked_scores, with_attempts
+from retrieval_core.clients.retry import RETRY_BASE_DELAY_S, is_retryable_aws_error
+from retrieval_core.exceptions import RerankerUnavailableError
+from retrieval_core.rerank.base import RerankScore, RetryableFailure, ranked_scores, with_attempts
+from retrieval_core.settings import Settings
 
 # The API's limits: 1,000 sources per call, 32,000 characters per text, and no empty text.
 MAX_SOURCES = 1000

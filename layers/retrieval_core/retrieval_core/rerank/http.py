@@ -16,12 +16,18 @@ from typing import Any, Literal
 import httpx
 from pydantic import SecretStr
 
-from ..exceptions import RerankerUnavailableError
-from ..http_client import bearer, json_client
-from ..provider_keys import ProviderKey, reranker_key
-from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
-from ..settings import Settings
-from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
+from retrieval_core.clients.http import bearer, json_client
+from retrieval_core.clients.provider_keys import ProviderKey, reranker_key
+from retrieval_core.clients.retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
+from retrieval_core.exceptions import RerankerUnavailableError
+from retrieval_core.rerank.base import (
+    RerankScore,
+    RetryableFailure,
+    ranked_scores,
+    transport_failures,
+    with_attempts,
+)
+from retrieval_core.settings import Settings
 
 RerankerApi = Literal["tei", "cohere"]
 DEFAULT_PATHS: dict[RerankerApi, str] = {"tei": "/rerank", "cohere": "/v1/rerank"}

@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from ..exceptions import RerankerUnavailableError
-from ..genai_client import build_genai_client, key_rejected
-from ..provider_keys import ClientForKey, ProviderKey, gemini_key
-from ..retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
-from ..settings import Settings
-from .base import RerankScore, RetryableFailure, ranked_scores, transport_failures, with_attempts
+from retrieval_core.clients.genai import build_genai_client, key_rejected
+from retrieval_core.clients.provider_keys import ClientForKey, ProviderKey, gemini_key
+from retrieval_core.clients.retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
+from retrieval_core.exceptions import RerankerUnavailableError
+from retrieval_core.rerank.base import (
+    RerankScore,
+    RetryableFailure,
+    ranked_scores,
+    transport_failures,
+    with_attempts,
+)
+from retrieval_core.settings import Settings
 
 if TYPE_CHECKING:
     from google.genai import Client

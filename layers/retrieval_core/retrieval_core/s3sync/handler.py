@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from .. import metrics, runtime
-from ..documents import Sequence, SourceInput, StoreDefinition
-from ..documents.service import DocumentService
-from ..exceptions import (
+from retrieval_core import container
+from retrieval_core.documents import Sequence, SourceInput, StoreDefinition
+from retrieval_core.documents.service import DocumentService
+from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
     JobInProgressError,
@@ -44,16 +44,17 @@ from ..exceptions import (
     S3EventError,
     StoreNotFoundError,
 )
-from ..lambda_runtime import (
+from retrieval_core.lambdas.setup import (
     LambdaHandler,
     after_database_failure,
     build_sqs_handler,
     idempotent_on_dynamodb,
     lazy_boto3_client,
 )
-from ..settings import Settings, get_settings
-from .events import ObjectChange, Target, read_message
-from .sidecar import read_sidecar
+from retrieval_core.observability import metrics
+from retrieval_core.s3sync.events import ObjectChange, Target, read_message
+from retrieval_core.s3sync.sidecar import read_sidecar
+from retrieval_core.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -181,7 +182,7 @@ class IngestProcessor:
 
     def _apply(self, change_key: dict[str, str], change: ObjectChange, target: Target) -> dict[str, Any]:
         """Run under idempotency: apply one change. The stored result is a summary only."""
-        documents = runtime.get_document_service()
+        documents = container.get_document_service()
         sequence = Sequence(target.object_key, change.sequencer) if change.sequencer else None
         where = {
             "bucket": change.bucket,

@@ -7,8 +7,8 @@ from functools import partial
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ...models import ErrorResponse, SimilaritySearchRequest, SimilaritySearchResponse
-from ..dependencies import GrantDep, ServiceDep
+from retrieval_core.api.dependencies import GrantDep, ServiceDep
+from retrieval_core.schemas.retrieval import ErrorResponse, SimilaritySearchRequest, SimilaritySearchResponse
 
 router = APIRouter(prefix="/api/v1/chunks", tags=["chunks"])
 

@@ -13,14 +13,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from ...documents import StoreDefinition
-from ...documents.service import DocumentService
-from ...exceptions import DocumentNotFoundError, InvalidRequestError
-from ...models import ErrorResponse, Text
-from ...parsers import CSV, JSONL
-from ...runtime import get_document_service
-from ..dependencies import GrantDep
-from ..documents_models import (
+from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.container import get_document_service
+from retrieval_core.documents import StoreDefinition
+from retrieval_core.documents.service import DocumentService
+from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
+from retrieval_core.parsers import CSV, JSONL
+from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
@@ -29,6 +28,7 @@ from ..documents_models import (
     StorePutRequest,
     StoreResponse,
 )
+from retrieval_core.schemas.retrieval import ErrorResponse, Text
 
 router = APIRouter(prefix="/api/v1/stores", tags=["documents"])
 

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from ...health import check_health
-from ...models import HealthResponse
+from retrieval_core.observability.health import check_health
+from retrieval_core.schemas.retrieval import HealthResponse
 
 router = APIRouter(prefix="/api/v1", tags=["health"])
 

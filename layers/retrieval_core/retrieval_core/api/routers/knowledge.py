@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ...knowledge.models import KnowledgeAnswer, KnowledgeSearchRequest
-from ...knowledge.runtime import get_knowledge_service
-from ...knowledge.service import KnowledgeService
-from ...models import ErrorResponse
-from ..dependencies import GrantDep
+from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.backends.gemini.instance import get_knowledge_service
+from retrieval_core.backends.gemini.service import KnowledgeService
+from retrieval_core.schemas.knowledge import KnowledgeAnswer, KnowledgeSearchRequest
+from retrieval_core.schemas.retrieval import ErrorResponse
 
 router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
 

@@ -7,16 +7,16 @@ from functools import partial
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ...knowledge.runtime import get_knowledge_service
-from ...models import (
+from retrieval_core.api.dependencies import GrantDep, ServiceDep
+from retrieval_core.api.rate_limit import charge
+from retrieval_core.backends.gemini.instance import get_knowledge_service
+from retrieval_core.schemas.retrieval import (
     ErrorResponse,
     RetrieveBatchRequest,
     RetrieveBatchResponse,
     RetrieveRequest,
     RetrieveResponse,
 )
-from ..dependencies import GrantDep, ServiceDep
-from ..rate_limit import charge
 
 router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
 

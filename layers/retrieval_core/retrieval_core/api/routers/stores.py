@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
-from ...knowledge.models import Backend, ResolvedStore
-from ...knowledge.runtime import get_knowledge_service
-from ...knowledge.service import KnowledgeService
-from ...models import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
-from ..dependencies import GrantDep
+from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.backends.gemini.instance import get_knowledge_service
+from retrieval_core.backends.gemini.service import KnowledgeService
+from retrieval_core.schemas.knowledge import Backend, ResolvedStore
+from retrieval_core.schemas.retrieval import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
 
 router = APIRouter(prefix="/api/v1/stores", tags=["stores"])
 

@@ -1,0 +1,286 @@
+"""What an attached store is: a table or view the service reads but does not own. Pure: no database client.
+
+A caller's `source` block (`SourceRequest`, after presets are expanded) names a relation and maps its
+columns; `attached.catalog` checks it against the catalog and records what it found as an `AttachedSource`,
+kept as JSON in `stores.source`. Names here are only ever compared with the catalog as values and then
+quoted as identifiers (`attached.search`): never interpolated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal, get_args
+
+from retrieval_core.exceptions import InvalidRequestError
+
+Distance = Literal["cosine", "l2", "inner_product"]
+DISTANCES: tuple[Distance, ...] = get_args(Distance)
+Preset = Literal["langchain-postgres", "langchain-postgres-v2", "llamaindex"]
+PRESETS: tuple[Preset, ...] = get_args(Preset)
+VectorType = Literal["vector", "halfvec"]
+# How metadata reaches results: a jsonb column as it is, a json column cast per row, plain columns
+# gathered into an object per row, or none at all.
+MetadataKind = Literal["jsonb", "json", "columns", "none"]
+# How a writable store fills the id column of the rows it writes: the column's own default (serial,
+# identity, gen_random_uuid()), `{documentId}#{chunkIndex}` for a text column, or a uuid5 of that text.
+IdFill = Literal["default", "text", "uuid"]
+
+# PostgreSQL truncates longer identifiers; a longer name can only be a mistake (or an attack).
+MAX_IDENTIFIER_BYTES = 63
+MAX_METADATA_COLUMNS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnMap:
+    """Which column holds what. Only `id`, `content` and `embedding` are required."""
+
+    id: str
+    content: str
+    embedding: str
+    metadata: str | None = None  # a json or jsonb column
+    metadata_columns: tuple[str, ...] = ()  # plain columns, each exposed as a metadata key of its name
+    document_id: str | None = None
+    title: str | None = None
+    fulltext: str | None = None  # a tsvector column: keyword and hybrid search (ts_rank_cd)
+    # A writable preset keeps the document id in this key of the metadata column (no column of its own).
+    document_key: str | None = None
+
+    def names(self) -> list[tuple[str, str]]:
+        """(role, column) of every mapped column."""
+        pairs = [("id", self.id), ("content", self.content), ("embedding", self.embedding)]
+        pairs += [(role, name) for role, name in self._optional() if name is not None]
+        pairs += [("metadata", name) for name in self.metadata_columns]
+        return pairs
+
+    def _optional(self) -> list[tuple[str, str | None]]:
+        return [
+            ("metadata", self.metadata),
+            ("documentId", self.document_id),
+            ("title", self.title),
+            ("fulltext", self.fulltext),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRequest:
+    """A `source` block as asked, presets expanded; not yet checked against the catalog."""
+
+    schema: str
+    table: str
+    columns: ColumnMap
+    distance: Distance = "cosine"
+    dimension: int | None = None  # only needed for an untyped vector column of an empty table
+    embedding_model: str | None = None  # None: assumed to be the service's when the dimension matches
+    preset: Preset | None = None
+    collection: str | None = None  # langchain-postgres: rows of this collection only
+    # The text search configuration the fulltext column was made with (queries must use the same).
+    text_search: str = "english"
+    # Add a generated tsvector column and its GIN index to the table (explicitly asked: it alters it).
+    add_fulltext: bool = False
+    # The documents API writes the table's rows (checked against the catalog when attached).
+    writable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RowScope:
+    """Only rows whose `column` equals `value` belong to the store (a langchain-postgres collection)."""
+
+    column: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttachedSource:
+    """A source as validated against the catalog: how to read it, and what it supports.
+
+    Hashable (frozen, tuples only), since queries are composed once per store and filter shape.
+    """
+
+    schema: str
+    table: str
+    relation_kind: str  # table, view, materialized view, partitioned table, foreign table
+    columns: ColumnMap
+    distance: Distance
+    vector_type: VectorType
+    dimension: int
+    # The untyped vector column is read as column::vector(dimension), the expression its index is on.
+    embedding_cast: bool
+    metadata_kind: MetadataKind
+    embedding_model: str
+    accepts_text_queries: bool  # False: the vectors were made by another model; vector queries only
+    scope: RowScope | None = None
+    preset: Preset | None = None
+    collection: str | None = None
+    vector_index: str | None = None  # the HNSW index that serves cosine ordering (found with EXPLAIN)
+    other_vector_indexes: tuple[str, ...] = ()  # vector indexes that cannot serve it (other operator)
+    metadata_index: str | None = None  # a GIN index on the metadata column
+    rows: int = 0  # rows of the store when it was inspected
+    inspected_at: str = ""
+    read_only: bool = True
+    text_search: str = "english"
+    fulltext_index: str | None = None  # a GIN index on the fulltext column
+    id_fill: IdFill = "default"  # writable stores only: how the id column of a written row is filled
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored in `stores.source`."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> AttachedSource:
+        """From `stores.source`. Keys this code does not know (written by a newer version) are skipped, so a
+        rolled-back deploy still reads the stores a newer one attached."""
+        known = {f.name for f in fields(cls)}
+        columns = {k: v for k, v in value["columns"].items() if k in {f.name for f in fields(ColumnMap)}}
+        columns["metadata_columns"] = tuple(columns.get("metadata_columns") or ())
+        scope = value.get("scope")
+        return cls(
+            **{
+                **{k: v for k, v in value.items() if k in known},
+                "columns": ColumnMap(**columns),
+                "scope": RowScope(**scope) if scope else None,
+                "other_vector_indexes": tuple(value.get("other_vector_indexes") or ()),
+            }
+        )
+
+    def same_request(self, request: SourceRequest) -> bool:
+        """Whether `request` asks for this very source (PUT again: nothing to do)."""
+        mine = SourceRequest(
+            self.schema,
+            self.table,
+            self.columns,
+            self.distance,
+            request.dimension if request.dimension in (None, self.dimension) else self.dimension,
+            request.embedding_model
+            if request.embedding_model in (None, self.embedding_model)
+            else self.embedding_model,
+            self.preset,
+            self.collection,
+            self.text_search,
+            request.add_fulltext,
+            not self.read_only,
+        )
+        # A column added by an earlier attach with add_fulltext is in the mapping now.
+        asked = (
+            request
+            if request.columns.fulltext or not request.add_fulltext
+            else replace(request, columns=replace(request.columns, fulltext=self.columns.fulltext))
+        )
+        return mine == asked
+
+
+# Preset layouts, as the libraries create them (see docs/existing-tables.md for the DDL they run).
+_LANGCHAIN_V1 = ColumnMap(id="id", content="document", embedding="embedding", metadata="cmetadata")
+_LANGCHAIN_V2 = ColumnMap(
+    id="langchain_id", content="content", embedding="embedding", metadata="langchain_metadata"
+)
+_LLAMAINDEX = ColumnMap(id="node_id", content="text", embedding="embedding", metadata="metadata_")
+# Where a writable preset keeps a document's id in its metadata: LlamaIndex's own key (its
+# delete(ref_doc_id) and filters read it); langchain-postgres has no notion of a document, so a key no
+# caller may set (prepare.check_metadata reserves it).
+PRESET_DOCUMENT_KEYS: dict[Preset, str] = {
+    "langchain-postgres": "documentId",
+    "langchain-postgres-v2": "documentId",
+    "llamaindex": "ref_doc_id",
+}
+LANGCHAIN_V1_TABLE = "langchain_pg_embedding"
+LANGCHAIN_V1_COLLECTIONS = "langchain_pg_collection"
+
+
+def source_request(
+    table: str | None,
+    columns: dict[str, Any] | None,
+    *,
+    schema: str | None = None,
+    distance: Distance = "cosine",
+    dimension: int | None = None,
+    embedding_model: str | None = None,
+    preset: Preset | None = None,
+    collection: str | None = None,
+    text_search: str = "english",
+    add_fulltext: bool = False,
+    writable: bool = False,
+) -> SourceRequest:
+    """The SourceRequest of a `source` block; a 422 naming the field for anything missing or malformed.
+
+    `table` is `schema.table` (split at the first dot) or a bare name in `schema` (default public).
+    A preset fills in the table and columns of its library's layout; `columns` given beside a preset
+    override its names (a v2 table created with other column names). `writable`: a preset keeps the
+    document id in its metadata, under the key its library reads (PRESET_DOCUMENT_KEYS).
+    """
+    defaults: ColumnMap | None = None
+    if preset == "langchain-postgres":
+        if not collection:
+            raise _invalid("source.collection", "the langchain-postgres preset needs the collection's name")
+        if table is not None and table.rpartition(".")[2] != LANGCHAIN_V1_TABLE:
+            raise _invalid("source.table", f"the langchain-postgres preset reads {LANGCHAIN_V1_TABLE}")
+        table = table or LANGCHAIN_V1_TABLE
+        defaults = _LANGCHAIN_V1
+    elif collection is not None:
+        raise _invalid("source.collection", "only the langchain-postgres preset has collections")
+    elif preset == "langchain-postgres-v2":
+        defaults = _LANGCHAIN_V2
+    elif preset == "llamaindex":
+        defaults = _LLAMAINDEX
+    if not table:
+        raise _invalid("source.table", "name the table or view (schema.table)")
+    document_key = PRESET_DOCUMENT_KEYS[preset] if writable and preset else None
+    if schema is None:
+        schema, dot, name = table.partition(".")
+        if not dot:
+            schema, name = "public", table
+    else:
+        name = table
+    for where, value in (("source.table", schema), ("source.table", name)):
+        _check_identifier(where, value)
+    return SourceRequest(
+        schema=schema,
+        table=name,
+        columns=_column_map(columns or {}, defaults, document_key),
+        distance=distance,
+        dimension=dimension,
+        embedding_model=embedding_model,
+        preset=preset,
+        collection=collection,
+        text_search=text_search,
+        add_fulltext=add_fulltext,
+        writable=writable,
+    )
+
+
+def _column_map(given: dict[str, Any], defaults: ColumnMap | None, document_key: str | None) -> ColumnMap:
+    metadata = given.get("metadata", defaults.metadata if defaults else None)
+    metadata_column, metadata_columns = (
+        (None, tuple(metadata)) if isinstance(metadata, list) else (metadata, ())
+    )
+    if len(metadata_columns) > MAX_METADATA_COLUMNS:
+        raise _invalid("source.columns.metadata", f"at most {MAX_METADATA_COLUMNS} columns")
+    values: dict[str, Any] = {
+        "id": given.get("id", defaults.id if defaults else None),
+        "content": given.get("content", defaults.content if defaults else None),
+        "embedding": given.get("embedding", defaults.embedding if defaults else None),
+        "metadata": metadata_column,
+        "metadata_columns": metadata_columns,
+        "document_id": given.get("documentId"),
+        "title": given.get("title"),
+        "fulltext": given.get("fulltext", defaults.fulltext if defaults else None),
+        "document_key": document_key if given.get("documentId") is None else None,
+    }
+    for role in ("id", "content", "embedding"):
+        if values[role] is None:
+            raise _invalid(f"source.columns.{role}", "required: the column that holds it")
+    mapped = ColumnMap(**values)
+    for role, name in mapped.names():
+        _check_identifier(f"source.columns.{role}", name)
+    if len(set(metadata_columns)) != len(metadata_columns):
+        raise _invalid("source.columns.metadata", "a column is listed twice")
+    return mapped
+
+
+def _check_identifier(where: str, name: str) -> None:
+    # Only what cannot name anything: the catalog decides the rest.
+    if not name or "\x00" in name or len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise _invalid(where, f"not a PostgreSQL identifier (1 to {MAX_IDENTIFIER_BYTES} bytes, no NUL)")
+
+
+def _invalid(where: str, message: str) -> InvalidRequestError:
+    return InvalidRequestError.for_field(where, message, "invalid_source")

@@ -1,0 +1,412 @@
+"""`retrieval sync` and `retrieval ingest`: reconcile a store with a tree of files, and report it.
+
+The plan compares each file's SHA-256 with `DocumentService.source_hashes`: a new id is added, a
+different hash updated, the same hash left alone (nothing read twice, parsed or embedded). With
+`prune`, stored sources whose id is no longer in the tree are deleted, whatever wrote them. Sidecar
+metadata is applied with `put_source_metadata`, which changes metadata without re-embedding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrieval_core.documents import SourceInput, SourceWrite, StoreDefinition
+from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
+from retrieval_core.documents.service import DocumentService
+from retrieval_core.exceptions import (
+    EmptyDocumentError,
+    RetrievalError,
+    SourceReadError,
+    StoreNotFoundError,
+    UnsupportedContentTypeError,
+)
+from retrieval_core.s3sync.events import SIDECAR_SUFFIX
+from retrieval_core.s3sync.sidecar import read_sidecar
+
+# Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
+SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a sync will do. `stored` is None when the store does not exist yet."""
+
+    added: list[Entry]
+    updated: list[Entry]
+    unchanged: list[Entry]
+    deleted: list[str]  # source ids
+    skipped: list[Skipped]
+    failed: list[Failed]
+    stored: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A file added, updated or unchanged. Counts are None in a dry run (nothing was parsed)."""
+
+    path: str
+    source_id: str
+    documents: int | None = None
+    chunks: int | None = None
+    metadata_only: bool = False  # only its sidecar changed: nothing re-embedded
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase, as every JSON the service prints."""
+        body: dict[str, Any] = {"path": self.path, "sourceId": self.source_id}
+        if self.documents is not None:
+            body |= {"documents": self.documents, "chunks": self.chunks}
+        if self.metadata_only:
+            body["metadataOnly"] = True
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """A stored source no longer in the tree, and the documents deleted with it."""
+
+    source_id: str
+    documents: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A file that could not be read or written; the store keeps what it had for it."""
+
+    path: str
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class Report:
+    """What a sync or an ingest did (or, in a dry run, would do)."""
+
+    store: str
+    root: str
+    dry_run: bool = False
+    prune: bool = False
+    added: list[Written] = field(default_factory=list)
+    updated: list[Written] = field(default_factory=list)
+    unchanged: list[Written] = field(default_factory=list)
+    deleted: list[Deleted] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)
+    documents_written: int = 0
+    chunks_written: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` report (docs/loading-documents.md, "Loading documents")."""
+        return {
+            "store": self.store,
+            "root": self.root,
+            "dryRun": self.dry_run,
+            "prune": self.prune,
+            "added": [w.to_json() for w in self.added],
+            "updated": [w.to_json() for w in self.updated],
+            "unchanged": [w.to_json() for w in self.unchanged],
+            "deleted": [
+                {"sourceId": d.source_id} | ({} if self.dry_run else {"documents": d.documents})
+                for d in self.deleted
+            ],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "failed": [{"path": f.path, "code": f.code, "message": f.message} for f in self.failed],
+            "totals": {
+                "added": len(self.added),
+                "updated": len(self.updated),
+                "unchanged": len(self.unchanged),
+                "deleted": len(self.deleted),
+                "skipped": len(self.skipped),
+                "failed": len(self.failed),
+                "documentsWritten": self.documents_written,
+                "chunksWritten": self.chunks_written,
+                "documentsDeleted": sum(len(d.documents) for d in self.deleted),
+            },
+        }
+
+    def lines(self) -> list[str]:
+        """The report for people: every file skipped, failed or deleted, then one summary line."""
+        lines: list[str] = []
+        if self.dry_run:
+            lines += [f"would add     {w.path}" for w in self.added]
+            lines += [f"would update  {w.path}" for w in self.updated]
+        if self.dry_run:
+            lines += [f"would delete  {d.source_id}" for d in self.deleted]
+        else:
+            lines += [
+                f"deleted       {d.source_id} ({_plural(len(d.documents), 'document')})" for d in self.deleted
+            ]
+        lines += [f"skipped       {s.path}: {s.reason}" for s in self.skipped]
+        lines += [f"failed        {f.path}: [{f.code}] {f.message}" for f in self.failed]
+        counts = (
+            f"added {len(self.added)}, updated {len(self.updated)}, unchanged {len(self.unchanged)}, "
+            f"deleted {len(self.deleted)}, skipped {len(self.skipped)}, failed {len(self.failed)}"
+        )
+        if self.dry_run:
+            lines.append(f"dry run, nothing written to store '{self.store}': {counts}")
+        else:
+            written = _plural(self.documents_written, "document")
+            chunks = _plural(self.chunks_written, "chunk")
+            lines.append(f"{counts}: {written} written ({chunks}) in store '{self.store}'")
+        return lines
+
+
+def make_plan(
+    listing: Listing,
+    stored: dict[str, str] | None,
+    digest: Callable[[Entry], str],
+    prune: bool = False,
+    prefix: str = "",
+) -> Plan:
+    """Sort the tree's files into added, updated and unchanged; with `prune`, the stored sources to delete.
+
+    `digest` (SHA-256 of a file's bytes) is only asked for files already stored. Pruning only
+    considers stored ids starting with `prefix`, and spares what the tree holds but passes over: a
+    file that cannot be read, a skipped file, anything under a skipped folder.
+    """
+    added: list[Entry] = []
+    updated: list[Entry] = []
+    unchanged: list[Entry] = []
+    failed: list[Failed] = []
+    known = stored or {}
+    for entry in listing.entries:
+        stored_hash = known.get(entry.source_id)
+        if stored_hash is None:
+            added.append(entry)
+        elif not stored_hash:  # made under other settings: rewrite
+            updated.append(entry)
+        else:
+            try:
+                same = digest(entry) == stored_hash
+            except SourceReadError as exc:
+                failed.append(Failed(entry.path, exc.code, exc.message))
+                continue
+            (unchanged if same else updated).append(entry)
+    # A file that is there but skipped (hidden, in a folder that could not be listed) is not gone.
+    present = {e.source_id for e in listing.entries} | {prefix + s.path for s in listing.skipped}
+    deleted = sorted(s for s in known if s.startswith(prefix) and not _within(s, present)) if prune else []
+    return Plan(added, updated, unchanged, deleted, list(listing.skipped), failed, stored)
+
+
+def _within(source_id: str, present: set[str]) -> bool:
+    """Whether `source_id` or a folder above it is in `present`."""
+    parts = source_id.split("/")
+    return any("/".join(parts[:n]) in present for n in range(len(parts), 0, -1))
+
+
+def plan_sync(
+    documents: DocumentService,
+    store: str,
+    tree: Tree,
+    prune: bool = False,
+    prefix: str = "",
+    progress: bool = False,
+) -> Plan:
+    """List the tree, read the store's source hashes and make the plan.
+
+    A file to write whose name has no supported suffix is sniffed first (its first bytes only): one the
+    parsers cannot read (an image, an archive) is skipped without being read whole.
+    """
+    from tqdm import tqdm
+
+    listing = tree.listing()
+    try:
+        stored: dict[str, str] | None = documents.source_hashes(store)
+    except StoreNotFoundError:
+        stored = None
+    known = sum(1 for e in listing.entries if (stored or {}).get(e.source_id))
+    with tqdm(total=known, desc="compare", unit=" files", disable=not progress or not known) as bar:
+
+        def digest(entry: Entry) -> str:
+            bar.update(1)
+            return sha256(tree.read(entry.location))
+
+        plan = make_plan(listing, stored, digest, prune, prefix)
+    refused = {e.source_id: reason for e in (*plan.added, *plan.updated) if (reason := _unreadable(tree, e))}
+    if not refused:
+        return plan
+    return Plan(
+        [e for e in plan.added if e.source_id not in refused],
+        [e for e in plan.updated if e.source_id not in refused],
+        plan.unchanged,
+        plan.deleted,
+        sorted(
+            [
+                *plan.skipped,
+                *(
+                    Skipped(e.path, refused[e.source_id])
+                    for e in plan.added + plan.updated
+                    if e.source_id in refused
+                ),
+            ],
+            key=lambda s: s.path,
+        ),
+        plan.failed,
+        plan.stored,
+    )
+
+
+def _unreadable(tree: Tree, entry: Entry) -> str | None:
+    """Why the parsers cannot read `entry`, judged from its name and first bytes; None if they may."""
+    from retrieval_core.parsers.detect import detect_content_type, suffix_type
+
+    if suffix_type(entry.name) is not None:
+        return None
+    try:
+        detect_content_type(tree.read(entry.location, HEAD_BYTES), None, entry.name)
+    except SKIPPING_ERRORS as exc:
+        return exc.message
+    except RetrievalError:
+        return None  # unreadable or corrupt: the write says so, as a failure
+    return None
+
+
+def planned_report(plan: Plan, store: str, root: str, prune: bool) -> Report:
+    """The report of a dry run: the plan, nothing written."""
+    return Report(
+        store,
+        root,
+        dry_run=True,
+        prune=prune,
+        added=[Written(e.path, e.source_id) for e in plan.added],
+        updated=[Written(e.path, e.source_id) for e in plan.updated],
+        unchanged=[Written(e.path, e.source_id) for e in plan.unchanged],
+        deleted=[Deleted(s, []) for s in plan.deleted],
+        skipped=list(plan.skipped),
+        failed=list(plan.failed),
+    )
+
+
+def apply_plan(
+    plan: Plan,
+    tree: Tree,
+    documents: DocumentService,
+    report: Report,
+    create: StoreDefinition,
+    progress: bool = True,
+) -> None:
+    """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got).
+
+    Per-file errors are recorded; errors of the whole operation (database, embedder) are raised.
+    """
+    report.skipped += plan.skipped
+    report.failed += plan.failed
+    sidecars = _read_sidecars(tree, [*plan.added, *plan.updated, *plan.unchanged], report)
+    present = [e for e in (*plan.added, *plan.updated, *plan.unchanged) if e.source_id in sidecars]
+    changed: dict[str, int] = {}
+    if plan.stored is not None:
+        # Before the writes, so that new and changed files are written with their sidecar's metadata.
+        changed = _put_sidecars(documents, report.store, present, sidecars)
+    to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
+    for entry in plan.unchanged:
+        if entry.source_id not in sidecars:
+            continue
+        if changed.get(entry.source_id):
+            report.updated.append(
+                Written(entry.path, entry.source_id, changed[entry.source_id], 0, metadata_only=True)
+            )
+        else:
+            report.unchanged.append(Written(entry.path, entry.source_id))
+    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress)
+    if plan.stored is None and written:
+        # A new store exists only once a file is written in it; its sidecars follow the first write.
+        _put_sidecars(documents, report.store, [e for e in written if sidecars[e.source_id]], sidecars)
+    for source_id in plan.deleted:
+        report.deleted.append(Deleted(source_id, documents.delete_source(report.store, source_id)))
+
+
+def sha256(data: bytes) -> str:
+    """Hex SHA-256, as `source_hashes` gives it."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_sidecars(tree: Tree, entries: list[Entry], report: Report) -> dict[str, dict[str, Any] | None]:
+    """Each entry's sidecar metadata (None: no sidecar). An entry whose sidecar is unreadable is
+    failed and left out: writing it without its metadata would hide it from metadata filters."""
+    sidecars: dict[str, dict[str, Any] | None] = {}
+    for entry in entries:
+        if entry.sidecar is None:
+            sidecars[entry.source_id] = None
+            continue
+        try:
+            sidecars[entry.source_id] = read_sidecar(tree.read(entry.sidecar))
+        except RetrievalError as exc:
+            report.failed.append(Failed(entry.path + SIDECAR_SUFFIX, exc.code, exc.message))
+    return sidecars
+
+
+def _put_sidecars(
+    documents: DocumentService,
+    store: str,
+    entries: list[Entry],
+    sidecars: dict[str, dict[str, Any] | None],
+) -> dict[str, int]:
+    """Apply each entry's sidecar (None removes one set before); documents changed, by source id."""
+    return {
+        e.source_id: documents.put_source_metadata(store, e.source_id, sidecars[e.source_id]) for e in entries
+    }
+
+
+def _write(
+    tree: Tree,
+    documents: DocumentService,
+    report: Report,
+    entries: list[Entry],
+    stored: dict[str, str],
+    create: StoreDefinition,
+    progress: bool,
+) -> list[Entry]:
+    """Write `entries` through the service; the entries written."""
+    from tqdm import tqdm
+
+    sent: deque[Entry] = deque()
+    written: list[Entry] = []
+
+    def sources() -> Iterator[SourceInput]:
+        for entry in entries:
+            try:
+                data = tree.read(entry.location)
+            except SourceReadError as exc:
+                report.failed.append(Failed(entry.path, exc.code, exc.message))
+                bar.update(1)
+                continue
+            sent.append(entry)
+            yield SourceInput(entry.source_id, data, name=entry.name)
+
+    with tqdm(
+        total=len(entries),
+        desc=f"sync {report.store}",
+        unit=" files",
+        disable=not progress or not entries,
+        dynamic_ncols=True,
+    ) as bar:
+        for result in documents.write_sources(report.store, sources(), create=create):
+            entry = sent.popleft()
+            if isinstance(result, SourceWrite):
+                written.append(entry)
+                _record_write(report, entry, result)
+            elif isinstance(result, SKIPPING_ERRORS):
+                kept = "; the version stored before is kept" if entry.source_id in stored else ""
+                report.skipped.append(Skipped(entry.path, result.message + kept))
+            else:
+                report.failed.append(Failed(entry.path, result.code, result.message))
+            bar.update(1)
+            bar.set_postfix(chunks=report.chunks_written, refresh=False)
+    return written
+
+
+def _record_write(report: Report, entry: Entry, result: SourceWrite) -> None:
+    changed = [d for d in result.documents if d.status != "unchanged"]
+    report.documents_written += len(changed)
+    report.chunks_written += sum(d.chunk_count for d in changed)
+    line = Written(entry.path, entry.source_id, len(result.documents), result.chunk_count)
+    {"created": report.added, "updated": report.updated, "unchanged": report.unchanged}[result.status].append(
+        line
+    )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -1,0 +1,1 @@
+"""Debug lines, metrics and health checks."""

@@ -1,0 +1,1 @@
+"""Request and response schemas of the HTTP API, in one place."""

@@ -1,0 +1,302 @@
+"""Bodies of the write side's routes (stores and documents), in camelCase like the rest of the API."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+
+from retrieval_core.backends.attached.definition import Distance, Preset, SourceRequest, source_request
+from retrieval_core.db.stores import Storage
+from retrieval_core.documents import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.schemas.retrieval import RequestModel, ResponseModel, Text
+
+MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
+
+
+Identifier = Annotated[Text, Field(min_length=1, max_length=63)]
+
+
+class SourceColumns(RequestModel):
+    """Which column of the table holds what; a preset fills in its library's names."""
+
+    id: Identifier | None = Field(default=None, description="A unique row id (any type; read as text).")
+    content: Identifier | None = Field(default=None, description="The text (text or varchar).")
+    embedding: Identifier | None = Field(default=None, description="A pgvector vector or halfvec column.")
+    metadata: Identifier | list[Identifier] | None = Field(
+        default=None,
+        description="A json/jsonb column, or a list of plain columns each exposed as a metadata key.",
+    )
+    document_id: Identifier | None = Field(default=None, description="Optional: what docIds match.")
+    title: Identifier | None = Field(default=None, description="Optional: a text title, shown in metadata.")
+    fulltext: Identifier | None = Field(
+        default=None, description="Optional: a tsvector column of the content, for keyword and hybrid search."
+    )
+
+
+class SourceBlock(RequestModel):
+    """An existing table or view the store reads instead of documents of its own (docs/existing-tables.md)."""
+
+    table: Text | None = Field(
+        default=None, max_length=200, description="schema.table (a bare name is in `public`), or a view."
+    )
+    schema_name: Identifier | None = Field(
+        default=None, alias="schema", description="The schema, when the table name itself holds a dot."
+    )
+    columns: SourceColumns | None = None
+    distance: Distance = Field(
+        default="cosine",
+        description="The distance the vectors were made for. Search and scores are always cosine: "
+        "score = 1 - cosine distance.",
+    )
+    dimension: int | None = Field(
+        default=None, ge=1, le=16000, description="Only for an untyped vector column of an empty table."
+    )
+    embedding_model: Text | None = Field(
+        default=None,
+        max_length=256,
+        description="The model that made the vectors; default: this service's when the dimension matches. "
+        "Another model: the store takes precomputed vectors only.",
+    )
+    preset: Preset | None = Field(
+        default=None, description="langchain-postgres, langchain-postgres-v2, llamaindex."
+    )
+    collection: Text | None = Field(
+        default=None, max_length=1024, description="langchain-postgres: the collection's name."
+    )
+    text_search: Text | None = Field(
+        default=None,
+        min_length=1,
+        max_length=127,
+        description="The text search configuration the fulltext column was made with (default english).",
+    )
+    add_fulltext: bool = Field(
+        default=False,
+        description="ALTER the table: add a generated tsvector column of the content and its GIN index "
+        "(rewrites the table under an exclusive lock; the service's user must own it).",
+    )
+
+    writable: bool = Field(
+        default=False,
+        description="Let the documents API write the table's rows (PUT/DELETE of a document replace or "
+        "delete its rows through the mapped columns); checked against the catalog. Default: read-only.",
+    )
+
+    def request(self) -> SourceRequest:
+        """The SourceRequest (a 422 naming the field when something is missing)."""
+        columns = self.columns.model_dump(exclude_none=True, by_alias=True) if self.columns else None
+        return source_request(
+            self.table,
+            columns,
+            schema=self.schema_name,
+            distance=self.distance,
+            dimension=self.dimension,
+            embedding_model=self.embedding_model,
+            preset=self.preset,
+            collection=self.collection,
+            text_search=self.text_search or "english",
+            add_fulltext=self.add_fulltext,
+            writable=self.writable,
+        )
+
+
+class StorePutRequest(RequestModel):
+    """A store definition. Dimension and embedding model come from the service's embedder."""
+
+    display_name: Text | None = Field(
+        default=None, min_length=1, max_length=256, description="Any Unicode text; defaults to the name."
+    )
+    storage: Storage = Field(
+        default="vector", description="vector (4-byte floats) or halfvec (2-byte floats); fixed once created."
+    )
+    allowed_metadata_keys: list[MetadataKey] | None = Field(
+        default=None, max_length=256, description="Keys a metadata filter may name; null: every key."
+    )
+    text_search: Text | None = Field(
+        default=None,
+        min_length=1,
+        max_length=127,
+        description="PostgreSQL text search configuration of the keyword index (english, simple, german, "
+        "french, ...: any name in pg_ts_config); stems words and drops stopwords at write and at query time. "
+        "Fixed once created; null or absent: english for a new store, unchanged for an existing one.",
+    )
+    source: SourceBlock | None = Field(
+        default=None,
+        description="Attach the store to an existing table or view (read-only unless `writable`; "
+        "docs/existing-tables.md).",
+    )
+
+
+class StoreResponse(ResponseModel):
+    """A store as the write side shows it."""
+
+    name: str
+    display_name: str
+    storage: Storage
+    embedding_model: str
+    dimension: int
+    allowed_metadata_keys: list[str] | None
+    text_search: str = Field(description="PostgreSQL text search configuration of the keyword index.")
+    document_count: int
+    chunk_count: int
+    source: dict[str, Any] | None = Field(
+        default=None,
+        description="An attached store's table and mapping (absent for the service's own stores).",
+    )
+    features: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="An attached store: each feature, whether the table supports it, and what that means.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_source(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A store of our own shows no source or features, as before attached stores existed.
+        data: dict[str, Any] = handler(self)
+        for key in ("source", "features"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+    @classmethod
+    def of(cls, info: StoreInfo) -> StoreResponse:
+        """From the service's StoreInfo."""
+        keys = list(info.allowed_metadata_keys) if info.allowed_metadata_keys is not None else None
+        return cls(
+            name=info.name,
+            display_name=info.display_name,
+            storage=info.storage,
+            embedding_model=info.embedding_model,
+            dimension=info.dimension,
+            allowed_metadata_keys=keys,
+            text_search=info.text_search,
+            document_count=info.document_count,
+            chunk_count=info.chunk_count,
+            source=info.source,
+            features=info.features,
+        )
+
+
+class StoreListResponse(ResponseModel):
+    """The stores the caller may read, oldest first."""
+
+    stores: list[StoreResponse]
+
+
+class DocumentPutRequest(RequestModel):
+    """A document's content: `text`, or a file as base64 `content` with its `contentType`."""
+
+    text: Text | None = Field(
+        default=None, description="Plain text (or text of `contentType`, e.g. Markdown)."
+    )
+    content: str | None = Field(default=None, description="The file's bytes, base64-encoded.")
+    content_type: str | None = Field(
+        default=None,
+        max_length=255,
+        description="e.g. application/pdf; omitted: decided from fileName and the bytes.",
+    )
+    file_name: Text | None = Field(default=None, min_length=1, max_length=1024)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Travels with every chunk; documentId and chunkIndex are reserved (the API adds them).",
+    )
+
+    @model_validator(mode="after")
+    def _one_content(self) -> DocumentPutRequest:
+        if (self.text is None) == (self.content is None):
+            raise ValueError("give exactly one of text and content")
+        return self
+
+    def source(self, document_id: str) -> SourceInput:
+        """The SourceInput of this body; a 422 naming `content` when it is not base64."""
+        if self.text is not None:
+            return SourceInput(
+                document_id,
+                self.text.encode("utf-8"),
+                self.content_type or "text/plain",
+                self.file_name,
+                self.metadata,
+            )
+        try:
+            data = base64.b64decode(self.content or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidRequestError.for_field("content", "is not valid base64", "base64") from None
+        return SourceInput(document_id, data, self.content_type, self.file_name, self.metadata)
+
+
+class DocumentWriteItem(ResponseModel):
+    """One record of a row source (CSV, JSONL)."""
+
+    document_id: str
+    status: WriteStatus
+    chunk_count: int
+
+
+class DocumentWriteResponse(ResponseModel):
+    """What a PUT did: `created`, `updated` or `unchanged` (nothing re-embedded)."""
+
+    document_id: str
+    status: WriteStatus
+    chunk_count: int
+    content_sha256: str
+    content_type: str
+    documents: list[DocumentWriteItem] | None = Field(
+        default=None, description="A row source (CSV, JSONL): each record's document."
+    )
+    removed: list[str] | None = Field(default=None, description="Records the source no longer holds.")
+
+    @classmethod
+    def of(cls, document_id: str, written: SourceWrite, records: bool) -> DocumentWriteResponse:
+        """From the service's SourceWrite; `records` adds the per-record lists."""
+        items = [
+            DocumentWriteItem(document_id=d.document_id, status=d.status, chunk_count=d.chunk_count)
+            for d in written.documents
+        ]
+        return cls(
+            document_id=document_id,
+            status=written.status,
+            chunk_count=written.chunk_count,
+            content_sha256=written.content_sha256,
+            content_type=written.content_type,
+            documents=items if records else None,
+            removed=list(written.removed) if records else None,
+        )
+
+
+class DocumentResponse(ResponseModel):
+    """A stored document, without its chunks."""
+
+    document_id: str
+    source: str
+    title: str
+    metadata: dict[str, Any]
+    content_type: str
+    content_sha256: str
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, info: DocumentInfo) -> DocumentResponse:
+        """From the service's DocumentInfo."""
+        return cls(
+            document_id=info.id,
+            source=info.source,
+            title=info.title,
+            metadata=info.metadata,
+            content_type=info.content_type,
+            content_sha256=info.content_sha256,
+            chunk_count=info.chunk_count,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+        )
+
+
+class DocumentListResponse(ResponseModel):
+    """A page of documents in id order; `nextCursor` null on the last page."""
+
+    documents: list[DocumentResponse]
+    next_cursor: str | None

@@ -1,0 +1,1 @@
+"""The one retrieve pipeline: planning, keyword query, fusion, ranking, context packing, bounds."""

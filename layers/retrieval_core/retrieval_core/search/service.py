@@ -1,0 +1,679 @@
+"""The retrieval operations, independent of HTTP and of the runtime."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import ValidationError
+
+from retrieval_core.backends.attached.live import LiveSources
+from retrieval_core.backends.attached.plan import search_attached
+from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
+from retrieval_core.cache.json_cache import CacheStatus
+from retrieval_core.cache.search_cache import SearchCache, StoreRef
+from retrieval_core.db import repository
+from retrieval_core.db.connection import Connection, Database
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.repository import Store
+from retrieval_core.embeddings import Embedder
+from retrieval_core.embeddings.batch import QueryVectors
+from retrieval_core.exceptions import (
+    DimensionMismatchError,
+    EmbeddingModelMismatchError,
+    InvalidRequestError,
+    RerankerUnavailableError,
+    ResponseTooLargeError,
+    RetrievalError,
+    StoreNotFoundError,
+)
+from retrieval_core.filters.sql import (
+    TRUE,
+    MetadataFilterValue,
+    Predicate,
+    check_keys,
+    document_ids_in,
+    metadata_predicate,
+)
+from retrieval_core.grants import Grant
+from retrieval_core.observability import metrics
+from retrieval_core.observability.debug import DebugLog
+from retrieval_core.schemas.retrieval import (
+    BatchItem,
+    ChunkResult,
+    ErrorBody,
+    Pipeline,
+    RetrieveRequest,
+    RetrieveResponse,
+    SearchKnobs,
+    SimilaritySearchRequest,
+    SimilaritySearchResponse,
+    Timings,
+    validation_error,
+)
+from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
+from retrieval_core.search.context_packing import formatted_if_asked
+from retrieval_core.search.fusion import fuse
+from retrieval_core.search.index_knobs import IndexKnobs, IterativeScan
+from retrieval_core.search.keyword_query import (
+    NO_KEYWORD_TERM,
+    KeywordQuery,
+    is_keyword_note,
+    normalise_keyword_query,
+)
+from retrieval_core.search.plan import FilterSizes, exact_scan_limit
+from retrieval_core.search.ranking import ScoredChunk, apply_threshold, at_least, unit_vector
+from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
+
+if TYPE_CHECKING:
+    from retrieval_core.rerank import Reranker
+
+logger = logging.getLogger(__name__)
+debug = DebugLog(__name__)
+
+BACKEND = "pgvector"
+
+Request = TypeVar("Request", RetrieveRequest, SimilaritySearchRequest)
+Response = TypeVar("Response", RetrieveResponse, SimilaritySearchResponse)
+
+
+@dataclass(frozen=True)
+class Rerankers:
+    """The rerankers a service may call: `get(strategy)` gives one, or None when it is not configured."""
+
+    get: Callable[[str], Reranker | None]
+    default_strategy: str | None
+    # Which models answer; part of cache keys, so changing a reranker never serves old rankings.
+    identity: str
+
+
+class RetrievalService:
+    """Embeds queries and searches pgvector. One instance serves many requests."""
+
+    def __init__(
+        self,
+        database: Database,
+        embedder: Embedder,
+        default_store: str,
+        ef_search: int,
+        cache: SearchCache | None = None,
+        rerankers: Rerankers | None = None,
+        allowed_metadata_keys: frozenset[str] | None = None,
+        *,
+        iterative_scan: IterativeScan = "relaxed_order",
+        max_scan_tuples: int = 20_000,
+        exact_search_max_rows: int = 20_000,
+        search_statement_timeout_ms: int | None = None,
+        expensive_statement_timeout_ms: int | None = None,
+        expensive_slots: ExpensiveSlots | None = None,
+        attached_inspection_ttl_s: float = 60.0,
+    ) -> None:
+        self.database = database
+        self.embedder = embedder
+        self.default_store = default_store
+        self.cache = cache
+        self.rerankers = rerankers
+        self.allowed_metadata_keys = allowed_metadata_keys
+        self.index_knobs = IndexKnobs(ef_search, iterative_scan, max_scan_tuples)
+        self.exact_search_max_rows = exact_search_max_rows
+        self.filter_sizes = FilterSizes()
+        # Attached tables' indexes, inspected again by a search once older than this (attached/live.py).
+        self.live_sources = LiveSources(attached_inspection_ttl_s)
+        # None: the connection's own statement timeout (DB_STATEMENT_TIMEOUT_MS).
+        self.search_statement_timeout_ms = search_statement_timeout_ms
+        self.expensive_statement_timeout_ms = expensive_statement_timeout_ms or search_statement_timeout_ms
+        self.expensive_slots = expensive_slots or ExpensiveSlots(limit=2, wait_s=0.5)
+
+    @property
+    def ef_search(self) -> int:
+        """The service's default hnsw.ef_search."""
+        return self.index_knobs.ef_search
+
+    def knobs_for(self, override: SearchKnobs | None) -> IndexKnobs:
+        """The index knobs of a request: the service's, with the request's overrides."""
+        if override is None:
+            return self.index_knobs
+        return self.index_knobs.overridden(
+            override.ef_search, override.iterative_scan, override.max_scan_tuples
+        )
+
+    def get_store(self, name: str | None) -> Store:
+        """The store called `name` (or the default one); StoreNotFoundError if there is none."""
+        name = name or self.default_store
+        with database_errors("looking up the store"), self.database.connection() as conn:
+            store = repository.find_store(conn, name)
+        if store is None:
+            raise StoreNotFoundError(name)
+        return store
+
+    def retrieve(
+        self,
+        request: RetrieveRequest,
+        embed_query: Callable[[str], Sequence[float]] | None = None,
+        *,
+        grant: Grant,
+        depth: int | None = None,
+    ) -> tuple[RetrieveResponse, CacheStatus]:
+        """Embed the query, search (vector or hybrid), keep chunks at or above `grade`, then rerank.
+
+        `grant` needs the read scope (403) and the store (404, as if unknown). `embed_query`, when given,
+        replaces this service's own embedding of `request.query` (the queue function and the batch
+        endpoint embed all their queries in one provider call). It is called only when the answer is not
+        cached.
+
+        `depth` is internal, for evaluation (`retrieval eval`, `make eval`), and never comes from HTTP:
+        it replaces both the candidate count and the reranked result count, past the API's cap of 50, so
+        that recall@100 can be measured. Such an answer bypasses the cache, whose keys do not hold it.
+        """
+        grant.require_scope("read")
+        # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
+        where = self.where_for(request.doc_ids, request.metadata_filter)
+
+        def compute(req: RetrieveRequest) -> RetrieveResponse:
+            return self._retrieve(req, where, grant, embed_query, depth)
+
+        if depth is not None:
+            answer, status = compute(request), CacheStatus.BYPASS
+        else:
+            answer, status = self._through_cache("retrieve", request, RetrieveResponse, compute, grant)
+        return formatted_if_asked(answer, request), status
+
+    def retrieve_batch(self, bodies: Sequence[dict[str, Any]], *, grant: Grant) -> list[BatchItem]:
+        """Answer each body as `retrieve` would, in order; one item's error does not fail the others.
+
+        The whole call needs the read scope; each item's store is checked as `retrieve` checks it. The
+        queries of every valid item are embedded together, in one provider call, at the first miss.
+        """
+        grant.require_scope("read")
+        requests: list[RetrieveRequest | InvalidRequestError] = []
+        for body in bodies:
+            try:
+                parsed = RetrieveRequest.model_validate(body)
+            except ValidationError as exc:
+                requests.append(validation_error(exc))
+                continue
+            if parsed.targets_gemini:
+                requests.append(
+                    InvalidRequestError.for_field(
+                        "backend",
+                        "not served in a batch",
+                        "unsupported",
+                        "Gemini File Search stores are not served in a batch; use /rag/retrieve",
+                    )
+                )
+                continue
+            requests.append(parsed)
+        # A batch is one expensive request: its searches and embeddings run under one slot.
+        with self.expensive_slots.hold():
+            return self._retrieve_batch(requests, grant)
+
+    def _retrieve_batch(
+        self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant
+    ) -> list[BatchItem]:
+        vectors = QueryVectors([r.query for r in requests if isinstance(r, RetrieveRequest)])
+
+        def embed(query: str) -> list[float]:
+            return vectors.vector_for(query, self.embedder)
+
+        items: list[BatchItem] = []
+        # What is left of one Lambda response for the items' answers.
+        room = LAMBDA_PAYLOAD_BYTES - RESPONSE_ENVELOPE_BYTES
+        for item in requests:
+            try:
+                if isinstance(item, InvalidRequestError):
+                    raise item
+                response, _ = self.retrieve(item, embed, grant=grant)
+                size = lambda_body_bytes(response.model_dump(mode="json"))
+                if size > room:
+                    raise ResponseTooLargeError(
+                        size, room, "left for it in the batch's Lambda response", "POST /api/v1/rag/retrieve"
+                    )
+                room -= size
+            except RetrievalError as exc:
+                error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
+                items.append(BatchItem(status=exc.status_code, error=error))
+            else:
+                items.append(BatchItem(status=200, response=response))
+        return items
+
+    def similarity_search(
+        self, request: SimilaritySearchRequest, *, grant: Grant
+    ) -> tuple[SimilaritySearchResponse, CacheStatus]:
+        """The chunks nearest to a precomputed embedding, highest first; `grant` as in `retrieve`."""
+        grant.require_scope("read")
+        where = self.where_for(request.doc_ids, request.metadata_filter)  # as in `retrieve`
+
+        def compute(req: SimilaritySearchRequest) -> SimilaritySearchResponse:
+            return self._similarity_search(req, where, grant)
+
+        answer, status = self._through_cache(
+            "similarity-search", request, SimilaritySearchResponse, compute, grant
+        )
+        return formatted_if_asked(answer, request), status
+
+    def where_for(
+        self, doc_ids: Sequence[str] | None, metadata_filter: MetadataFilterValue | None
+    ) -> Predicate:
+        """The SQL predicate of a request's `docIds` and `metadataFilter`; a bad filter raises (422)."""
+        return document_ids_in(doc_ids) & metadata_predicate(metadata_filter, self.allowed_metadata_keys)
+
+    def allowed_keys_for(self, store: Store) -> frozenset[str] | None:
+        """The keys a filter on `store` may name: allowed by ALLOWED_METADATA_KEYS and by the store's list."""
+        own = frozenset(store.allowed_metadata_keys) if store.allowed_metadata_keys is not None else None
+        if own is None or self.allowed_metadata_keys is None:
+            return own if own is not None else self.allowed_metadata_keys
+        return own & self.allowed_metadata_keys
+
+    def publish_store_version(self, store: Store, version: int) -> None:
+        """Called after a write commits: cached answers for older versions are no longer served."""
+        if self.cache is not None:
+            self.cache.publish_version(BACKEND, store.name, version)
+
+    def _through_cache(
+        self,
+        operation: str,
+        request: Request,
+        response_type: type[Response],
+        compute: Callable[[Request], Response],
+        grant: Grant,
+    ) -> tuple[Response, CacheStatus]:
+        ttl_s = self.cache.ttl_for(request.cache_ttl_ms) if self.cache is not None else None
+        if self.cache is None or ttl_s is None:
+            debug("%s: cache bypassed (%s)", operation, "no cache" if self.cache is None else "cacheTTLms 0")
+            return compute(request), CacheStatus.BYPASS
+        # The answer is cached unformatted: formatting (context_packing.py) is applied to it on every serve.
+        options = request.model_dump(mode="json", exclude={"store", *FORMAT_FIELDS})
+        # The effective knobs, not only the request's overrides: a changed default changes answers too.
+        context = {
+            "embeddingModel": self.embedder.model,
+            **self.knobs_for(request.search).as_dict(),
+            "exactSearchMaxRows": self.exact_search_max_rows,
+            "rerankers": self.rerankers.identity if self.rerankers is not None else None,
+        }
+
+        def key_of(store: StoreRef) -> str:
+            return search_key(
+                backend=BACKEND,
+                store=store.name,
+                store_version=store.version,
+                operation=operation,
+                request=options,
+                context=context,
+            )
+
+        name = request.store or self.default_store
+        store, cached = self.cache.find(BACKEND, name, key_of)
+        if store is None:
+            found = self.get_store(name)
+            store = StoreRef(found.name, found.version)
+            self.cache.remember_store(BACKEND, name, store)
+            cached = self.cache.get_answer(key_of(store))
+        # Answers are shared by every caller, so the grant is checked before one is served.
+        grant.require_store(store.name, name)
+        # A hit skips the store's own allowedMetadataKeys check (search_chunks makes it on a miss), and
+        # safely: the key holds the store version, the write side bumps that version whenever the store
+        # definition changes, and an answer is only cached once the check passed. So a cached answer was
+        # always computed under the store's current list, for this very filter.
+        if cached is not None:
+            debug("%s on %s: cache hit", operation, store.name)
+            metrics.count("CacheHit")
+            return response_type.model_validate(cached), CacheStatus.HIT
+        debug("%s on %s: cache miss (ttl %.0f s)", operation, store.name, ttl_s)
+        metrics.count("CacheMiss")
+        response = compute(request)
+        if _complete(response):
+            self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
+        return response, CacheStatus.MISS
+
+    def _retrieve(
+        self,
+        request: RetrieveRequest,
+        where: Predicate,
+        grant: Grant,
+        embed_query: Callable[[str], Sequence[float]] | None = None,
+        depth: int | None = None,
+    ) -> RetrieveResponse:
+        timings = Timings()
+        warnings: list[str] = []
+        keyword = normalise_keyword_query(request.query) if request.use_hybrid else KeywordQuery(None)
+        if keyword.warning is not None:
+            warnings.append(keyword.warning)
+        strategy = self._rerank_strategy(request)
+        mmr_depth = (depth or request.result_count) if strategy == "mmr" else None
+        expensive = is_expensive(len(request.query), keyword.terms, mmr_depth)
+        with self.expensive_slots.hold() if expensive else nullcontext():
+            # Embed before touching the database, so a pooled connection is never held during a provider call.
+            with _stopwatch(timings, "embed"):
+                query_vector = (embed_query or self._embed_query)(request.query)
+            debug(
+                "embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed
+            )
+            with _stopwatch(timings, "search"):
+                store, candidates = self.search_chunks(
+                    request.store,
+                    query_vector,
+                    depth or request.candidate_count,
+                    where,
+                    grant=grant,
+                    embedded_by=self.embedder.model,
+                    query_text=keyword.text,
+                    with_embeddings=strategy == "mmr",
+                    knobs=self.knobs_for(request.search),
+                    expensive=expensive,
+                    warnings=warnings,
+                )
+            return self._ranked(request, strategy, query_vector, store, candidates, timings, warnings, depth)
+
+    def _ranked(
+        self,
+        request: RetrieveRequest,
+        strategy: str | None,
+        query_vector: Sequence[float],
+        store: Store,
+        candidates: list[ScoredChunk],
+        timings: Timings,
+        warnings: list[str],
+        depth: int | None,
+    ) -> RetrieveResponse:
+        """Fuse, threshold and rerank the candidates of a search into the response."""
+        fused = (
+            fuse(
+                candidates,
+                request.fusion,
+                request.vector_weight,
+                request.keyword_weight,
+                rrf_k=request.rrf_k,
+                normalization=request.normalization,
+            )
+            if request.use_hybrid
+            else {}
+        )
+        debug(
+            "search %s: %d candidates (%s) in %.1f ms",
+            store.name,
+            len(candidates),
+            request.fusion if request.use_hybrid else "vector only",
+            timings.search,
+        )
+        ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
+        kept = apply_threshold(ranked, request.grade)
+        if request.min_fused_score is not None:
+            kept = at_least(kept, fused, request.min_fused_score)
+        pipeline = Pipeline(
+            candidates_considered=len(candidates),
+            hybrid=request.use_hybrid,
+            fusion=request.fusion if request.use_hybrid else None,
+            # An attached table's own text column: ts_rank_cd (no IDF statistics of a table we do not write).
+            keyword_scorer=(
+                ("bm25" if store.keyword_ready and store.source is None else "ts_rank_cd")
+                if request.use_hybrid
+                else None
+            ),
+            timings_ms=timings,
+            warnings=warnings,
+        )
+        rerank_scores: dict[tuple[str, int], float] = {}
+        if request.engine_name == "default":
+            if strategy is not None and kept:
+                with _stopwatch(timings, "rerank"):
+                    kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores, depth)
+                debug("rerank %s: %d chunks kept in %.1f ms", strategy, len(kept), timings.rerank)
+            else:
+                debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
+            kept = kept[: depth or request.result_count]
+        pipeline.timings_ms = timings
+        return RetrieveResponse(
+            results=[_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
+            query=request.query,
+            total_results=len(kept),
+            engine_used="advanced" if request.engine_name == "default" else "naive",
+            store=store.name,
+            pipeline=pipeline,
+        )
+
+    def _embed_query(self, query: str) -> Sequence[float]:
+        return self.embedder.embed([query], "query")[0]
+
+    def _rerank_strategy(self, request: RetrieveRequest) -> str | None:
+        """The strategy this request reranks with: asked for, else the configured default, else none."""
+        if request.engine_name == "naive":
+            return None
+        if request.rerank is not None:
+            return request.rerank.strategy if request.rerank.enabled else None
+        return self.rerankers.default_strategy if self.rerankers is not None else None
+
+    def _rerank(
+        self,
+        request: RetrieveRequest,
+        strategy: str,
+        query_vector: Sequence[float],
+        chunks: list[ScoredChunk],
+        pipeline: Pipeline,
+        scores: dict[tuple[str, int], float],
+        depth: int | None = None,
+    ) -> list[ScoredChunk]:
+        """`chunks` in reranked order, recording scores and what happened in `pipeline`.
+
+        A model reranker that is not configured or fails leaves the order as it was, with a warning:
+        reranking improves an answer, it is never the reason there is none.
+        """
+        if strategy == "mmr":
+            from retrieval_core.rerank.mmr import maximal_marginal_relevance
+
+            vectors = [c.embedding for c in chunks if c.embedding is not None]
+            assert len(vectors) == len(chunks), "mmr needs the stored embeddings"
+            order = maximal_marginal_relevance(
+                query_vector, vectors, depth or request.result_count, request.mmr_lambda
+            )
+            pipeline.reranked, pipeline.rerank_strategy = True, "mmr"
+            return [chunks[i] for i in order]
+        reranker = self.rerankers.get(strategy) if self.rerankers is not None else None
+        if reranker is None:
+            pipeline.warnings.append(f"reranker '{strategy}' is not configured; results keep search order")
+            return chunks
+        try:
+            ranked = reranker.rerank(request.query, [c.content for c in chunks])
+        except RerankerUnavailableError as exc:
+            logger.warning("reranker %s failed, keeping search order: %s", strategy, exc.message)
+            metrics.count("RerankFallback")
+            pipeline.warnings.append(
+                f"reranker '{strategy}' failed ({exc.message}); results keep search order"
+            )
+            return chunks
+        pipeline.reranked, pipeline.rerank_strategy = True, strategy
+        minimum = request.rerank.score if request.rerank is not None else None
+        reordered = []
+        for item in ranked:
+            if minimum is None or item.score >= minimum:
+                chunk = chunks[item.index]
+                scores[chunk.key] = item.score
+                reordered.append(chunk)
+        return reordered
+
+    def _similarity_search(
+        self, request: SimilaritySearchRequest, where: Predicate, grant: Grant
+    ) -> SimilaritySearchResponse:
+        # A caller's vector may have any length; scaling it changes no cosine but keeps pgvector's
+        # single-precision arithmetic finite.
+        store, found = self.search_chunks(
+            request.store,
+            unit_vector(request.query_embedding),
+            request.top_k,
+            where,
+            grant=grant,
+            knobs=self.knobs_for(request.search),
+        )
+        debug("similarity search %s: %d chunks", store.name, len(found))
+        return SimilaritySearchResponse(
+            results=[_result(c) for c in found], total_results=len(found), store=store.name
+        )
+
+    def search_chunks(
+        self,
+        store_name: str | None,
+        query_vector: Sequence[float],
+        limit: int,
+        where: Predicate = TRUE,
+        *,
+        grant: Grant,
+        embedded_by: str | None = None,
+        query_text: str | None = None,
+        with_embeddings: bool = False,
+        knobs: IndexKnobs | None = None,
+        expensive: bool = False,
+        warnings: list[str] | None = None,
+    ) -> tuple[Store, list[ScoredChunk]]:
+        """Look the store up and search it on one connection; nearest first.
+
+        A store outside `grant` is a 404 as if unknown; a filter naming a key outside the store's own
+        allowedMetadataKeys (or ALLOWED_METADATA_KEYS) a 422.
+
+        With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits (a
+        text of stopwords only is not searched: a note goes to `warnings`). Otherwise a filter matching
+        few enough chunks is answered by an exact scan (`scans_exactly`).
+
+        An `expensive` search (cost.py) runs with the shorter statement timeout, in one of the
+        process's few expensive slots (none free within the wait: 503 `overloaded`).
+        """
+        timeout_ms = self.expensive_statement_timeout_ms if expensive else self.search_statement_timeout_ms
+        with self.expensive_slots.hold() if expensive else nullcontext():
+            return self._search_chunks(
+                store_name,
+                query_vector,
+                limit,
+                where,
+                grant,
+                embedded_by=embedded_by,
+                query_text=query_text,
+                with_embeddings=with_embeddings,
+                knobs=knobs,
+                statement_timeout_ms=timeout_ms,
+                warnings=warnings,
+            )
+
+    def _search_chunks(
+        self,
+        store_name: str | None,
+        query_vector: Sequence[float],
+        limit: int,
+        where: Predicate,
+        grant: Grant,
+        *,
+        embedded_by: str | None,
+        query_text: str | None,
+        with_embeddings: bool,
+        knobs: IndexKnobs | None,
+        statement_timeout_ms: int | None,
+        warnings: list[str] | None,
+    ) -> tuple[Store, list[ScoredChunk]]:
+        name = store_name or self.default_store
+        with database_errors("searching"), self.database.connection() as conn, conn.transaction():
+            # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"
+            # would then match every chunk without "ab"): checked with the store lookup, no extra trip.
+            positive = KeywordQuery(query_text).positive_text if query_text is not None else None
+            store, has_lexemes = repository.find_store_with_lexemes(
+                conn, name, knobs or self.index_knobs, statement_timeout_ms, positive
+            )
+            if store is None:
+                raise StoreNotFoundError(name)
+            grant.require_store(store.name, name)
+            check_keys(sorted(where.metadata_keys), self.allowed_keys_for(store))
+            if query_text is not None and not has_lexemes:
+                query_text = None
+                if warnings is not None:
+                    warnings.append(NO_KEYWORD_TERM)
+            if store.source is not None:
+                return store, search_attached(
+                    conn,
+                    store,
+                    query_vector,
+                    limit,
+                    where,
+                    embedded_by=embedded_by,
+                    query_text=query_text,
+                    with_embeddings=with_embeddings,
+                    filter_sizes=self.filter_sizes,
+                    exact_max_rows=self.exact_search_max_rows,
+                    live=self.live_sources,
+                )
+            if embedded_by is not None and store.embedding_model != embedded_by:
+                raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
+            if len(query_vector) != store.dimension:
+                raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
+            if query_text is not None:
+                return store, repository.hybrid_chunks(
+                    conn, store, query_vector, query_text, limit, where, with_embeddings
+                )
+            exact = self.scans_exactly(conn, store, where, limit)
+            found = repository.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+            return store, found
+
+    def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
+        """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
+
+        Yes when the filter matches at most `exact_scan_limit` chunks, as counted at most a minute ago
+        (search_plan.py has the cost model). Never for an unfiltered search.
+        """
+        if not where.sql:
+            return False
+        most = exact_scan_limit(store.chunk_count, limit, self.exact_search_max_rows)
+        if most == 0 or store.chunk_count <= most:
+            return most > 0
+        key = (store.id, where.sql, _hashable(where.params))
+        return self.filter_sizes.at_most(
+            key, most, lambda up_to: repository.count_matching(conn, store, where, up_to)
+        )
+
+
+def _hashable(params: Mapping[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def _result(
+    chunk: ScoredChunk, fused_score: float | None = None, rerank_score: float | None = None
+) -> ChunkResult:
+    # A row of an attached table has its own id and no chunk index.
+    place = (
+        {"documentId": chunk.document_id, "chunkIndex": chunk.chunk_index}
+        if chunk.row_id is None
+        else {"documentId": chunk.document_id}
+    )
+    return ChunkResult(
+        id=chunk.chunk_id,
+        content=chunk.content,
+        score=chunk.score,
+        metadata={**chunk.metadata, **place},
+        keyword_score=chunk.keyword_score if fused_score is not None else None,
+        fused_score=fused_score,
+        rerank_score=rerank_score,
+    )
+
+
+def _complete(response: RetrieveResponse | SimilaritySearchResponse) -> bool:
+    """False for an answer a failing stage degraded: it is not cached, so the next request tries again.
+
+    A note on how the keyword query was bounded is no failure: the same request gets it every time.
+    """
+    if not isinstance(response, RetrieveResponse):
+        return True
+    return all(is_keyword_note(warning) for warning in response.pipeline.warnings)
+
+
+# The metric each stage's time is reported as (the stack's dashboard plots them).
+_STAGE_METRICS = {"embed": "EmbedTime", "search": "SearchTime", "rerank": "RerankTime"}
+
+
+@contextmanager
+def _stopwatch(timings: Timings, stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        setattr(timings, stage, round(getattr(timings, stage) + elapsed_ms, 3))
+        metrics.milliseconds(_STAGE_METRICS[stage], elapsed_ms)
