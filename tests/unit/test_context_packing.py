@@ -14,7 +14,8 @@ from retrieval_core.schemas.retrieval import ChunkResult, SimilaritySearchRespon
 from retrieval_core.search.context_packing import citation_header, pack, with_context
 from retrieval_core.search.token_count import EstimatedCounter, ModelTokenizer, token_counter
 
-CORPUS = Path(__file__).resolve().parents[2] / "layers/retrieval_core/retrieval_core/documents/sample_corpus.jsonl"
+PACKAGE = Path(__file__).resolve().parents[2] / "layers/retrieval_core/retrieval_core"
+CORPUS = PACKAGE / "documents" / "sample_corpus.jsonl"
 DOCS = [json.loads(line) for line in CORPUS.read_text().splitlines()]
 TEXTS = [d["text"] for d in DOCS]
 
