@@ -105,7 +105,7 @@ def stock_fake(fake: FakeGemini) -> None:
 @contextmanager
 def knowledge_env(fake: FakeGemini, **extra: str) -> Iterator[None]:
     """Settings pointing the knowledge service at `fake`; services rebuilt before and after."""
-    from retrieval_core.backends.gemini.instance import reset_knowledge_service
+    from retrieval_core.container import reset_knowledge_service
     from retrieval_core.settings import get_settings
 
     env = {

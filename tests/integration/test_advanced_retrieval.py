@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval_core.backends.router import Backends
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
@@ -184,13 +185,18 @@ def openai_service(service: RetrievalService) -> Iterator[tuple[RetrievalService
         yield RetrievalService(service.database, embedder, "batch-openai", service.ef_search), fake
 
 
+def no_gemini() -> Any:
+    pytest.fail("a batch of pgvector requests built the Gemini backend")
+
+
 def test_batch_embeds_every_query_in_one_provider_call(
     openai_service: tuple[RetrievalService, FakeOpenAIEmbeddings],
 ) -> None:
     batch_service, fake = openai_service
     fake.reset()
     bodies: list[dict[str, Any]] = [{"query": f"question {i}", "grade": 0.0} for i in range(5)]
-    items = batch_service.retrieve_batch([*bodies, {"query": "invalid", "grade": -1}], grant=OPEN_GRANT)
+    backends = Backends(lambda: batch_service, no_gemini)
+    items = backends.retrieve_batch([*bodies, {"query": "invalid", "grade": -1}], OPEN_GRANT)
     assert [item.status for item in items] == [200] * 5 + [422]
     assert fake.embedding_batches() == [[f"question {i}" for i in range(5)]]
 

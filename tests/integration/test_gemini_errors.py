@@ -26,7 +26,7 @@ def warm_resolution(client: TestClient, gemini: FakeGemini) -> None:
 @pytest.fixture()
 def unconfigured(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]:
     """The full app with no Gemini API key (nor secret) configured."""
-    from retrieval_core.backends.gemini.instance import reset_knowledge_service
+    from retrieval_core.container import reset_knowledge_service
     from retrieval_core.settings import get_settings
 
     with knowledge_client(gemini) as client, pytest.MonkeyPatch.context() as mp:

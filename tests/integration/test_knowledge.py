@@ -356,6 +356,25 @@ def test_retrieve_without_backend_still_searches_pgvector(client: TestClient, ge
     assert gemini.requests == []
 
 
+def test_a_batch_item_on_a_file_search_store_is_a_422_naming_why_and_the_others_are_answered(
+    client: TestClient, gemini: FakeGemini
+) -> None:
+    items = [
+        {"query": QUESTION, "grade": 0.0, "store": HVAC_STORE},
+        {"query": "How are pods scheduled?", "grade": 0.2, "store": "sample"},
+    ]
+    response = client.post(f"{RETRIEVE}/batch", json={"requests": items})
+    assert response.status_code == 200, response.text
+    refused, answered = response.json()["results"]
+    assert refused["status"] == 422 and refused["error"]["code"] == "validation_error"
+    assert refused["error"]["details"]["errors"][0]["field"] == "backend"
+    assert refused["error"]["message"] == (
+        "backend: Gemini File Search stores are not served in a batch; use /rag/retrieve"
+    )
+    assert answered["status"] == 200 and answered["response"]["store"] == "sample"
+    assert gemini.generate_calls() == []
+
+
 # Debug logging.
 
 

@@ -30,6 +30,8 @@ from mcp.shared.exceptions import MCPError
 from retrieval_core.api.app import create_app
 from retrieval_core.documents import StoreDefinition
 from retrieval_core.mcp_server.tools import memory_id
+from tests.fakes.gemini import FakeGemini
+from tests.integration.knowledge_support import GEMINI_KEY, HVAC_STORE, knowledge_env, stock_fake
 from tests.integration.test_grants import digest
 from tests.servers import MotoServer, free_port
 
@@ -345,6 +347,23 @@ def test_retrieve_takes_the_full_request_and_list_stores_the_grant(url: str) -> 
             assert [s["name"] for s in (await call(writer, "list_stores", {}))["stores"]] == [MEMORY]
 
     run(test)
+
+
+def test_retrieve_on_a_file_search_store_is_answered_by_gemini_file_search(url: str) -> None:
+    with FakeGemini(api_key=GEMINI_KEY) as fake:
+        stock_fake(fake)
+
+        async def test() -> None:
+            async with session(url, READER) as reader:
+                answer = await call(
+                    reader, "retrieve", {"query": "Why is the room cold?", "grade": 0.0, "store": HVAC_STORE}
+                )
+                assert answer["engineUsed"] == "gemini-file-search" and answer["store"] == HVAC_STORE
+                assert answer["totalResults"] == 3
+
+        with knowledge_env(fake):
+            run(test)
+        assert len(fake.generate_calls()) == 1
 
 
 def test_the_handler_serves_many_requests_from_one_process(url: str) -> None:

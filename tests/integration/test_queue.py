@@ -389,6 +389,24 @@ def test_an_option_that_would_do_nothing_gets_an_error_reply_naming_what_it_need
     assert replies["min-fused"]["status"] == "ok"
 
 
+def test_a_job_for_a_file_search_store_gets_an_error_reply_naming_why(
+    queue_handler: Handler, queues: Queues
+) -> None:
+    send(queues, [job("gemini-job", store="fileSearchStores/hvac-kb-7f3a"), job("pgvector-job")])
+    event = receive_event(queues)
+    response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []  # permanent: answered with an error, not retried
+    acknowledge(queues, event, response)
+    replies = {r.body["requestId"]: r.body for r in drain(queues, queues.results)}
+    refused = replies["gemini-job"]
+    assert refused["status"] == "error" and refused["error"]["code"] == "validation_error"
+    assert refused["error"]["details"]["errors"][0]["field"] == "backend"
+    assert refused["error"]["message"] == (
+        "backend: Gemini File Search stores are not served by the retrieve queue; use /rag/retrieve"
+    )
+    assert replies["pgvector-job"]["status"] == "ok"
+
+
 def test_without_its_idempotency_table_a_job_is_retried_rather_than_answered_unguarded(
     queue_handler: Handler, queues: Queues, moto: MotoServer
 ) -> None:

@@ -1,4 +1,8 @@
-"""Build the process-wide service once: database connections, migrations, embedder."""
+"""The service container: the process-wide services, each built once on first use (never at import).
+
+The pgvector RetrievalService (database connections, migrations, embedder), the Gemini
+KnowledgeService, the write side, and `get_backends()`: the one retrieve entry point over both.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,9 @@ from retrieval_core.search.service import Rerankers, RetrievalService
 from retrieval_core.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from retrieval_core.backends.gemini.resolve import StoreEntry
+    from retrieval_core.backends.gemini.service import KnowledgeService
+    from retrieval_core.backends.router import Backends
     from retrieval_core.documents.service import DocumentService
 
 logger = logging.getLogger(__name__)
@@ -32,6 +39,8 @@ _database: Database | None = None
 # The schema was found behind on these connections; once migrated, they are replaced (see below).
 _schema_was_behind = False
 _embedded_server: Any = None
+_knowledge: KnowledgeService | None = None
+_knowledge_lock = threading.Lock()
 
 
 def database_conninfo(settings: Settings) -> str:
@@ -235,3 +244,49 @@ def current_embedder() -> Embedder:
     """The embedder requests use: the built service's, else the one it will be built with."""
     service = _service
     return service.embedder if service is not None else get_embedder()
+
+
+def _find_pgvector_store(name: str) -> list[StoreEntry]:
+    # The one rule of every path (name, then display name): resolve answers what retrieve would search.
+    from retrieval_core.backends.gemini.resolve import StoreEntry
+    from retrieval_core.db import repository
+
+    with database_errors("looking up the store"), get_service().database.connection() as conn:
+        store = repository.find_store(conn, name)
+    return [StoreEntry(store.name, store.display_name)] if store else []
+
+
+def get_knowledge_service() -> KnowledgeService:
+    """The process-wide KnowledgeService. It connects to nothing until a request needs it: Gemini calls
+    build the google-genai client, pgvector resolutions the database service."""
+    global _knowledge
+    if _knowledge is None:
+        with _knowledge_lock:
+            if _knowledge is None:
+                from retrieval_core.backends.gemini.gemini_client import GeminiCaller
+                from retrieval_core.backends.gemini.service import KnowledgeService
+
+                settings = get_settings()
+                _knowledge = KnowledgeService(
+                    GeminiCaller.from_settings(settings),
+                    build_cache(settings),
+                    default_model=settings.gemini_model,
+                    page_size=settings.gemini_store_page_size,
+                    find_pgvector_store=_find_pgvector_store,
+                    allowed_metadata_keys=settings.metadata_keys_allowed,
+                )
+    return _knowledge
+
+
+def reset_knowledge_service() -> None:
+    """Forget the KnowledgeService (its client and in-process cache); the next request builds a new one."""
+    global _knowledge
+    with _knowledge_lock:
+        _knowledge = None
+
+
+def get_backends() -> Backends:
+    """The one retrieve entry point over the process-wide backends (cheap: each is built on first use)."""
+    from retrieval_core.backends.router import Backends
+
+    return Backends(get_service, get_knowledge_service)

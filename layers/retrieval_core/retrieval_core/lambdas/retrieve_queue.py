@@ -35,6 +35,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from retrieval_core import container
+from retrieval_core.backends.face import CAPABILITIES
+from retrieval_core.backends.router import backend_of
 from retrieval_core.clients.deadline import LAMBDA_MARGIN_S, deadline_of, lambda_remaining_s
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
@@ -205,7 +207,12 @@ class QueueProcessor:
         self.idempotency.register_lambda_context(context)
         records = event.get("Records") or []
         jobs = {str(r.get("messageId", "")): read_job(r, self.allowed_reply_queues) for r in records}
-        queries = [job.request.query for job in jobs.values() if job.request is not None]
+        # Only the queries of a backend that embeds them go into the batch's one embedding call.
+        queries = [
+            job.request.query
+            for job in jobs.values()
+            if job.request is not None and CAPABILITIES[backend_of(job.request)].shared_query_embedding
+        ]
         batch = Batch(jobs, QueryVectors(queries))
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         # Outbound calls end before the function's Timeout: a job they could not finish is retried.
@@ -290,11 +297,13 @@ class QueueProcessor:
             return error_reply(request_id, job.error)
         assert job.request is not None
         try:
-            service = container.get_service()
-            response, _ = service.retrieve(
+            # The batch's queries are embedded together, by the pgvector service's embedder; a backend
+            # that serves no queue (Gemini File Search) is a named 422 before anything is built.
+            response, _ = container.get_backends().retrieve(
                 job.request,
-                lambda query: batch.vectors.vector_for(query, service.embedder),
-                grant=self.grant,
+                self.grant,
+                caller="queue",
+                embed_query=lambda query: batch.vectors.vector_for(query, container.get_service().embedder),
             )
         except RetrievalError as exc:
             if exc.status_code >= 500:

@@ -200,14 +200,9 @@ def _memory_delete(args: MemoryDeleteArguments, grant: Grant) -> dict[str, Any]:
 
 
 def _retrieve(args: RetrieveRequest, grant: Grant) -> dict[str, Any]:
-    if args.targets_gemini:
-        from retrieval_core.backends.gemini.instance import get_knowledge_service
+    from retrieval_core.container import get_backends
 
-        answer, _ = get_knowledge_service().retrieve(args, grant)
-    else:
-        from retrieval_core.container import get_service
-
-        answer, _ = get_service().retrieve(args, grant=grant)
+    answer, _ = get_backends().retrieve(args, grant, caller="mcp")
     return answer.model_dump(mode="json", by_alias=True)
 
 

@@ -10,8 +10,6 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import ValidationError
-
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.attached.plan import search_attached
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
@@ -54,7 +52,6 @@ from retrieval_core.schemas.retrieval import (
     SimilaritySearchRequest,
     SimilaritySearchResponse,
     Timings,
-    validation_error,
 )
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.context_packing import formatted_if_asked
@@ -183,34 +180,19 @@ class RetrievalService:
             answer, status = self._through_cache("retrieve", request, RetrieveResponse, compute, grant)
         return formatted_if_asked(answer, request), status
 
-    def retrieve_batch(self, bodies: Sequence[dict[str, Any]], *, grant: Grant) -> list[BatchItem]:
-        """Answer each body as `retrieve` would, in order; one item's error does not fail the others.
+    def retrieve_batch(
+        self, requests: Sequence[RetrieveRequest | InvalidRequestError], *, grant: Grant
+    ) -> list[BatchItem]:
+        """Answer each request as `retrieve` would, in order; an error item stays an error item.
 
+        Bodies are parsed, and routed to their backend, by the one entry point (backends/router.py).
         The whole call needs the read scope; each item's store is checked as `retrieve` checks it. The
         queries of every valid item are embedded together, in one provider call, at the first miss.
         """
         grant.require_scope("read")
-        requests: list[RetrieveRequest | InvalidRequestError] = []
-        for body in bodies:
-            try:
-                parsed = RetrieveRequest.model_validate(body)
-            except ValidationError as exc:
-                requests.append(validation_error(exc))
-                continue
-            if parsed.targets_gemini:
-                requests.append(
-                    InvalidRequestError.for_field(
-                        "backend",
-                        "not served in a batch",
-                        "unsupported",
-                        "Gemini File Search stores are not served in a batch; use /rag/retrieve",
-                    )
-                )
-                continue
-            requests.append(parsed)
         # A batch is one expensive request: its searches and embeddings run under one slot.
         with self.expensive_slots.hold():
-            return self._retrieve_batch(requests, grant)
+            return self._retrieve_batch(list(requests), grant)
 
     def _retrieve_batch(
         self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant

@@ -7,9 +7,8 @@ from functools import partial
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from retrieval_core.api.dependencies import GrantDep, ServiceDep
+from retrieval_core.api.dependencies import BackendsDep, GrantDep
 from retrieval_core.api.rate_limit import charge
-from retrieval_core.backends.gemini.instance import get_knowledge_service
 from retrieval_core.schemas.retrieval import (
     ErrorResponse,
     RetrieveBatchRequest,
@@ -25,24 +24,20 @@ _ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 409, 422, 5
 
 @router.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS)  # type: ignore[arg-type]
 async def retrieve(
-    body: RetrieveRequest, service: ServiceDep, grant: GrantDep, response: Response
+    body: RetrieveRequest, backends: BackendsDep, grant: GrantDep, response: Response
 ) -> RetrieveResponse:
     """Embed the query and return chunks whose similarity is at least `grade`, highest first.
 
     The `X-Cache` header says whether the answer came from the cache (hit, miss, bypass).
     """
-    if body.targets_gemini:
-        # A Gemini File Search store (docs/gemini.md): the knowledge service answers, not pgvector.
-        answer, status = await run_in_threadpool(get_knowledge_service().retrieve, body, grant)
-    else:
-        answer, status = await run_in_threadpool(partial(service.retrieve, body, grant=grant))
+    answer, status = await run_in_threadpool(partial(backends.retrieve, body, grant, caller="http"))
     response.headers["X-Cache"] = status.value
     return answer
 
 
 @router.post("/retrieve/batch", response_model=RetrieveBatchResponse, responses=_ERRORS)  # type: ignore[arg-type]
 async def retrieve_batch(
-    body: RetrieveBatchRequest, service: ServiceDep, grant: GrantDep, request: Request
+    body: RetrieveBatchRequest, backends: BackendsDep, grant: GrantDep, request: Request
 ) -> RetrieveBatchResponse:
     """Up to 20 retrieve requests in one call, answered in order; their queries are embedded together.
 
@@ -51,5 +46,5 @@ async def retrieve_batch(
     credential's rate limit has no room for every item: each item counts as one request.
     """
     await charge(request, len(body.requests) - 1)  # the request itself was counted on arrival
-    items = await run_in_threadpool(partial(service.retrieve_batch, body.requests, grant=grant))
+    items = await run_in_threadpool(backends.retrieve_batch, body.requests, grant)
     return RetrieveBatchResponse(results=items)

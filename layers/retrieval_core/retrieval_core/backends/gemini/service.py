@@ -135,10 +135,12 @@ class KnowledgeService:
         body, status = self._through_cache("knowledge-search", store, model, request, compute)
         return KnowledgeAnswer.model_validate(body), status
 
-    def retrieve(self, request: RetrieveRequest, grant: Grant) -> tuple[RetrieveResponse, CacheStatus]:
+    def retrieve(
+        self, request: RetrieveRequest, embed_query: object = None, *, grant: Grant
+    ) -> tuple[RetrieveResponse, CacheStatus]:
         """POST /api/v1/rag/retrieve on a File Search store: the grounding chunks, graded (docs/gemini.md).
 
-        `grant` is checked as in `search`.
+        `grant` is checked as in `search`. `embed_query` is not used: Gemini embeds the query itself.
         """
         grant.require_scope("read")
         sent = request.model_fields_set

@@ -1,0 +1,113 @@
+"""The one retrieve entry point: every caller (HTTP, batch, MCP, the queue) routes a request here.
+
+A request goes to one backend, chosen by one rule (`backend_of`): `backend: "gemini"`, or no backend
+and a `fileSearchStores/...` store, is Gemini File Search; anything else is the pgvector service,
+which serves the stores we own and attached tables alike (docs/existing-tables.md). A backend says
+which callers it serves (`Capabilities`); a caller it does not serve gets a 422 naming why, never the
+other backend's answer for a name it does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from retrieval_core.backends.face import (
+    CAPABILITIES,
+    Backend,
+    BackendKind,
+    BatchBackend,
+    Caller,
+    Capabilities,
+    EmbedQuery,
+)
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.grants import Grant
+from retrieval_core.schemas.retrieval import BatchItem, RetrieveRequest, RetrieveResponse, validation_error
+
+if TYPE_CHECKING:
+    from retrieval_core.cache.json_cache import CacheStatus
+
+
+def backend_of(request: RetrieveRequest) -> BackendKind:
+    """The backend that serves `request`: the one routing rule of every caller."""
+    return "gemini" if request.targets_gemini else "pgvector"
+
+
+_NOT_SERVED = {
+    "batch": ("not served in a batch", "are not served in a batch"),
+    "queue": ("not served by the queue", "are not served by the retrieve queue"),
+}
+_NAMES = {"pgvector": "pgvector stores", "gemini": "Gemini File Search stores"}
+
+
+def not_served(kind: BackendKind, caller: Caller, instead: str) -> InvalidRequestError:
+    """The 422 for a request whose backend does not serve `caller`, naming where to send it."""
+    message, verb = _NOT_SERVED[caller]
+    summary = f"{_NAMES[kind]} {verb}; use {instead}" if instead else f"{_NAMES[kind]} {verb}"
+    return InvalidRequestError.for_field("backend", message, "unsupported", summary)
+
+
+class Backends:
+    """The backends of this process, built on first use, behind the one entry point."""
+
+    def __init__(self, pgvector: Callable[[], BatchBackend], gemini: Callable[[], Backend]) -> None:
+        # Providers, not instances: a Gemini request must not build the database service, nor the reverse.
+        self._pgvector = pgvector
+        self._gemini = gemini
+
+    def backend(self, kind: BackendKind) -> Backend:
+        """The backend of that kind (built now if it was not)."""
+        return self._pgvector() if kind == "pgvector" else self._gemini()
+
+    def capabilities(self, kind: BackendKind) -> Capabilities:
+        """What the backend of that kind serves; known without building it."""
+        return CAPABILITIES[kind]
+
+    def retrieve(
+        self,
+        request: RetrieveRequest,
+        grant: Grant,
+        *,
+        caller: Caller,
+        embed_query: EmbedQuery | None = None,
+    ) -> tuple[RetrieveResponse, CacheStatus]:
+        """`request`'s answer from its backend; a 422 when that backend does not serve `caller`.
+
+        `embed_query` (the queue's shared query vectors) is used only by a backend that embeds queries
+        together; any other embeds, or does not embed, on its own.
+        """
+        kind = backend_of(request)
+        self.check_serves(kind, caller)
+        capabilities = self.capabilities(kind)
+        shared = embed_query if capabilities.shared_query_embedding else None
+        return self.backend(kind).retrieve(request, shared, grant=grant)
+
+    def check_serves(self, kind: BackendKind, caller: Caller) -> None:
+        """Raise the named 422 when the backend of `kind` does not serve `caller`."""
+        capabilities = self.capabilities(kind)
+        served = {"http": True, "mcp": True, "batch": capabilities.batch, "queue": capabilities.queue}
+        if not served[caller]:
+            raise not_served(kind, caller, capabilities.instead)
+
+    def retrieve_batch(self, bodies: Sequence[dict[str, Any]], grant: Grant) -> list[BatchItem]:
+        """POST /rag/retrieve/batch: each body answered as `retrieve` would, in order.
+
+        A body that is not a valid request, or whose backend serves no batch, is an error item; the
+        others go to the pgvector service together, which embeds their queries in one call.
+        """
+        grant.require_scope("read")
+        requests: list[RetrieveRequest | InvalidRequestError] = []
+        for body in bodies:
+            try:
+                parsed = RetrieveRequest.model_validate(body)
+                self.check_serves(backend_of(parsed), "batch")
+            except ValidationError as exc:
+                requests.append(validation_error(exc))
+            except InvalidRequestError as exc:
+                requests.append(exc)
+            else:
+                requests.append(parsed)
+        return self._pgvector().retrieve_batch(requests, grant=grant)
