@@ -80,10 +80,10 @@ TEST_WORKERS ?= 2
 test: lint typecheck validate ## lint, typecheck, validate, then the whole suite on TEST_WORKERS xdist workers
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-# The retrieval core on msmarco-5k (writes its block of docs/benchmarks.md), then, printed: the
+# The retrieval core on msmarco-5k (query embedding, retrieve against raw SQL), then: the
 # service against the raw SQL it issues on 50,000 synthetic chunks, and the selectivity sweep on
 # 200,000 (bench-scale's data, made on the first run and kept).
-bench: $(VENV)/.dev-installed ## retrieval core on msmarco-5k (writes docs/benchmarks.md), service vs raw SQL, selectivity sweep
+bench: $(VENV)/.dev-installed ## printed: retrieve vs raw SQL on msmarco-5k and on 50,000 chunks, the 200,000-chunk selectivity sweep
 	$(BIN)/python -m bench.core $(ARGS)
 	$(BIN)/python -m bench.scale --reuse --rows 50000 --overhead-only
 	$(BIN)/python -m bench.scale --reuse --sweep-only
