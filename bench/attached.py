@@ -91,10 +91,10 @@ def main() -> None:
 
     from retrieval_core.backends.attached.definition import source_request
     from retrieval_core.backends.attached.stores import attach_store
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.db.connection import PooledConnections
     from retrieval_core.grants import OPEN_GRANT
     from retrieval_core.schemas.retrieval import SimilaritySearchRequest
-    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     settings = get_settings()

@@ -74,12 +74,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="passes over the 50 queries")
     args = parser.parse_args()
 
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.container import get_service
     from retrieval_core.db import repository
-    from retrieval_core.filters.sql import TRUE
+    from retrieval_core.filters.predicate import TRUE
     from retrieval_core.grants import OPEN_GRANT
     from retrieval_core.schemas.retrieval import RetrieveRequest
-    from retrieval_core.search.service import RetrievalService
 
     ingest_s = ingest(args.fresh_ingest)
     service = get_service()

@@ -47,7 +47,7 @@ def operator_metadata(data: Data, row: int) -> dict[str, Any]:
 
 
 def service(database: Any, exact_search_max_rows: int) -> Any:
-    from retrieval_core.search.service import RetrievalService
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     settings = get_settings()

@@ -165,7 +165,7 @@ class S3Path:
     """(c) moto S3 + SQS and the ingest handler, as deployed: bucket notifications to a queue."""
 
     def __init__(self, moto: Any) -> None:
-        from retrieval_core.s3sync.handler import build_ingest_handler
+        from retrieval_core.lambdas.s3_ingest import build_ingest_handler
         from retrieval_core.settings import get_settings
         from tests.servers import create_ttl_table
 
@@ -353,7 +353,7 @@ def run(scratch: Path, args: argparse.Namespace) -> tuple[list[Result], list[flo
     results = [result for fmt in FORMATS for result in bench_cli(roots[fmt], fmt)]
     results += [bench_http(roots[fmt], fmt, dsn, args.clients) for fmt in FORMATS]
     try:
-        import retrieval_core.s3sync.handler  # noqa: F401
+        import retrieval_core.lambdas.s3_ingest  # noqa: F401
     except ImportError:
         return results, [], "S3 path: not measured (this checkout has no retrieval_core.s3sync handler)"
     from tests.servers import MotoServer

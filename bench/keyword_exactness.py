@@ -59,7 +59,8 @@ def check_set(
     on `store_name`."""
     from retrieval_core.db import repository
     from retrieval_core.evaluation import beir
-    from retrieval_core.filters.sql import TRUE, document_ids_in
+    from retrieval_core.filters.predicate import TRUE
+    from retrieval_core.filters.sql import document_ids_in
 
     texts = list(beir.read_queries(EVAL / name / "queries.jsonl").values())[:count]
     compared = 0

@@ -137,7 +137,7 @@ def main() -> None:
     from retrieval_core.container import get_service
     from retrieval_core.db import repository
     from retrieval_core.exceptions import StoreNotFoundError
-    from retrieval_core.filters.sql import TRUE
+    from retrieval_core.filters.predicate import TRUE
 
     service = get_service()
     print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {machine()}; load: {os.getloadavg()}")

@@ -252,8 +252,8 @@ class Bench:
     """Runs the queries of one configuration through the service and through the bare SQL."""
 
     def __init__(self, database: Any, data: Data, exact_search_max_rows: int, knobs: Any) -> None:
+        from retrieval_core.backends.pgvector.service import RetrievalService
         from retrieval_core.search.plan import FilterSizes
-        from retrieval_core.search.service import RetrievalService
 
         self.database = database
         self.data = data
@@ -290,7 +290,8 @@ class Bench:
         """The statements the service issues, through psycopg: the store with the search options, the
         capped count of a filter's chunks (once per filter, as the service remembers it), top-k."""
         from retrieval_core.db import repository
-        from retrieval_core.filters.sql import TRUE, metadata_equals
+        from retrieval_core.filters.predicate import TRUE
+        from retrieval_core.filters.sql import metadata_equals
         from retrieval_core.search.plan import exact_scan_limit
 
         where = metadata_equals(metadata) if metadata else TRUE
@@ -403,11 +404,11 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
 
 def python_steps(query: np.ndarray) -> dict[str, float]:
     """Microseconds of each step the service takes in Python that the raw SQL path does not."""
+    from retrieval_core.backends.pgvector.service import _result
     from retrieval_core.db.repository import _scored
     from retrieval_core.filters.sql import document_ids_in, metadata_predicate
     from retrieval_core.schemas.retrieval import SimilaritySearchRequest, SimilaritySearchResponse
     from retrieval_core.search.ranking import unit_vector
-    from retrieval_core.search.service import _result
 
     values = query.tolist()
     row = {

@@ -3,6 +3,6 @@
 from retrieval_core.lambdas.cold_start import collector_paused
 
 with collector_paused():
-    from retrieval_core.s3sync.handler import build_ingest_handler
+    from retrieval_core.lambdas.s3_ingest import build_ingest_handler
 
     handler = build_ingest_handler()

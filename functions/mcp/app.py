@@ -4,6 +4,6 @@ from retrieval_core.lambdas.cold_start import collector_paused
 
 with collector_paused():
     from retrieval_core.api.lambda_handler import build_handler
-    from retrieval_core.mcp_server.server import mcp_router
+    from retrieval_core.api.mcp.server import mcp_router
 
     handler = build_handler(mcp_router())

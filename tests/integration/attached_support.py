@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
-from retrieval_core.search.service import RetrievalService
 
 
 def similar_ids(

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.fakes.bedrock_rerank import FakeBedrockAgentRuntime
 from tests.fakes.gemini_rerank import FakeGeminiRerank

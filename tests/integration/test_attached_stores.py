@@ -21,8 +21,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.search.service import RetrievalService
 from tests.integration.attached_support import index_recalls
 
 STORES = "/api/v1/stores"
@@ -385,7 +385,7 @@ def _plan(database: SingleConnection, store: str) -> str:
     from retrieval_core.backends.attached.search import nearest_query, relation_params
     from retrieval_core.db.repository import find_store
     from retrieval_core.db.vectors import Vector
-    from retrieval_core.filters.sql import TRUE
+    from retrieval_core.filters.predicate import TRUE
 
     with database.connection() as conn, conn.transaction():
         found = find_store(conn, store)

@@ -14,11 +14,11 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.api import limits
 from retrieval_core.api.app import create_app
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.cache.backends import DynamoDBBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.documents.service import DocumentService
-from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, png_bytes
 from tests.servers import MotoServer, create_cache_table

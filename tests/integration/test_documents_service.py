@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import stores as store_sql
 from retrieval_core.documents import Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.service import DocumentService
@@ -24,7 +25,6 @@ from retrieval_core.exceptions import (
 )
 from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT, Grant
-from retrieval_core.search.service import RetrievalService
 
 CHUNK_SIZE = 60
 

@@ -55,16 +55,16 @@ def test_a_missing_database_or_role_is_database_misconfigured_with_its_sqlstate_
     own_runtime(DATABASE_URL=dsn, DB_CONNECT_TIMEOUT_S="2")
     with caplog.at_level(logging.DEBUG, logger="retrieval_core.db.errors"), app_client() as client:
         response = client.post(RETRIEVE, json=BODY)
-        health = client.get(HEALTH)
+        checks = client.get(HEALTH)
     assert response.status_code == 500, response.text
     assert response.json()["error"]["code"] == "database_misconfigured"
     assert "Retry-After" not in response.headers
     assert "DATABASE_URL" in response.json()["error"]["message"]
     for leak in ("no_such_database", "no_such_role", postgres_dsn):
-        assert leak not in response.text and leak not in health.text
-    assert health.status_code == 503
-    assert health.json()["checks"]["database"]["status"] == "failed"
-    assert "credentials or database" in health.json()["checks"]["database"]["reason"]
+        assert leak not in response.text and leak not in checks.text
+    assert checks.status_code == 503
+    assert checks.json()["checks"]["database"]["status"] == "failed"
+    assert "credentials or database" in checks.json()["checks"]["database"]["reason"]
     assert f"SQLSTATE {sqlstate}" in caplog.text
 
 
@@ -95,26 +95,26 @@ def test_a_broken_local_model_is_502_embedding_provider_error_and_fails_health(
         assert error["code"] == "embedding_provider_error"
         assert "failed to load or embed (SafetensorError)" in error["message"]
 
-        health = client.get(HEALTH)
-    assert health.status_code == 503
-    assert health.json()["status"] == "degraded"
-    embedder = health.json()["checks"]["embedder"]
+        checks = client.get(HEALTH)
+    assert checks.status_code == 503
+    assert checks.json()["status"] == "degraded"
+    embedder = checks.json()["checks"]["embedder"]
     assert embedder["status"] == "failed" and embedder["loaded"] is False
     assert "make install-local" in embedder["reason"]
 
 
 def test_health_embeds_one_word_once_with_a_loaded_model(client: TestClient, service: Any) -> None:
-    from retrieval_core.observability import health
+    from retrieval_core.health import checks
 
     service.embedder.embed(["warm"], "query")  # as `retrieval serve` does at start
-    health._VERIFIED.discard(id(service.embedder))
+    checks._VERIFIED.discard(id(service.embedder))
     assert client.get(HEALTH).json()["checks"]["embedder"] == {
         "status": "ok",
         "provider": "local",
         "model": "all-MiniLM-L6-v2",
         "loaded": True,
     }
-    assert id(service.embedder) in health._VERIFIED  # later probes embed nothing
+    assert id(service.embedder) in checks._VERIFIED  # later probes embed nothing
 
 
 def test_an_embedding_endpoint_that_never_answers_is_504_upstream_timeout() -> None:

@@ -259,8 +259,8 @@ class CountingEmbedder:
 
 
 def test_a_bad_filter_fails_before_the_cache_and_the_embedder(service, filter_store) -> None:  # type: ignore[no-untyped-def]
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.container import build_cache
-    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     cache = build_cache(get_settings())

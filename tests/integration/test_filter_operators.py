@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from retrieval_core.db import repository
 from retrieval_core.filters.expression import Node, parse
-from retrieval_core.filters.sql import Predicate, metadata_predicate
+from retrieval_core.filters.predicate import Predicate
+from retrieval_core.filters.sql import metadata_predicate
 from retrieval_core.filters.tree import parse_tree
 from tests.filter_strategies import KEYS, STRINGS, TEXTS, expressions, holds, numbers, render, to_tree
 

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from retrieval_core.api.app import create_app
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
@@ -27,7 +28,6 @@ from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
 from retrieval_core.search.index_knobs import IndexKnobs
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
-from retrieval_core.search.service import RetrievalService
 
 SEARCH = "/api/v1/chunks/similarity-search"
 DIM = 32

@@ -216,7 +216,7 @@ def test_database_down_fails_health_quickly_skips_what_needs_it_and_recovers(
     own_runtime: Any, private_postgres: Any
 ) -> None:
     from retrieval_core.container import get_service
-    from retrieval_core.observability.health import PROBE_TIMEOUT_S
+    from retrieval_core.health.checks import PROBE_TIMEOUT_S
 
     server = private_postgres
     # A long connect timeout: a probe must not wait that long for a connection.

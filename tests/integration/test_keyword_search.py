@@ -23,7 +23,8 @@ from retrieval_core.db import repository
 from retrieval_core.db.keywords import backfill_keywords
 from retrieval_core.db.migrations import MIGRATIONS, run_migrations
 from retrieval_core.db.repository import ChunkRow, DocumentRow
-from retrieval_core.filters.sql import TRUE, document_ids_in
+from retrieval_core.filters.predicate import TRUE
+from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT
 
 STORES = "/api/v1/stores"

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.clients.secrets import forget_cached_secrets
 from retrieval_core.embeddings import build_embedder, embedder_configuration_problem
 from retrieval_core.exceptions import (
@@ -27,7 +28,6 @@ from retrieval_core.exceptions import (
 )
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.rerank import build_reranker, clear_reranker_cache
-from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.gemini_rerank import FakeGeminiRerank

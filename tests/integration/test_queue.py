@@ -257,8 +257,8 @@ class CountingEmbedder:
 def installed_service(postgres_dsn: str, embedder: Any, poison: str | None = None) -> Iterator[Any]:
     """A RetrievalService of the test's own as the process-wide one; the previous one restored after."""
     from retrieval_core import container
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.db.connection import PooledConnections
-    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     database: Any = PooledConnections(postgres_dsn, 0, 2, 5, 15_000)

@@ -227,8 +227,8 @@ def sync(service: Any, moto: MotoServer, aws_env: None, monkeypatch: pytest.Monk
     whose embedder counts its texts.
     """
     from retrieval_core import container
-    from retrieval_core.s3sync.handler import build_ingest_handler
-    from retrieval_core.search.service import RetrievalService
+    from retrieval_core.backends.pgvector.service import RetrievalService
+    from retrieval_core.lambdas.s3_ingest import build_ingest_handler
     from retrieval_core.settings import get_settings
 
     bucket, queue, dead_letters = create_bucket_and_queues(moto)
@@ -267,7 +267,7 @@ def ingest_log() -> Iterator[list[logging.LogRecord]]:
         def emit(self, record: logging.LogRecord) -> None:
             records.append(record)
 
-    logger = logging.getLogger("retrieval_core.s3sync.handler")
+    logger = logging.getLogger("retrieval_core.lambdas.s3_ingest")
     keep, level = Keep(level=logging.DEBUG), logger.level
     logger.addHandler(keep)
     logger.setLevel(logging.DEBUG)
@@ -356,8 +356,8 @@ def test_an_s3_write_invalidates_answers_another_instance_cached(sync: Sync, ser
     """A retrieve function's instance caches an answer in the shared table; the ingest function's write
     through S3 makes it serve the new state, not the cached one."""
     from retrieval_core import container
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.cache.json_cache import CacheStatus
-    from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 
     reader = RetrievalService(

@@ -13,13 +13,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.api.app import create_app
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.cache.backends import DynamoDBBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.container import get_service
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.observability import metrics
-from retrieval_core.search.service import RetrievalService
 from tests.servers import MotoServer, create_cache_table
 
 RETRIEVE = "/api/v1/rag/retrieve"

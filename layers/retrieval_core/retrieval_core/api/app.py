@@ -65,7 +65,7 @@ def _mcp_routers() -> tuple[APIRouter, ...]:
     # /mcp needs the `mcp` SDK: the local extra installs it, the Lambda layer does not (the MCP function
     # brings it). Without it the app serves everything else.
     try:
-        from retrieval_core.mcp_server.server import mcp_router
+        from retrieval_core.api.mcp.server import mcp_router
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
             raise

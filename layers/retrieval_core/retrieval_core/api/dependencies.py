@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import Depends
 
 from retrieval_core.api.auth import current_grant
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
 from retrieval_core.container import get_backends, get_service
 from retrieval_core.grants import Grant
-from retrieval_core.search.service import RetrievalService
 
 ServiceDep = Annotated[RetrievalService, Depends(get_service)]
 # The one retrieve entry point: routes each request to its backend (pgvector or Gemini File Search).

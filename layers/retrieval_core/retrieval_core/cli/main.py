@@ -212,8 +212,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command in ("ingest", "sync"):
         return _load(args)
     elif args.command == "drop-store":
+        from retrieval_core.backends.pgvector.service import BACKEND
         from retrieval_core.db import repository
-        from retrieval_core.search.service import BACKEND
 
         store = service.get_store(args.store)
         with service.database.connection() as conn:

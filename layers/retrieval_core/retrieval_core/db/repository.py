@@ -47,7 +47,7 @@ from retrieval_core.db.stores import (
     store_from_row,
 )
 from retrieval_core.db.vectors import Vector, as_floats
-from retrieval_core.filters.sql import Predicate
+from retrieval_core.filters.predicate import Predicate
 from retrieval_core.search.index_knobs import IndexKnobs
 from retrieval_core.search.ranking import ScoredChunk, similarity_from_distance
 

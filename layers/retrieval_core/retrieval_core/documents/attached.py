@@ -18,6 +18,7 @@ from psycopg import errors
 from retrieval_core.backends.attached.definition import AttachedSource
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.backends.attached.writes import ChunkRow, delete_document, insert_document
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
@@ -34,7 +35,6 @@ from retrieval_core.exceptions import (
     SourceUnavailableError,
     StoreNotFoundError,
 )
-from retrieval_core.search.service import RetrievalService
 
 
 def writable_source(store: Store) -> AttachedSource:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.exceptions import InvalidRequestError, SourceReadError
-from retrieval_core.s3sync.events import SIDECAR_SUFFIX
 
 # Enough to tell a file's format from its first bytes (the parsers sniff as much).
 HEAD_BYTES = 8192

@@ -6,8 +6,8 @@ import logging
 from importlib import resources
 from pathlib import Path
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.exceptions import StoreNotFoundError
-from retrieval_core.search.service import RetrievalService
 from retrieval_core.settings import get_settings
 
 logger = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from typing import Any
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
 from retrieval_core.backends.attached.features import describe, features
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
+from retrieval_core.backends.pgvector.service import BACKEND, RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
@@ -50,7 +51,6 @@ from retrieval_core.exceptions import (
 )
 from retrieval_core.grants import OPEN_GRANT, Grant
 from retrieval_core.observability.debug import DebugLog
-from retrieval_core.search.service import BACKEND, RetrievalService
 
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256

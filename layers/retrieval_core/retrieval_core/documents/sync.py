@@ -16,7 +16,9 @@ from typing import Any
 
 from retrieval_core.documents import SourceInput, SourceWrite, StoreDefinition
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
+from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
+from retrieval_core.documents.sidecar import read_sidecar
 from retrieval_core.exceptions import (
     EmptyDocumentError,
     RetrievalError,
@@ -24,8 +26,6 @@ from retrieval_core.exceptions import (
     StoreNotFoundError,
     UnsupportedContentTypeError,
 )
-from retrieval_core.s3sync.events import SIDECAR_SUFFIX
-from retrieval_core.s3sync.sidecar import read_sidecar
 
 # Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
 SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)

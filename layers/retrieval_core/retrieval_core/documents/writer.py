@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import psycopg
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
@@ -30,7 +31,6 @@ from retrieval_core.exceptions import (
     EmbeddingModelMismatchError,
     StoreNotFoundError,
 )
-from retrieval_core.search.service import RetrievalService
 
 _ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
 

@@ -25,8 +25,8 @@ from retrieval_core.evaluation.metrics import (
 from retrieval_core.grants import OPEN_GRANT
 
 if TYPE_CHECKING:
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.embeddings import Embedder
-    from retrieval_core.search.service import RetrievalService
 
 DEPTH = 100
 NDCG_K = 10

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
 from retrieval_core.exceptions import FilterSyntaxError
-from retrieval_core.filters.sql import Predicate
+from retrieval_core.filters.predicate import Predicate
 
 MAX_EXPRESSION_LENGTH = 4_000
 MAX_DEPTH = 32

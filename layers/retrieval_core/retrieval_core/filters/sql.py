@@ -8,39 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from retrieval_core.exceptions import FilterKeyNotAllowedError
-
-if TYPE_CHECKING:
-    from retrieval_core.filters.expression import Node
-
-MetadataValue = str | int | float | bool
-
-
-@dataclass(frozen=True)
-class Predicate:
-    """A SQL boolean expression with `%(name)s` placeholders and their values."""
-
-    sql: str
-    params: dict[str, Any] = field(default_factory=dict)
-    # The metadata keys it reads: a store's own allow-list is checked against them once the store is known.
-    metadata_keys: frozenset[str] = frozenset()
-
-    def __and__(self, other: Predicate) -> Predicate:
-        if not self.sql:
-            return other
-        if not other.sql:
-            return self
-        return Predicate(
-            f"({self.sql}) AND ({other.sql})",
-            {**self.params, **other.params},
-            self.metadata_keys | other.metadata_keys,
-        )
-
-
-TRUE = Predicate("")
+from retrieval_core.filters.expression import Node, compile_node, keys_of, parse
+from retrieval_core.filters.predicate import TRUE, MetadataValue, Predicate
+from retrieval_core.filters.tree import is_tree, parse_tree
 
 
 def metadata_equals(filters: Mapping[str, MetadataValue] | None) -> Predicate:
@@ -61,10 +35,6 @@ def filter_node(value: MetadataFilterValue) -> Node | None:
 
     Raises FilterSyntaxError or FilterTreeError (422) when malformed.
     """
-    # Imported here: both modules build on Predicate from this module.
-    from retrieval_core.filters.expression import parse
-    from retrieval_core.filters.tree import is_tree, parse_tree
-
     if isinstance(value, str):
         return parse(value)
     return parse_tree(value) if is_tree(value) else None
@@ -72,8 +42,6 @@ def filter_node(value: MetadataFilterValue) -> Node | None:
 
 def filter_keys(value: MetadataFilterValue | None) -> list[str]:
     """Every metadata key a filter of any form names; raises as `filter_node` when malformed."""
-    from retrieval_core.filters.expression import keys_of
-
     if not value:
         return []
     node = filter_node(value)
@@ -90,8 +58,6 @@ def metadata_predicate(
     `allowed_keys`, when given, is the only keys a filter may name (FilterKeyNotAllowedError else).
     A malformed filter raises FilterSyntaxError or FilterTreeError.
     """
-    from retrieval_core.filters.expression import compile_node, keys_of
-
     if not value:
         return TRUE
     node = filter_node(value)

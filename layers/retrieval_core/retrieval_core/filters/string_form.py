@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 
 from retrieval_core.filters.expression import KEYWORDS
-from retrieval_core.filters.sql import MetadataValue
+from retrieval_core.filters.predicate import MetadataValue
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]{0,17})")

@@ -20,11 +20,10 @@ from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from retrieval_core import container
 from retrieval_core.clients.secrets import forget_cached_secrets
-from retrieval_core.lambdas.environment import in_lambda
 from retrieval_core.lambdas.events import split_sqs_event
 from retrieval_core.lambdas.tracing import LambdaHandler as LambdaHandler
 from retrieval_core.lambdas.tracing import traced
-from retrieval_core.settings import Settings, get_settings
+from retrieval_core.settings import Settings, get_settings, in_lambda
 
 DEFAULT_SERVICE_NAME = "retrieval-service"
 # Used when POWERTOOLS_METRICS_NAMESPACE is unset (local runs): Powertools refuses to flush without one.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import Counter, deque
 
-from retrieval_core.lambdas.environment import in_lambda
+from retrieval_core.settings import in_lambda
 
 _lock = threading.Lock()
 counters: Counter[str] = Counter()

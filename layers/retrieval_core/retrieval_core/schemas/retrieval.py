@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from retrieval_core.exceptions import InvalidRequestError
-from retrieval_core.filters.sql import MetadataValue
+from retrieval_core.filters.predicate import MetadataValue
 from retrieval_core.filters.tree import is_tree
 from retrieval_core.search.fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
 from retrieval_core.search.index_knobs import (

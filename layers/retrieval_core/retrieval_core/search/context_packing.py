@@ -1,6 +1,7 @@
 """Prompt-ready context (`returnFormatted`): each chunk with a citation header, and the results packed
-into one numbered `context` string within a token budget, near-duplicates left out. No I/O but the
-first token count, which loads the tokenizer (token_count.py).
+into one numbered `context` string within a token budget, near-duplicates left out. Pure; the
+counter given loads its tokenizer on first use (token_count.py). backends/prompt_context.py applies
+it to an answer.
 
 The format is stable (docs/api.md "Prompt-ready context"):
 
@@ -17,15 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from retrieval_core.schemas.retrieval import (
-    RetrieveRequest,
-    RetrieveResponse,
-    SimilaritySearchRequest,
-    SimilaritySearchResponse,
-)
-from retrieval_core.search.token_count import TokenCounter, token_counter
+from retrieval_core.search.token_count import TokenCounter
 
 SEPARATOR = "\n\n"
 SHINGLE_WORDS = 3
@@ -129,36 +124,3 @@ def pack(
         entries.append(f"{label}\n{contents[index]}")
         citations[index] = len(entries)
     return PackedContext(SEPARATOR.join(entries), used, citations)
-
-
-Answer = TypeVar("Answer", RetrieveResponse, SimilaritySearchResponse)
-
-
-def with_context(answer: Answer, max_tokens: int | None, counter: TokenCounter) -> Answer:
-    """A copy of `answer` with each result's `formattedContent` and `citation`, and the packed `context`."""
-    headers = [citation_header(r.metadata) for r in answer.results]
-    packed = pack([r.content for r in answer.results], headers, counter, max_tokens)
-    results = [
-        r.model_copy(update={"formatted_content": f"{header}\n{r.content}", "citation": citation})
-        for r, header, citation in zip(answer.results, headers, packed.citations, strict=True)
-    ]
-    return answer.model_copy(
-        update={
-            "results": results,
-            "context": packed.text,
-            "context_tokens": packed.tokens,
-            "context_tokenizer": counter.name,
-        }
-    )
-
-
-def formatted_if_asked(answer: Answer, request: RetrieveRequest | SimilaritySearchRequest) -> Answer:
-    """`answer` as `with_context` makes it when the request has returnFormatted, else unchanged.
-
-    Tokens are counted with the tokenizer in LOCAL_MODEL_DIR or the model package (token_count.py).
-    """
-    if not request.return_formatted:
-        return answer
-    from retrieval_core.settings import get_settings
-
-    return with_context(answer, request.max_context_tokens, token_counter(get_settings().local_model_dir))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from retrieval_core.observability.health import check_health
+from retrieval_core.health.checks import check_health
 from retrieval_core.schemas.retrieval import HealthResponse
 
 router = APIRouter(prefix="/api/v1", tags=["health"])

@@ -20,7 +20,7 @@ from retrieval_core.exceptions import (
     SourceUnavailableError,
     VectorQueriesOnlyError,
 )
-from retrieval_core.filters.sql import Predicate
+from retrieval_core.filters.predicate import Predicate
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 from retrieval_core.search.ranking import ScoredChunk
 

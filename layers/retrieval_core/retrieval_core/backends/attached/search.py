@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 from retrieval_core.backends.attached.definition import AttachedSource
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.vectors import Vector, as_floats
-from retrieval_core.filters.sql import Predicate
+from retrieval_core.filters.predicate import Predicate
 from retrieval_core.search.ranking import ScoredChunk, similarity_from_distance
 
 

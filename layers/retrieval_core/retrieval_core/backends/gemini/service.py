@@ -12,12 +12,14 @@ from retrieval_core.backends.gemini.debug import debug
 from retrieval_core.backends.gemini.gemini_client import GeminiCaller
 from retrieval_core.backends.gemini.resolve import StoreEntry, StoreResolver
 from retrieval_core.backends.gemini.sources import extract_sources
+from retrieval_core.backends.prompt_context import formatted_if_asked
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
 from retrieval_core.cache.json_cache import CacheStatus
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.exceptions import InvalidRequestError, UpstreamError
 from retrieval_core.filters.expression import And, Comparison, Node, Or
-from retrieval_core.filters.sql import MetadataFilterValue, MetadataValue, check_keys, filter_keys
+from retrieval_core.filters.predicate import MetadataValue
+from retrieval_core.filters.sql import MetadataFilterValue, check_keys, filter_keys
 from retrieval_core.filters.tree import COMPARISONS, is_tree, parse_tree
 from retrieval_core.grants import Grant
 from retrieval_core.observability import metrics
@@ -29,7 +31,6 @@ from retrieval_core.schemas.knowledge import (
     ResolvedStore,
 )
 from retrieval_core.schemas.retrieval import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
-from retrieval_core.search.context_packing import formatted_if_asked
 
 if TYPE_CHECKING:
     from google.genai import Client

@@ -33,7 +33,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from retrieval_core import container
 from retrieval_core.documents import Sequence, SourceInput, StoreDefinition
+from retrieval_core.documents.s3_events import ObjectChange, Target, read_message
 from retrieval_core.documents.service import DocumentService
+from retrieval_core.documents.sidecar import read_sidecar
 from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
@@ -52,8 +54,6 @@ from retrieval_core.lambdas.setup import (
     lazy_boto3_client,
 )
 from retrieval_core.observability import metrics
-from retrieval_core.s3sync.events import ObjectChange, Target, read_message
-from retrieval_core.s3sync.sidecar import read_sidecar
 from retrieval_core.settings import Settings, get_settings
 
 if TYPE_CHECKING:

@@ -28,9 +28,9 @@ from starlette.types import Receive, Scope, Send
 
 from retrieval_core import __version__
 from retrieval_core.api.auth import current_grant
+from retrieval_core.api.mcp.tools import TOOLS, Tool, call_tool, tools_for
 from retrieval_core.exceptions import RetrievalError
 from retrieval_core.grants import Grant
-from retrieval_core.mcp_server.tools import TOOLS, Tool, call_tool, tools_for
 
 PATH = "/mcp"
 INSTRUCTIONS = (

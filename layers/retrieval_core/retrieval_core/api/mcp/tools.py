@@ -1,6 +1,6 @@
 """The MCP tools: their arguments, descriptions and what a call does. Pure retrieval core, no `mcp` import.
 
-Each call goes through the same services as the HTTP routes (retrieval_core.search.service and
+Each call goes through the same services as the HTTP routes (retrieval_core.backends.pgvector.service and
 documents.service) with the caller's grant, so answers, errors and the cache behave alike. A call's
 problem is a RetrievalError, which the server turns into a tool error (docs/mcp.md).
 """
@@ -16,7 +16,7 @@ from pydantic import AfterValidator, Field, ValidationError
 
 from retrieval_core.documents import SourceInput
 from retrieval_core.exceptions import DocumentNotFoundError, FilterKeyNotAllowedError
-from retrieval_core.filters.sql import MetadataValue
+from retrieval_core.filters.predicate import MetadataValue
 from retrieval_core.filters.string_form import memory_filter
 from retrieval_core.grants import Grant, Scope
 from retrieval_core.schemas.retrieval import (
@@ -31,8 +31,8 @@ from retrieval_core.schemas.retrieval import (
 )
 
 if TYPE_CHECKING:
+    from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.db.repository import Store
-    from retrieval_core.search.service import RetrievalService
 
 MEMORY_CONTENT_TYPE = "text/plain"
 # Ids derived from the text: a retried memory_store lands on the same memory.

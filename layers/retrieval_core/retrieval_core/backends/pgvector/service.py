@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.attached.plan import search_attached
+from retrieval_core.backends.prompt_context import formatted_if_asked
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
 from retrieval_core.cache.json_cache import CacheStatus
 from retrieval_core.cache.search_cache import SearchCache, StoreRef
@@ -30,14 +31,8 @@ from retrieval_core.exceptions import (
     RetrievalError,
     StoreNotFoundError,
 )
-from retrieval_core.filters.sql import (
-    TRUE,
-    MetadataFilterValue,
-    Predicate,
-    check_keys,
-    document_ids_in,
-    metadata_predicate,
-)
+from retrieval_core.filters.predicate import TRUE, Predicate
+from retrieval_core.filters.sql import MetadataFilterValue, check_keys, document_ids_in, metadata_predicate
 from retrieval_core.grants import Grant
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
@@ -54,7 +49,6 @@ from retrieval_core.schemas.retrieval import (
     Timings,
 )
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
-from retrieval_core.search.context_packing import formatted_if_asked
 from retrieval_core.search.fusion import fuse
 from retrieval_core.search.index_knobs import IndexKnobs, IterativeScan
 from retrieval_core.search.keyword_query import (

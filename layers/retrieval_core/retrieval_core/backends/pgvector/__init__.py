@@ -1,0 +1,1 @@
+"""The pgvector backend: our own stores and attached tables, searched through one pipeline."""
