@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers serve test lint typecheck unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -70,6 +70,12 @@ lint: $(VENV)/.dev-installed ## ruff check and ruff format --check
 
 typecheck: $(VENV)/.dev-installed ## mypy (strict)
 	$(BIN)/mypy
+
+# The import contracts of pyproject.toml's [tool.importlinter]: no import cycles, pure modules reach no
+# client, the layers import downwards only (docs/architecture.md "Layers"). No cache: it is written to
+# the working directory, and a full analysis takes a few seconds.
+layering: $(VENV)/.dev-installed ## the import contracts: layers import downwards, no cycles
+	$(BIN)/lint-imports --no-cache
 
 # The tiers on TEST_WORKERS pytest-xdist workers (TEST_WORKERS=0: in this process). Two on the 2-core CI:
 # many tests wait on sleeps, timeouts and subprocesses rather than the CPU. --dist loadfile keeps each

@@ -196,7 +196,7 @@ def quantize_int8(fp32_path: Path, int8_path: Path, **options: Any) -> None:
             "or choose onnx or onnx-w8, or set LOCAL_MODEL_DIR to a folder holding model.int8.onnx"
         ) from exc
 
-    from retrieval_core.embeddings.minilm_onnx import quiet_onnxruntime
+    from retrieval_core.embeddings.onnxruntime_env import quiet_onnxruntime
 
     quiet_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic

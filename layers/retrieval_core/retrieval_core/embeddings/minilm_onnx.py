@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from retrieval_core.embeddings.minilm import Floats, Ints, TokenBatchEncoder
+from retrieval_core.embeddings.onnxruntime_env import quiet_onnxruntime
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
@@ -85,13 +86,6 @@ class OnnxMiniLMEncoder(TokenBatchEncoder):
         feeds = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
         (embeddings,) = self.session.run(["sentence_embedding"], feeds)
         return np.asarray(embeddings, dtype=np.float32)
-
-
-def quiet_onnxruntime() -> None:
-    """Opt out of onnxruntime's telemetry before it is imported: since 1.2x its Linux wheels upload usage
-    events and keep a device id under ~/.cache/Microsoft unless ORT_DISABLE_TELEMETRY=1 is set (checked
-    by tests/bundle: nothing is written to HOME). A service answering queries has no business calling out."""
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
 def _session(onnx_file: Path) -> InferenceSession:
