@@ -1,4 +1,4 @@
-"""Search on an attached langchain-postgres table vs the same rows in the service's own schema (issue 21).
+"""Search on an attached langchain-postgres table vs the same rows in the service's own schema.
 
 One embedded PostgreSQL (data under `.data/bench-attached`, made afresh) holds bench.scale's synthetic
 rows twice: in a store of our own (chunks, partial HNSW index), and in a langchain-postgres v1 table

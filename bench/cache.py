@@ -1,4 +1,4 @@
-"""Cache benchmark (issue 3): hit and miss latency through the Lambda handler, DynamoDB on moto_server.
+"""Cache benchmark: hit and miss latency through the Lambda handler, DynamoDB on moto_server.
 
 Run with `make bench-cache`. Uses the msmarco-5k store that `make bench` ingests (falls back
 to the sample store), the local embedding model, and the retrieve handler in this process.

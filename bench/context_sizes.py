@@ -1,4 +1,4 @@
-"""The figures behind docs/api.md "Prompt-ready context" and "Result limits" (issue 20).
+"""The figures behind docs/api.md "Prompt-ready context" and "Result limits".
 
     python -m bench.context_sizes
 

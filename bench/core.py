@@ -1,4 +1,4 @@
-"""Benchmarks of the retrieval core (issue 2). Run with `make bench`.
+"""Benchmarks of the retrieval core. Run with `make bench`.
 
 1. Query-embedding latency of the local model, p50.
 2. Retrieve time excluding embedding, against the bare SQL the service issues, in one run.

@@ -1,4 +1,4 @@
-"""Filter operators at 1% selectivity (issue 20). Run with `python -m bench.filter_operators`.
+"""Filter operators at 1% selectivity. Run with `python -m bench.filter_operators`.
 
 bench/scale.py's synthetic chunks (384 dimensions, clustered) in a store of their own on an embedded
 PostgreSQL of their own (data under `.data/bench-filter-operators`, remade each run). Tenant `t01`

@@ -1,4 +1,4 @@
-"""Hybrid against dense latency at the API's depths, on the stores `make eval-all` loads (issue 18).
+"""Hybrid against dense latency at the API's depths, on the stores `make eval-all` loads.
 
 Run `make eval-all` first: it loads every set under ../shared/eval into store `eval-<set>` of the
 embedded PostgreSQL under .data, and caches the query vectors under .data/vectors. Then

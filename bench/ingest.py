@@ -1,4 +1,4 @@
-"""Ingest throughput (issue 15). Run with `make bench-ingest` (`ARGS="--files 100"` for a shorter run).
+"""Ingest throughput. Run with `make bench-ingest` (`ARGS="--files 100"` for a shorter run).
 
 Makes a corpus of Markdown and PDF files from the msmarco-5k passages (PASSAGES_PER_FILE passages a
 file, one section or page each), then loads each format into a fresh store and reports documents and

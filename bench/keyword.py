@@ -1,11 +1,11 @@
-"""Keyword scoring on the three dev sets (issue 18): nDCG@10 and p50 latency, keyword against dense.
+"""Keyword scoring on the three dev sets: nDCG@10 and p50 latency, keyword against dense.
 
 Needs each set ingested into a store of its name (`retrieval ingest ../shared/eval/<set>/corpus.jsonl
 --store <set>`; `--ingest` does it for missing ones). For every judged query it ranks documents (a
 document ranks by its best chunk, 100 chunks deep) with:
 
 - BM25: the service's keyword search (`repository.keyword_chunks`: stored term weights, IDF per store);
-- ts_rank_cd: the ranking before issue 18 (the same SQL the service runs on a store not yet backfilled);
+- ts_rank_cd: the ranking before BM25 (the same SQL the service runs on a store not yet backfilled);
 - BM25 in SQL from the tsvector: the alternative without stored weights (`ALTERNATIVE_SQL`), with the
   store's current average length.
 

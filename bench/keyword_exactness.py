@@ -1,4 +1,4 @@
-"""The pruned BM25 keyword search against a full ranking, on the stores `make eval-all` loads (issue 18).
+"""The pruned BM25 keyword search against a full ranking, on the stores `make eval-all` loads.
 
     python -m bench.keyword_exactness [--queries 1000] [--store NAME] [--save FILE | --compare FILE]
 

@@ -1,4 +1,4 @@
-"""Keyword search at 200,000 chunks (issue 18): write cost of the keyword index, backfill rate, and
+"""Keyword search at 200,000 chunks: write cost of the keyword index, backfill rate, and
 keyword-only p50 against dense p50 in one interleaved run, then hybrid against dense p50 at the API's
 depth (`RetrievalService.retrieve`, as `bench.hybrid_latency` times the 5k sets).
 

@@ -1,4 +1,4 @@
-"""Load test (issue 6, item 7). Run with `make bench-load`.
+"""Load test. Run with `make bench-load`.
 
 Starts the real local server (`retrieval serve`, uvicorn) on 127.0.0.1 against the embedded PostgreSQL
 holding the msmarco-5k store (5,001 chunks; ingested first through the normal CLI if missing), then
@@ -7,7 +7,7 @@ computed beforehand) and retrieve (the 50 query texts, embedded by the server). 
 (`cacheTTLms: 0`), so every request reaches PostgreSQL. Prints throughput, p50, p99 and the error count
 as a markdown table. Any error makes the exit status 1.
 
-`--noisy` (issue 19, `make bench-noisy`): the noisy-neighbour scenario instead. 8 clients send ordinary
+`--noisy` (`make bench-noisy`): the noisy-neighbour scenario instead. 8 clients send ordinary
 retrieves (the 50 query texts, top-10, dense) for `--seconds` alone, then again while 8 other clients
 send the most expensive valid requests we could construct (tests/integration/test_bounded_cost.py:
 1,600 negated words, 8,000 characters of hybrid 50 deep with MMR 50, a batch of 20 of those, and
@@ -219,7 +219,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--noisy", action="store_true", help="the noisy-neighbour scenario (issue 19)")
+    parser.add_argument("--noisy", action="store_true", help="the noisy-neighbour scenario")
     args = parser.parse_args()
 
     from retrieval_core.container import database_conninfo, get_service

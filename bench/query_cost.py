@@ -1,4 +1,4 @@
-"""What each kind of retrieve costs (issue 19): the measurements behind cost.py's "expensive" lines.
+"""What each kind of retrieve costs: the measurements behind cost.py's "expensive" lines.
 
 In-process, against the embedded PostgreSQL holding msmarco-5k (ingested first when missing), caching
 off. For each kind, the median over `--repeat` runs of the search step (`pipeline.timingsMs.search`) and

@@ -1,4 +1,4 @@
-"""Queue benchmark (issue 5): messages per second through the SQS handler, in batches of 10.
+"""Queue benchmark: messages per second through the SQS handler, in batches of 10.
 
 Run with `make bench-queue`. SQS and the idempotency table are on a local moto_server, the search
 runs on the embedded PostgreSQL of .data (the msmarco-5k store that `make bench` ingests, else the

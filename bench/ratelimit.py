@@ -1,4 +1,4 @@
-"""Rate limit benchmark (issue 19, item 2): what counting a request adds, in process and on moto_server.
+"""Rate limit benchmark: what counting a request adds, in process and on moto_server.
 
 Run with `make bench-ratelimit`. A trivial authenticated route of the real app (API key auth, the rate
 limit middleware, the body limit) is called through TestClient with the limit off (RATE_LIMIT_REQUESTS

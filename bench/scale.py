@@ -1,4 +1,4 @@
-"""Filtered ANN at scale (issue 7). Run with `make bench-scale`.
+"""Filtered ANN at scale. Run with `make bench-scale`.
 
 A synthetic store of 200,000 chunks x 384 dims on its own embedded PostgreSQL (data under
 `.data/bench-scale`, kept for `--reuse`), searched through `RetrievalService.similarity_search`

@@ -1,4 +1,4 @@
-"""Retrieve latency at 10 and at 100 results, plain and with returnFormatted, on msmarco-5k (issue 20).
+"""Retrieve latency at 10 and at 100 results, plain and with returnFormatted, on msmarco-5k.
 
     python -m bench.top_k_latency [--passes 4]
 

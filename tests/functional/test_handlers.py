@@ -152,7 +152,7 @@ def check_retrieve(status: int, body: dict[str, Any]) -> None:
     assert_ranked_chunks(body, "k8s-scheduling", grade=0.3)
     assert body["results"][0]["metadata"]["fileName"] == "k8s-docs.pdf"
     assert body["results"][0]["metadata"]["pageNumber"] == 12
-    # No engineName: seed 002's default (advanced) engine; no reranker configured, so search order.
+    # No engineName: the default (advanced) engine; no reranker configured, so search order.
     assert body["store"] == "sample" and body["engineUsed"] == "advanced"
     assert body["pipeline"]["reranked"] is False and body["pipeline"]["warnings"] == []
     assert body["query"].startswith("How does the Kubernetes scheduler")
@@ -776,7 +776,7 @@ def test_secret_credentials_recover_after_rotation_and_never_leak(
     )
     failed, recovered = run.bodies()
     assert run.responses[0]["statusCode"] == 500
-    # A role the server does not know (SQLSTATE 28000): credentials refused, not an outage (issue 19).
+    # A role the server does not know (SQLSTATE 28000): credentials refused, not an outage.
     assert failed["error"]["code"] == "database_misconfigured"
     assert "refused this service's credentials or database" in failed["error"]["message"]
     assert "rotated_away" not in failed["error"]["message"]

@@ -1,4 +1,4 @@
-"""Malformed Lambda events (issue 19 item 7): every HTTP handler answers 400 `bad_request`, every SQS
+"""Malformed Lambda events: every HTTP handler answers 400 `bad_request`, every SQS
 handler answers a batch response; none raises. The events are events/*.json, truncated and mistyped."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""x-request-id in Lambda (issue 19 item 7): the caller's usable id, else API Gateway's requestId, is echoed
+"""X-request-id in Lambda: the caller's usable id, else API Gateway's requestId, is echoed
 on the response and is the Powertools correlation id of the invocation's log lines."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""template.yaml: the HTTP API answers CORS only for the origins CorsAllowOrigins lists (issue 19 item 7)."""
+"""Template.yaml: the HTTP API answers CORS only for the origins CorsAllowOrigins lists."""
 
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def test_hybrid_adds_keyword_hits_the_vector_search_missed(client: TestClient) -
     ]
 
 
-def test_hybrid_reads_seed_004_flags_and_weights_steer_the_order(client: TestClient) -> None:
+def test_hybrid_reads_the_hybrid_flags_and_weights_steer_the_order(client: TestClient) -> None:
     base = {"query": "rotate the old key after ninety days", "engineName": "naive", "similarityTopK": 10}
     vector = retrieve(client, **base)
     vector_only = retrieve(client, **base, useHybrid=True, fusion="weighted", vectorWeight=1, keywordWeight=0)
@@ -258,7 +258,7 @@ def test_failing_reranker_keeps_search_order_with_a_warning(
         fake.fail_always(500)
         body = retrieve(client, query=QUESTION, rerank={"strategy": "bge", "topK": 4})
         assert body["pipeline"]["reranked"] is False and "failed" in body["pipeline"]["warnings"][0]
-        assert len(fake.requests_to("POST", r"/v1/rerank")) == 2  # seed 002: two attempts
+        assert len(fake.requests_to("POST", r"/v1/rerank")) == 2  # two attempts
         search_order = retrieve(client, query=QUESTION, rerank={"enabled": False, "topK": 4})
         assert ids(body) == ids(search_order)
         assert all(r["rerankScore"] is None for r in body["results"])

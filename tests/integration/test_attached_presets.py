@@ -172,8 +172,8 @@ def llamaindex(conn: psycopg.Connection[Any]) -> Layout:
     )
 
 
-def seed_002_view(conn: psycopg.Connection[Any]) -> Layout:
-    """Seed 002's shared database: documents, chunks and embeddings tables, served through one view."""
+def shared_tables_view(conn: psycopg.Connection[Any]) -> Layout:
+    """A shared database of documents, chunks and embeddings tables, served through one view."""
     conn.execute("DROP SCHEMA IF EXISTS shared CASCADE")
     conn.execute("CREATE SCHEMA shared")
     conn.execute(
@@ -227,7 +227,7 @@ def seed_002_view(conn: psycopg.Connection[Any]) -> Layout:
     )
 
 
-LAYOUTS = [langchain_v1, langchain_v2, llamaindex, seed_002_view]
+LAYOUTS = [langchain_v1, langchain_v2, llamaindex, shared_tables_view]
 
 
 @pytest.fixture(scope="module", params=LAYOUTS, ids=lambda f: f.__name__)

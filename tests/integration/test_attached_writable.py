@@ -1,4 +1,4 @@
-"""Writable attached stores (issue 21: "read-only by default ... unless the definition says so") and index
+"""Writable attached stores ("read-only by default ... unless the definition says so") and index
 changes seen without a refresh.
 
 Tables are made by plain SQL, as a team's pipeline or the libraries would (the preset DDL is that of

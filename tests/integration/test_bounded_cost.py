@@ -1,4 +1,4 @@
-"""Every request has a bounded cost (issue 19, item 1), on the real embedded PostgreSQL through the HTTP app.
+"""Every request has a bounded cost, on the real embedded PostgreSQL through the HTTP app.
 
 The issue's attack was a hybrid query of 1,600 negated words (7,323 characters): it ran into the 15 s
 statement timeout, and eight at once held the whole pool while ordinary retrieves failed.

@@ -1,4 +1,4 @@
-"""Issue 23: every example request in docs/ for the local service runs as written and answers as shown.
+"""Every example request in docs/ for the local service runs as written and answers as shown.
 
 Each marked example (`<!-- example: STATUS -->`, the convention in tests/doc_examples.py) runs with bash and
 curl against one `retrieval serve` on a fresh database with the sample corpus (shared with
@@ -57,11 +57,14 @@ PAGES = sorted(REPO.glob("docs/*.md"))
 RUNNABLE = [page for page in PAGES if page_examples(page)]
 # Local requests not run, each with its reason: (page, a fragment of the block) -> reason.
 NOT_RUN: dict[tuple[str, str], str] = {
-    # Both attach a table the served app's database does not have (public.items, seed 002's view); the
+    # Both attach a table the served app's database does not have (public.items, a view); the
     # same definitions and searches run against real tables in test_attached_stores.py and
     # test_attached_presets.py.
     ("docs/existing-tables.md", '"$API/stores/items"'): "needs the user's table public.items",
-    ("docs/existing-tables.md", '"$API/stores/shared"'): "needs seed 002's tables behind shared.rag_chunks",
+    (
+        "docs/existing-tables.md",
+        '"$API/stores/shared"',
+    ): "needs the documents, chunks and embeddings tables behind shared.rag_chunks",
 }
 # docs/security.md's block: the command, the key printed, the entry printed.
 MAKE_API_KEY = re.compile(r"```console\n\$ (?P<command>retrieval make-api-key .*)\n.*\n(?P<entry>\{.*\})\n")

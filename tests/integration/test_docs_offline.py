@@ -1,4 +1,4 @@
-"""Issue 23: /docs and /redoc work offline, and stay public when API keys are configured.
+"""/docs and /redoc work offline, and stay public when API keys are configured.
 
 A browser opening /docs cannot send `x-api-key`, and a machine without internet access cannot reach a
 CDN: the pages, every asset they load and the OpenAPI document come from the app, without a key.

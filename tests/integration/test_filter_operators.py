@@ -1,4 +1,4 @@
-"""Every filter operator in both forms (expression and JSON tree) on the real PostgreSQL (issue 20).
+"""Every filter operator in both forms (expression and JSON tree) on the real PostgreSQL.
 
 Random filters are compiled and run against random metadata rows, and their answer compared
 with a Python oracle of the documented semantics (tests/filter_strategies.py). A fixed store then

@@ -1,4 +1,4 @@
-"""Gemini paths (issue 19): unconfigured is a 501, a 400 is blamed on the caller only when it is about what
+"""Gemini paths: unconfigured is a 501, a 400 is blamed on the caller only when it is about what
 the caller sent, and ALLOWED_METADATA_KEYS holds there too. Real google-genai client, fake Gemini API."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15, item 2 (read side): scoped API keys through the real app, database, cache and fake Gemini.
+"""Scoped API keys through the real app, database, cache and fake Gemini.
 
 Keys come from API_KEYS. A key without the read scope gets 403 on every read route; a store outside a
 key's grant is answered exactly as an unknown store (404), before any cached answer could be served.

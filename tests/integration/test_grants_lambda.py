@@ -1,4 +1,4 @@
-"""Issue 15, item 2 (read side) in Lambda: grants from the JWT authorizer's claims, the queue bound to its
+"""Grants in Lambda: grants from the JWT authorizer's claims, the queue bound to its
 stores, and `retrieval make-api-key`.
 
 Events are API Gateway v2 events as API Gateway hands them to the function after its JWT authorizer ran;

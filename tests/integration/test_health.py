@@ -1,4 +1,4 @@
-"""GET and HEAD /api/v1/health, and what searches answer when a check would fail (issue 16).
+"""GET and HEAD /api/v1/health, and what searches answer when a check would fail.
 
 Every case runs on a real embedded PostgreSQL: the session's (migrated by the service), or one of the
 test's own without a schema, with an old one, stopped, or with every pooled connection held.

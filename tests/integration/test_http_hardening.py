@@ -1,4 +1,4 @@
-"""HTTP basics (issue 19 item 7) on the local app: x-request-id, Allow on 405, CORS, the body read
+"""HTTP basics on the local app: x-request-id, Allow on 405, CORS, the body read
 deadline, and DEBUG=retrieval-service lines for every stage of a request, each tagged with its id."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""BM25 keyword search (issue 18) on the embedded PostgreSQL: the scores, every write path, the text
+"""BM25 keyword search on the embedded PostgreSQL: the scores, every write path, the text
 search configuration of a store, websearch syntax, and the backfill of chunks older than migration 7."""
 
 from __future__ import annotations

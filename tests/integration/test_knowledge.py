@@ -158,7 +158,7 @@ def test_identical_searches_hit_the_cache_and_every_option_is_in_the_key(
     assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
     assert again.json() == first.json()
     assert len(gemini.generate_calls()) == 1
-    # Seed 000 keyed on store, query, filter and topK only: these two would have been served the cached
+    # A key of store, query, filter and topK only would have served these two the cached
     # answer written for another instruction or length.
     other_instruction = search(client, systemInstruction="Answer in French.", maxOutputTokens=300)
     other_length = search(client, systemInstruction="Be brief.", maxOutputTokens=301)

@@ -1,4 +1,4 @@
-"""Issue 22: /mcp driven by the official MCP SDK's client over Streamable HTTP, against the local server.
+"""/mcp driven by the official MCP SDK's client over Streamable HTTP, against the local server.
 
 The app runs under uvicorn on 127.0.0.1 with scoped API keys (API_KEYS), on the embedded PostgreSQL and
 the local model; each test opens `ClientSession`s through `streamable_http_client`, as an agent would.
@@ -216,7 +216,7 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
             assert hit["metadata"] == {"project": "atlas", "year": 2024, "contentType": "text/plain"}
             assert 0.4 < hit["similarity"] <= 1.0
 
-            # Seed 003's string filter finds the typed year; another year finds nothing.
+            # The string filter finds the typed year; another year finds nothing.
             by_string = await call(
                 client,
                 "memory_search",

@@ -1,4 +1,4 @@
-"""Issue 16: the embedding, Gemini and reranker keys live in Secrets Manager or SSM Parameter Store.
+"""The embedding, Gemini and reranker keys live in Secrets Manager or SSM Parameter Store.
 
 Real boto3 (through the Powertools parameters utility) against moto_server; the providers are local
 fakes that record the key they were sent. Keys are read when a provider is called, cached for 5 minutes

@@ -1,4 +1,4 @@
-"""Issue 19, item 2: per-credential rate limits through real boto3 on moto_server, the app and Lambda.
+"""Per-credential rate limits through real boto3 on moto_server, the app and Lambda.
 
 moto_server stands in for DynamoDB: it shows the requests are well formed and the condition holds, not
 DynamoDB's latency or its behaviour under contention across machines.

@@ -1,4 +1,4 @@
-"""Issue 23: every example request of the README runs as written and answers as shown.
+"""Every example request of the README runs as written and answers as shown.
 
 The README marks each example with `<!-- example: STATUS -->` before its ```bash block, the answer shown
 in the ```json block after it (tests/doc_examples.py has the convention). This test runs every block with

@@ -104,7 +104,7 @@ def test_bge_speaks_cohere_rerank_with_model_and_key() -> None:
 @pytest.mark.parametrize(
     ("suffix", "api", "path", "field"),
     [
-        ("", "auto", "/v1/rerank", "documents"),  # a bare base URL: seed 002's /v1/rerank
+        ("", "auto", "/v1/rerank", "documents"),  # a bare base URL: /v1/rerank
         ("/rerank", "auto", "/rerank", "texts"),  # TEI's path
         ("/v1/rerank", "auto", "/v1/rerank", "documents"),
         ("/v2/rerank", "auto", "/v2/rerank", "documents"),

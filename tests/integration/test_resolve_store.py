@@ -1,4 +1,4 @@
-"""GET /api/v1/stores/resolve: seed 000's five steps over Gemini's paginated store list (real google-genai
+"""GET /api/v1/stores/resolve: the five steps over Gemini's paginated store list (real google-genai
 client, fake Gemini API) and over our pgvector stores table."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_a_fallback_is_not_cached_so_a_store_created_later_is_found(
 
 
 def test_display_name_wins_over_a_short_name(client: TestClient, gemini: FakeGemini) -> None:
-    # Seed 000's order: step 2 (display name) before step 4 (fileSearchStores/{name}).
+    # The order: step 2 (display name) before step 4 (fileSearchStores/{name}).
     gemini.add_store("shadow-1", "hvac-kb-7f3a")
     assert resolve(client, "hvac-kb-7f3a").json()["name"] == "fileSearchStores/shadow-1"
 

@@ -1,4 +1,4 @@
-"""One resolution rule for store names (issue 19 item 5): every path takes a store's name before its
+"""One resolution rule for store names: every path takes a store's name before its
 display name, and no creator may make one name designate two stores."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Strict request types (issue 19 item 6): a value of the wrong JSON type is a 422 naming the field,
+"""Strict request types: a value of the wrong JSON type is a 422 naming the field,
 never converted ("0.5" or true for a number, "yes" for a boolean, a number for a string)."""
 
 from __future__ import annotations

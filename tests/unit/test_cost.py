@@ -1,4 +1,4 @@
-"""Which retrieves are expensive, and the slots that bound them (issue 19, item 1)."""
+"""Which retrieves are expensive, and the slots that bound them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Driver errors become errors that name their cause (issue 19, item 3): by SQLSTATE, never by message text
+"""Driver errors become errors that name their cause: by SQLSTATE, never by message text
 the caller could see. The integration tier (test_bounded_cost.py, test_database_causes.py) produces the real
 ones; here, states a test cannot produce on a shared server (a full disk, a wrong password)."""
 

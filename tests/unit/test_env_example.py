@@ -1,4 +1,4 @@
-"""Issue 23: `.env.example` lists every setting with its default and meaning, and cannot drift."""
+"""`.env.example` lists every setting with its default and meaning, and cannot drift."""
 
 from __future__ import annotations
 

@@ -42,13 +42,13 @@ def syntax_error(text: str) -> FilterSyntaxError:
 # Parsing ---------------------------------------------------------------------------------------
 
 
-def test_seed_examples_parse() -> None:
+def test_simple_equalities_parse() -> None:
     assert parse("source_type = 's3'") == c("source_type", "=", "s3")
     assert parse("project_name = 'ABC Project'") == c("project_name", "=", "ABC Project")
     assert parse('author = "Robert Graves"') == c("author", "=", "Robert Graves")
 
 
-def test_the_issue_example_parses_with_not_binding_tighter_than_and() -> None:
+def test_a_mixed_expression_parses_with_not_binding_tighter_than_and() -> None:
     node = parse("project_name = 'ABC Project' AND (source_type = 's3' OR year >= 2023) AND NOT draft = true")
     assert node == And(
         (
@@ -406,7 +406,7 @@ def test_junk_raises_only_filter_errors(text: str) -> None:
         assert only_fixed_fragments(predicate.sql), predicate.sql
 
 
-# The operators of issue 20 ------------------------------------------------------------------------
+# The operators of the full filter language ---------------------------------------------------------
 
 
 def test_the_new_operators_parse_in_any_case() -> None:

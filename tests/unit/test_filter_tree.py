@@ -22,7 +22,7 @@ from retrieval_core.filters.sql import filter_keys, metadata_predicate
 from retrieval_core.filters.tree import TREE_OPERATORS, is_tree, parse_tree
 from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
 
-ISSUE_EXAMPLE = {
+TREE_EXAMPLE = {
     "andAll": [
         {"equals": {"key": "year", "value": 2024}},
         {"startsWith": {"key": "title", "value": "Kube"}},
@@ -37,12 +37,12 @@ def tree_error(tree: Any) -> FilterTreeError:
     return caught.value
 
 
-def test_the_issue_example_means_what_the_expression_means() -> None:
-    node = parse_tree(ISSUE_EXAMPLE)
+def test_a_tree_means_what_the_same_expression_means() -> None:
+    node = parse_tree(TREE_EXAMPLE)
     assert node == And((Comparison("year", "=", 2024), Comparison("title", "STARTS WITH", "Kube")))
     assert node == parse("year = 2024 AND title STARTS WITH 'Kube'")
     assert (
-        metadata_predicate(ISSUE_EXAMPLE).sql
+        metadata_predicate(TREE_EXAMPLE).sql
         == metadata_predicate("year = 2024 AND title STARTS WITH 'Kube'").sql
     )
 
@@ -59,9 +59,7 @@ def test_a_tree_is_an_object_whose_single_key_is_an_operator() -> None:
 
 
 def test_keys_of_any_form_are_the_allow_list_input() -> None:
-    tree = {
-        "orAll": [ISSUE_EXAMPLE, {"exists": {"key": "draft"}}, {"notIn": {"key": "team", "value": ["x"]}}]
-    }
+    tree = {"orAll": [TREE_EXAMPLE, {"exists": {"key": "draft"}}, {"notIn": {"key": "team", "value": ["x"]}}]}
     assert filter_keys(tree) == ["year", "title", "draft", "team"]
     with pytest.raises(FilterKeyNotAllowedError) as caught:
         metadata_predicate(tree, frozenset({"year", "title", "team"}))
@@ -98,9 +96,9 @@ def test_values_postgresql_cannot_hold_or_compare_are_refused(value: object) -> 
 
 def test_the_request_model_keeps_a_tree_and_still_validates_equalities() -> None:
     request = SimilaritySearchRequest.model_validate(
-        {"queryEmbedding": [1.0], "metadataFilter": ISSUE_EXAMPLE}
+        {"queryEmbedding": [1.0], "metadataFilter": TREE_EXAMPLE}
     )
-    assert request.metadata_filter == ISSUE_EXAMPLE
+    assert request.metadata_filter == TREE_EXAMPLE
     with pytest.raises(ValueError, match=r"metadataFilter\.year"):
         SimilaritySearchRequest.model_validate({"queryEmbedding": [1.0], "metadataFilter": {"year": [2024]}})
 
@@ -120,11 +118,11 @@ def _key(metadata_filter: object) -> str:
 
 
 def test_cache_keys_differ_for_different_trees_and_not_for_member_order() -> None:
-    other_value = {"andAll": [ISSUE_EXAMPLE["andAll"][0], {"startsWith": {"key": "title", "value": "kube"}}]}
+    other_value = {"andAll": [TREE_EXAMPLE["andAll"][0], {"startsWith": {"key": "title", "value": "kube"}}]}
     other_operator = {
-        "andAll": [ISSUE_EXAMPLE["andAll"][0], {"stringContains": {"key": "title", "value": "Kube"}}]
+        "andAll": [TREE_EXAMPLE["andAll"][0], {"stringContains": {"key": "title", "value": "Kube"}}]
     }
-    keys = {_key(t) for t in (ISSUE_EXAMPLE, other_value, other_operator, {"orAll": ISSUE_EXAMPLE["andAll"]})}
+    keys = {_key(t) for t in (TREE_EXAMPLE, other_value, other_operator, {"orAll": TREE_EXAMPLE["andAll"]})}
     assert len(keys) == 4
     reordered = {
         "andAll": [
@@ -132,7 +130,7 @@ def test_cache_keys_differ_for_different_trees_and_not_for_member_order() -> Non
             {"startsWith": {"value": "Kube", "key": "title"}},
         ]
     }
-    assert _key(reordered) == _key(ISSUE_EXAMPLE)
+    assert _key(reordered) == _key(TREE_EXAMPLE)
 
 
 def test_trees_gemini_can_express_are_translated() -> None:

@@ -1,4 +1,4 @@
-"""Issue 15, item 2 (read side): grants, the API key configuration and JWT claims. Pure: no I/O."""
+"""Grants, the API key configuration and JWT claims. Pure: no I/O."""
 
 from __future__ import annotations
 

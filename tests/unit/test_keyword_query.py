@@ -1,4 +1,4 @@
-"""The keyword side's query is bounded before it reaches PostgreSQL (issue 19, item 1)."""
+"""The keyword side's query is bounded before it reaches PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure checks of Lambda event shapes and request ids (issue 19 item 7)."""
+"""Pure checks of Lambda event shapes and request ids."""
 
 from __future__ import annotations
 

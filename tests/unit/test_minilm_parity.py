@@ -25,8 +25,8 @@ from tests.probes import probe
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "minilm_reference.json"
 # Lowest cosine with torch's vector that each runtime must keep on every fixture text: float32 matches
-# to rounding; int8 weights must keep the float bar of issue 17 (0.99); int8 weights and activations
-# lose more, and are held to that issue's bar for a quantised model (0.98; docs/benchmarks.md).
+# to rounding; int8 weights must keep the float bar (0.99); int8 weights and activations
+# lose more, and are held to the bar for a quantised model (0.98; docs/benchmarks.md).
 PARITY: dict[LocalRuntime, float] = {"numpy": 0.9999, "onnx": 0.9999, "onnx-w8": 0.99, "onnx-int8": 0.98}
 TORCH_FREE: list[LocalRuntime] = ["numpy", "onnx", "onnx-w8", "onnx-int8"]
 

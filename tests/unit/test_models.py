@@ -9,14 +9,14 @@ from retrieval_core.schemas.retrieval import RetrieveRequest, RetrieveResponse, 
 def test_retrieve_request_reads_camel_case_and_applies_defaults() -> None:
     request = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, "docIds": ["a"]})
     assert request.doc_ids == ["a"]
-    # Seed 002: engineName "default" is the advanced engine, and it is the default.
+    # engineName "default" is the advanced engine, and it is the default.
     assert request.engine_name == "default" and request.candidate_count == 20
     assert request.rerank is None and not request.use_hybrid and request.mmr_lambda == 0.7
     naive = RetrieveRequest.model_validate({"query": "q", "grade": 0.5, "engineName": "naive"})
     assert naive.candidate_count == 5
 
 
-def test_seed_004_hybrid_flags_are_read() -> None:
+def test_the_hybrid_flags_are_read() -> None:
     request = RetrieveRequest.model_validate(
         {
             "query": "q",

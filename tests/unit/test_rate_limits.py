@@ -1,4 +1,4 @@
-"""Issue 19, item 2: the window arithmetic, the rateLimit field of a key entry, and the in-process counter."""
+"""The window arithmetic, the rateLimit field of a key entry, and the in-process counter."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ STORES = [
     ("name", "expected", "resolved_by"),
     [
         ("Alpha", "fileSearchStores/a1", "displayName"),
-        # Names are matched before display names, as on every path (seed 000 had it the other way).
+        # Names are matched before display names, as on every path.
         ("fileSearchStores/a1", "fileSearchStores/a1", "name"),
         ("fileSearchStores/hvac", "fileSearchStores/hvac", "name"),
         ("hvac", "fileSearchStores/hvac", "pattern"),

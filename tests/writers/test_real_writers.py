@@ -1,4 +1,4 @@
-"""Issue 21's proof with the real writers: tables written by langchain-postgres and LlamaIndex themselves.
+"""Attached stores with the real writers: tables written by langchain-postgres and LlamaIndex themselves.
 
 Each library, in .venv-writers (ci/writers.txt) and with no network but loopback (guard/sitecustomize.py),
 writes 3,000 synthetic rows (384 dimensions, tenant `one` on 1% of them, ten rows per document) through

@@ -333,7 +333,7 @@ class Settings(BaseSettings):
         description="requests per window of each API key and JWT subject; 0: unlimited",
     )
     rate_limit_window_s: int = Field(default=60, ge=1, le=3600, description="rate-limit window, in seconds")
-    # HTTP (issue 19). CORS of the local server (`retrieval serve`), off unless origins are listed
+    # HTTP. CORS of the local server (`retrieval serve`), off unless origins are listed
     # (comma-separated, "*" for any); in AWS the HTTP API's CorsConfiguration (template parameters) applies.
     cors_allow_origins: str = Field(
         default="",
@@ -354,7 +354,7 @@ class Settings(BaseSettings):
         gt=0,
         description="seconds a request body may take to arrive on the local server; slower: 408",
     )
-    # Issue 19: bounded query cost (docs/api.md "Bounded cost"). A search's statements have their own timeout,
+    # bounded query cost (docs/api.md "Bounded cost"). A search's statements have their own timeout,
     # shorter for the expensive kinds (cost.py says which), which also run at most
     # EXPENSIVE_SEARCH_CONCURRENCY at a time per process; a request waits at most DB_POOL_WAIT_MS for a
     # connection (or an expensive slot) before a 503 `overloaded`.

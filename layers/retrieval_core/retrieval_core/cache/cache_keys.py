@@ -1,7 +1,7 @@
 """Cache keys. Pure: no I/O.
 
-Seed 000 keyed searches on `{storeName}:{query}:{metadataFilter}:{topK}`, so two requests
-that differ only in `systemInstruction` or `maxOutputTokens` shared one cached answer.
+A key built from a few chosen fields (`{storeName}:{query}:{metadataFilter}:{topK}`) would let two
+requests that differ only in `systemInstruction` or `maxOutputTokens` share one cached answer.
 Here a search key hashes every field of the request except the cache controls, so an
 option added to a request model later becomes part of the key without anyone
 remembering to add it.

@@ -11,7 +11,7 @@ from typing import Any
 from retrieval_core.cache.cache_keys import store_name_key, store_version_key
 from retrieval_core.cache.json_cache import JsonCache
 
-# Seed 000 fixes the store-name cache's TTL at one hour; store versions live as long.
+# The store-name cache's TTL is one hour; store versions live as long.
 STORE_NAME_TTL_S = 3600.0
 MAX_SEARCH_TTL_S = 86_400.0
 

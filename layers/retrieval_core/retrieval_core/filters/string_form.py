@@ -1,6 +1,6 @@
-"""memory_search's `filter`: seed 003's string-to-string equalities on our typed metadata. Pure.
+"""memory_search's `filter`: string-to-string equalities on our typed metadata. Pure.
 
-Metadata here is typed (`year: 2024`), while an agent that follows seed 003 sends strings
+Metadata here is typed (`year: 2024`), while an agent's memory filter sends strings
 (`"year": "2024"`). A string value therefore matches the metadata value whose string form is equal:
 `"2024"` matches `"2024"` and `2024` (and `2024.0`), `"2024.5"` matches `2024.5`, `"true"` matches
 `"true"` and `true`. A number or boolean value matches only that typed value, as over HTTP.

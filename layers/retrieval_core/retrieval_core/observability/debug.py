@@ -1,4 +1,4 @@
-"""Seed 000's debug logs, on every path when the DEBUG environment variable names `retrieval-service`.
+"""Debug logs on every path when the DEBUG environment variable names `retrieval-service`.
 
 Like the `debug` package of Node: `DEBUG=retrieval-service` (or a comma-separated list holding it, or `*`)
 turns on one line per request stage (auth, cache, embed, search, rerank, writes, Gemini calls), whatever

@@ -41,7 +41,7 @@ def resolve_endpoint(url: str, api: Literal["auto", "tei", "cohere"]) -> tuple[R
     A URL whose path ends in `/rerank` is used as it is; any other URL is a base URL and gets the
     API's path appended (`/rerank` for TEI, `/v1/rerank` for Cohere). With `auto`, a path ending in
     `/rerank` right after the host means TEI, any other path (such as `/v1/rerank`, `/v2/rerank`, or a
-    bare base URL, which gets seed 002's `/v1/rerank`) means the Cohere/Jina shape.
+    bare base URL, which gets `/v1/rerank`) means the Cohere/Jina shape.
     """
     parsed = httpx.URL(url)
     path = parsed.path.rstrip("/")

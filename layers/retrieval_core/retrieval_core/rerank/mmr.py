@@ -1,8 +1,8 @@
 """Maximal marginal relevance: reorder candidates to trade relevance for diversity. Pure; no I/O.
 
-It works on the embeddings the vector search already returned: nothing is embedded again (seed 004
-re-embedded every candidate for this). Plain Python: the Lambda layer carries no numpy, and at most 100
-candidates are reordered.
+It works on the embeddings the vector search already returned: nothing is embedded again
+(re-embedding every candidate would cost one provider call per retrieve). Plain Python: the Lambda
+layer carries no numpy, and at most 100 candidates are reordered.
 """
 
 from __future__ import annotations

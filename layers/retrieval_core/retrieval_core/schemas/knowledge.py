@@ -1,4 +1,4 @@
-"""Request and response bodies of the knowledge search and store resolution, in seed 000's camelCase."""
+"""Request and response bodies of the knowledge search and store resolution, in camelCase."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ResolvedBy = Literal["cache", "displayName", "name", "pattern", "fallback"]
 
 
 class KnowledgeSearchRequest(RequestModel):
-    """POST /api/v1/knowledge/search: seed 000's `search(query, store, options)`."""
+    """POST /api/v1/knowledge/search: `search(query, store, options)` over HTTP."""
 
     query: Text = Field(min_length=1, max_length=8000, description="Natural-language question.")
     store: StoreName

@@ -1,6 +1,6 @@
 """Fusing a vector ranking with a keyword ranking. Pure: no I/O.
 
-Seed 004 concatenated the two result lists and added raw scores of different scales.
+Adding the raw scores of two lists of different scales lets one signal swamp the other.
 Here both modes first put the two signals on one footing, and every fused score is in [0, 1]:
 
 - `rrf`: reciprocal rank fusion, sum of 1 / (k + rank) over the lists a chunk is in, divided by its
@@ -12,7 +12,7 @@ Here both modes first put the two signals on one footing, and every fused score 
   - `max`: score / highest, the lowest taken as 0 ("theoretical min-max": 0 is the least a keyword
     score can be, and similarities below 0 count as 0). Unlike min-max, a chunk's scaled score does
     not depend on how poor the weakest candidate of this query happens to be.
-  Every candidate has a vector similarity (it is computed for keyword hits too, where seed 004 gave 0);
+  Every candidate has a vector similarity (it is computed for keyword hits too, rather than taken as 0);
   a chunk the keyword query does not match has keyword score 0.
 """
 

@@ -52,7 +52,7 @@ StoreArgument = Annotated[
 
 
 class MemorySearchArguments(RequestModel):
-    """memory_search: seed 003's request, plus `store`."""
+    """memory_search: an agent memory's search request, plus `store`."""
 
     query: Text = Field(min_length=1, max_length=8000, description="What to look for, in natural language.")
     limit: int = Field(default=5, ge=1, le=50, description="Most memories to return (default 5, at most 50).")
@@ -66,7 +66,7 @@ class MemorySearchArguments(RequestModel):
 
 
 class MemoryStoreArguments(RequestModel):
-    """memory_store: seed 003's request, plus `store`."""
+    """memory_store: an agent memory's store request, plus `store`."""
 
     text: Text = Field(min_length=1, max_length=100_000, description="The text to remember.")
     metadata: dict[Annotated[str, Field(min_length=1, max_length=256)], MetadataValue] = Field(
@@ -142,7 +142,7 @@ def _memory_search(args: MemorySearchArguments, grant: Grant) -> dict[str, Any]:
     request = RetrieveRequest.model_validate(
         {
             "query": args.query,
-            # Every candidate, nearest first, none reranked away: seed 003's "up to limit by similarity".
+            # Every candidate, nearest first, none reranked away: "up to limit by similarity".
             "grade": 0.0,
             "engineName": "naive",
             "similarityTopK": args.limit,

@@ -1,4 +1,4 @@
-"""POST /api/v1/knowledge/search: an answer with sources from a Gemini File Search store (seed 000)."""
+"""POST /api/v1/knowledge/search: an answer with sources from a Gemini File Search store."""
 
 from __future__ import annotations
 

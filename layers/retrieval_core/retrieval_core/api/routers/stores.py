@@ -26,7 +26,7 @@ async def resolve_store(
     name: Annotated[StoreName, Query()],
     backend: Annotated[Backend | None, Query()] = None,
 ) -> ResolvedStore:
-    """Resolve in seed 000's order: cache, display name, exact name, `fileSearchStores/{name}`, fallback.
+    """Resolve in five steps: cache, display name, exact name, `fileSearchStores/{name}`, fallback.
 
     `backend` unset: gemini for a name starting with `fileSearchStores/`, else pgvector (as for retrieve).
     Needs the read scope; a store outside the caller's grant is a 404, as an unknown one.

@@ -4,7 +4,7 @@
 4. a match on `fileSearchStores/{name}`; 5. the fallback `fileSearchStores/{name}`.
 
 Names come before display names, as on every other path (retrieve, search, documents, CLI, queue):
-seed 000 looked at display names first, so a display name equal to another store's name made resolve
+looking at display names first would let a display name equal to another store's name make resolve
 and retrieve answer different stores. pgvector stores are looked up with the same SQL as retrieve
 (`db.stores.find_store`) and have no `fileSearchStores/` namespace, so for them steps 4 and 5 do not
 apply: a name nothing matches is a 404. Resolutions are cached for an hour, except the fallback (see
@@ -53,7 +53,7 @@ def match_store(name: str, stores: Sequence[StoreEntry], backend: Backend) -> Re
             return ResolvedStore(
                 name=store.name, display_name=store.display_name, resolved_by="pattern", backend=backend
             )
-    # Seed 000 prefixed every name, so a full name it did not list became fileSearchStores/fileSearchStores/x.
+    # A full name is not prefixed again (fileSearchStores/fileSearchStores/x would name nothing).
     fallback = name if name.startswith(GEMINI_STORE_PREFIX) else pattern
     return ResolvedStore(name=fallback, display_name=None, resolved_by="fallback", backend=backend)
 

@@ -1,4 +1,4 @@
-"""KnowledgeService: seed 000's RetrievalService over Gemini File Search, cached through our cache."""
+"""KnowledgeService: answers and retrieves over Gemini File Search, cached through our cache."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class KnowledgeService:
     # Search.
 
     def search(self, request: KnowledgeSearchRequest, grant: Grant) -> tuple[KnowledgeAnswer, CacheStatus]:
-        """Seed 000's search(): resolve the store, serve from cache or ask Gemini, extract the sources.
+        """search(): resolve the store, serve from cache or ask Gemini, extract the sources.
 
         `grant` needs the read scope and the store (by its full name), checked before the cache.
         """
@@ -212,7 +212,7 @@ class KnowledgeService:
         if ttl_s is None:
             debug("%s: cacheTTLms=0, not cached", operation)
             return compute(), CacheStatus.BYPASS
-        # Every request option is part of the key (seed 000 left out systemInstruction and maxOutputTokens).
+        # Every request option is part of the key (systemInstruction and maxOutputTokens included).
         key = search_key(
             backend=BACKEND,
             store=store,
@@ -329,7 +329,7 @@ _TREE_NAMES = {op: name for name, op in COMPARISONS.items()}
 def gemini_filter(metadata_filter: MetadataFilterValue | None) -> str | None:
     """Our `metadataFilter` in Gemini's filter syntax: `k = "v" AND n = 3`.
 
-    An expression string is passed through as it is: Gemini evaluates it (seed 000's syntax is Gemini's).
+    An expression string is passed through as it is: Gemini evaluates it (the string syntax is Gemini's).
     A filter tree is translated; an operator Gemini has no equal of is refused (422 naming it).
     """
     if not metadata_filter:

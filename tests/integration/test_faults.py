@@ -1,4 +1,4 @@
-"""Issue 6, item 4: faults. PostgreSQL stopped mid-run, DynamoDB unreachable.
+"""Faults. PostgreSQL stopped mid-run, DynamoDB unreachable.
 
 (The single-request restart case is test_api.py::test_service_recovers_when_postgres_restarts.
 These add requests in flight while PostgreSQL stops, the Lambda handler's path, and the cache

@@ -1,4 +1,4 @@
-"""Issue 6, item 3: schemathesis fuzzes the app through its own OpenAPI document.
+"""Schemathesis fuzzes the app through its own OpenAPI document.
 
 In process (ASGI, no network), on the embedded PostgreSQL with the sample store: valid and invalid
 requests generated from the schema, at least 1,000 in all. No response may be a 5xx, and every response

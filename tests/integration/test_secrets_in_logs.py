@@ -1,4 +1,4 @@
-"""Issue 6, item 6: no secret ever reaches a log line.
+"""No secret ever reaches a log line.
 
 A whole session runs with a database password, API keys and provider keys configured: ingest, retrieve,
 similarity search, a wrong key, a Lambda invocation (Powertools JSON logs on stdout), a database outage

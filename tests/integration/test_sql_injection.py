@@ -1,4 +1,4 @@
-"""Issue 6, item 3 (second half): SQL-injection strings in every text field change nothing, leak nothing.
+"""SQL-injection strings in every text field change nothing, leak nothing.
 
 Every request field that reaches SQL is tried with each string of the corpus. Afterwards the stored rows
 are byte-for-byte what they were (a checksum over stores, documents and chunks, plus the catalogue of

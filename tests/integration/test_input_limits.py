@@ -1,4 +1,4 @@
-"""Issue 6, item 2: input limits. Every refusal is a 4xx JSON error naming the field, never a 500."""
+"""Input limits. Every refusal is a 4xx JSON error naming the field, never a 500."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 6: the pure pieces of hardening (key matching, vector scaling, request validation)."""
+"""The pure pieces of hardening (key matching, vector scaling, request validation)."""
 
 from __future__ import annotations
 

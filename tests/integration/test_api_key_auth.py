@@ -1,4 +1,4 @@
-"""Issue 6, item 1: API-key authentication (the JWT authorizer is tested on the template in tests/bundle).
+"""API-key authentication (the JWT authorizer is tested on the template in tests/bundle).
 
 Keys are configured as SHA-256 digests, from API_KEYS, API_KEY_HASHES or a Secrets Manager secret
 (moto_server, real boto3 through Powertools). Every route but health then needs `x-api-key`. What each

@@ -1,4 +1,4 @@
-"""Issue 6, item 5: nothing lost. Concurrent upserts never mix versions; a failed ingest keeps the old one."""
+"""Nothing lost. Concurrent upserts never mix versions; a failed ingest keeps the old one."""
 
 from __future__ import annotations
 
