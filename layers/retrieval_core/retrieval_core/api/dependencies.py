@@ -9,11 +9,19 @@ from fastapi import Depends
 from retrieval_core.api.auth import current_grant
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
-from retrieval_core.container import get_backends, get_service
+from retrieval_core.container import get_knowledge_service, get_service
 from retrieval_core.grants import Grant
 
 ServiceDep = Annotated[RetrievalService, Depends(get_service)]
-# The one retrieve entry point: routes each request to its backend (pgvector or Gemini File Search).
-BackendsDep = Annotated[Backends, Depends(get_backends)]
+
+
+def backends(service: ServiceDep) -> Backends:
+    """The one retrieve entry point over this request's pgvector service and the Gemini service."""
+    return Backends(lambda: service, get_knowledge_service)
+
+
+# Routes each request to its backend (pgvector or Gemini File Search); built on ServiceDep, so an app
+# whose service dependency is overridden routes to that service.
+BackendsDep = Annotated[Backends, Depends(backends)]
 # What the caller may do (scopes, stores), as the authentication middleware decided.
 GrantDep = Annotated[Grant, Depends(current_grant)]
