@@ -93,7 +93,7 @@ def main() -> None:
     from retrieval_core.backends.attached.stores import attach_store
     from retrieval_core.db.connection import PooledConnections
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import SimilaritySearchRequest
+    from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
     from retrieval_core.search.service import RetrievalService
     from retrieval_core.settings import get_settings
 

@@ -56,7 +56,7 @@ def main() -> None:
     from retrieval_core.api.app import create_app
     from retrieval_core.container import get_service
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
     from retrieval_core.search.context_packing import with_context
     from retrieval_core.search.token_count import ModelTokenizer, token_counter
 

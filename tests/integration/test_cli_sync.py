@@ -58,7 +58,7 @@ def stored(documents: DocumentService, store: str) -> dict[str, dict[str, Any]]:
 
 def top_document(service: Any, store: str, query: str) -> str:
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     # Through the search cache: a stale cached answer after a write would fail the test.
     request = RetrieveRequest(query=query, store=store, similarity_top_k=1, grade=0.0)

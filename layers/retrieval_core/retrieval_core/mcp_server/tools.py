@@ -19,16 +19,16 @@ from retrieval_core.exceptions import DocumentNotFoundError, FilterKeyNotAllowed
 from retrieval_core.filters.sql import MetadataValue
 from retrieval_core.filters.string_form import memory_filter
 from retrieval_core.grants import Grant, Scope
-from retrieval_core.schemas.retrieval import (
+from retrieval_core.schemas.common import (
     MAX_DOCUMENT_ID_BYTES,
-    MetadataEqualities,
     RequestModel,
-    RetrieveRequest,
     StoreName,
     Text,
-    _document_id,
     validation_error,
 )
+from retrieval_core.schemas.common import document_id as _document_id
+from retrieval_core.schemas.retrieve import RetrieveRequest
+from retrieval_core.schemas.search_options import MetadataEqualities
 
 if TYPE_CHECKING:
     from retrieval_core.db.repository import Store

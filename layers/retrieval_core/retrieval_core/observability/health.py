@@ -18,7 +18,7 @@ from retrieval_core.db.schema import PGVECTOR_MINIMUM, at_least, pgvector_versio
 from retrieval_core.embeddings import Embedder
 from retrieval_core.embeddings.api_key import embedder_configuration_problem
 from retrieval_core.exceptions import DatabaseOverloadedError, DatabaseUnavailableError, RetrievalError
-from retrieval_core.schemas.retrieval import (
+from retrieval_core.schemas.health import (
     EmbedderCheck,
     HealthCheck,
     HealthChecks,

@@ -13,7 +13,7 @@ from retrieval_core.backends.attached.definition import Distance, Preset, Source
 from retrieval_core.db.stores import Storage
 from retrieval_core.documents import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
 from retrieval_core.exceptions import InvalidRequestError
-from retrieval_core.schemas.retrieval import RequestModel, ResponseModel, Text
+from retrieval_core.schemas.common import RequestModel, ResponseModel, Text
 
 MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
 

@@ -19,12 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from retrieval_core.schemas.retrieval import (
-    RetrieveRequest,
-    RetrieveResponse,
-    SimilaritySearchRequest,
-    SimilaritySearchResponse,
-)
+from retrieval_core.schemas.retrieve import RetrieveRequest, RetrieveResponse
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.token_count import TokenCounter, token_counter
 
 SEPARATOR = "\n\n"

@@ -43,19 +43,11 @@ from retrieval_core.filters.sql import (
 from retrieval_core.grants import Grant
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
-from retrieval_core.schemas.retrieval import (
-    BatchItem,
-    ChunkResult,
-    ErrorBody,
-    Pipeline,
-    RetrieveRequest,
-    RetrieveResponse,
-    SearchKnobs,
-    SimilaritySearchRequest,
-    SimilaritySearchResponse,
-    Timings,
-    validation_error,
-)
+from retrieval_core.schemas.common import ErrorBody, validation_error
+from retrieval_core.schemas.results import ChunkResult
+from retrieval_core.schemas.retrieve import BatchItem, Pipeline, RetrieveRequest, RetrieveResponse, Timings
+from retrieval_core.schemas.search_options import SearchKnobs
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.context_packing import formatted_if_asked
 from retrieval_core.search.fusion import fuse

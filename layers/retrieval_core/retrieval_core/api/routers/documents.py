@@ -19,6 +19,7 @@ from retrieval_core.documents import StoreDefinition
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
 from retrieval_core.parsers import CSV, JSONL
+from retrieval_core.schemas.common import ErrorResponse, Text
 from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
@@ -28,7 +29,6 @@ from retrieval_core.schemas.documents import (
     StorePutRequest,
     StoreResponse,
 )
-from retrieval_core.schemas.retrieval import ErrorResponse, Text
 
 router = APIRouter(prefix="/api/v1/stores", tags=["documents"])
 

@@ -28,7 +28,8 @@ from retrieval_core.schemas.knowledge import (
     KnowledgeSource,
     ResolvedStore,
 )
-from retrieval_core.schemas.retrieval import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
+from retrieval_core.schemas.results import ChunkResult
+from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest, RetrieveResponse
 from retrieval_core.search.context_packing import formatted_if_asked
 
 if TYPE_CHECKING:
