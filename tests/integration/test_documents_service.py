@@ -16,14 +16,13 @@ from retrieval_core.exceptions import (
     DatabaseUnavailableError,
     DocumentNotFoundError,
     EmbeddingProviderError,
-    EmptyDocumentError,
     ForbiddenError,
     InvalidRequestError,
     StoreNotFoundError,
-    UnsupportedContentTypeError,
 )
 from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT, Grant
+from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
 from retrieval_core.search.service import RetrievalService
 
 CHUNK_SIZE = 60

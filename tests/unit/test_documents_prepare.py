@@ -18,7 +18,8 @@ from retrieval_core.documents.prepare import (
     prepare_source,
 )
 from retrieval_core.documents.service import decode_cursor, encode_cursor
-from retrieval_core.exceptions import EmptyDocumentError, InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.parsers.exceptions import EmptyDocumentError
 from tests.files import jsonl_bytes
 
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError, InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filters.expression import (
     MAX_COMPARISONS,
     MAX_DEPTH,

@@ -9,7 +9,8 @@ import pytest
 
 from retrieval_core.backends.gemini.service import gemini_filter
 from retrieval_core.cache.cache_keys import search_key
-from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterTreeError, InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterTreeError
 from retrieval_core.filters.expression import (
     MAX_COMPARISONS,
     MAX_DEPTH,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from retrieval_core.exceptions import DocumentParseError, UnsupportedContentTypeError
 from retrieval_core.parsers import (
     CSV,
     DOCX,
@@ -22,6 +21,7 @@ from retrieval_core.parsers import (
     detect_content_type,
     parse,
 )
+from retrieval_core.parsers.exceptions import DocumentParseError, UnsupportedContentTypeError
 from tests.files import markdown_bytes, pdf_bytes, png_bytes, text_bytes, zip_bytes
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.exceptions import S3EventError, SidecarError
 from retrieval_core.s3sync.events import ObjectChange, Target, read_message, target_of
+from retrieval_core.s3sync.exceptions import S3EventError, SidecarError
 from retrieval_core.s3sync.sidecar import read_sidecar
 
 

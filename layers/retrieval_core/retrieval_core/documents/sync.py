@@ -17,13 +17,8 @@ from typing import Any
 from retrieval_core.documents import SourceInput, SourceWrite, StoreDefinition
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
 from retrieval_core.documents.service import DocumentService
-from retrieval_core.exceptions import (
-    EmptyDocumentError,
-    RetrievalError,
-    SourceReadError,
-    StoreNotFoundError,
-    UnsupportedContentTypeError,
-)
+from retrieval_core.exceptions import RetrievalError, SourceReadError, StoreNotFoundError
+from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
 from retrieval_core.s3sync.events import SIDECAR_SUFFIX
 from retrieval_core.s3sync.sidecar import read_sidecar
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from retrieval_core.exceptions import FilterKeyNotAllowedError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
 
 if TYPE_CHECKING:
     from retrieval_core.filters.expression import Node

@@ -41,13 +41,11 @@ from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
     InvalidRequestError,
-    JobInProgressError,
-    ReplyDeliveryError,
-    ReplyToNotAllowedError,
     ResponseTooLargeError,
     RetrievalError,
 )
 from retrieval_core.grants import Grant, parse_store_setting
+from retrieval_core.lambdas.exceptions import JobInProgressError, ReplyDeliveryError, ReplyToNotAllowedError
 from retrieval_core.lambdas.setup import (
     LambdaHandler,
     after_database_failure,

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, Field, ValidationError
 
 from retrieval_core.documents import SourceInput
-from retrieval_core.exceptions import DocumentNotFoundError, FilterKeyNotAllowedError
+from retrieval_core.exceptions import DocumentNotFoundError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
 from retrieval_core.filters.sql import MetadataValue
 from retrieval_core.filters.string_form import memory_filter
 from retrieval_core.grants import Grant, Scope

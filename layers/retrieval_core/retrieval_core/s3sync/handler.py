@@ -37,13 +37,10 @@ from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
-    JobInProgressError,
-    ObjectReadError,
-    ObjectTooLargeError,
     RetrievalError,
-    S3EventError,
     StoreNotFoundError,
 )
+from retrieval_core.lambdas.exceptions import JobInProgressError
 from retrieval_core.lambdas.setup import (
     LambdaHandler,
     after_database_failure,
@@ -53,6 +50,7 @@ from retrieval_core.lambdas.setup import (
 )
 from retrieval_core.observability import metrics
 from retrieval_core.s3sync.events import ObjectChange, Target, read_message
+from retrieval_core.s3sync.exceptions import ObjectReadError, ObjectTooLargeError, S3EventError
 from retrieval_core.s3sync.sidecar import read_sidecar
 from retrieval_core.settings import Settings, get_settings
 
