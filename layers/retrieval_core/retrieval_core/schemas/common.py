@@ -70,7 +70,7 @@ CacheTtl = Annotated[
         ge=0,
         le=86_400_000,
         alias="cacheTTLms",
-        description="How long to cache this answer, in ms (seed 000's name). 0: do not cache. Default 5 min.",
+        description="How long to cache this answer, in ms. 0: do not cache. Default 5 min.",
     ),
 ]
 

@@ -44,7 +44,7 @@ DEFAULT_RERANK_TOP_K = 5
 
 
 class RerankOptions(RequestModel):
-    """Reranking of the candidates (advanced engine only), seed 002's `rerank` object."""
+    """Reranking of the candidates (advanced engine only)."""
 
     enabled: bool = True
     strategy: RerankStrategyName = Field(
@@ -93,7 +93,7 @@ class RetrieveRequest(RequestModel):
     )
     rerank: RerankOptions | None = None
     use_hybrid: bool = Field(
-        default=False, description="Fuse PostgreSQL full-text search with the vector search (seed 004)."
+        default=False, description="Fuse PostgreSQL full-text search with the vector search."
     )
     # The hybrid defaults (weighted, max-scaled, 0.7 / 0.3) are the fusion measured best on the dev sets
     # together and never more than 0.005 below dense search on any (docs/quality.md); RRF k = 60 was
