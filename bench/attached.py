@@ -94,7 +94,7 @@ def main() -> None:
     from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.db.connection import PooledConnections
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import SimilaritySearchRequest
+    from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
     from retrieval_core.settings import get_settings
 
     settings = get_settings()

@@ -56,7 +56,8 @@ def estimate_rows() -> list[str]:
 
 def size_rows() -> list[str]:
     from retrieval_core.backends.prompt_context import with_context
-    from retrieval_core.schemas.retrieval import ChunkResult, Pipeline, RetrieveResponse
+    from retrieval_core.schemas.results import ChunkResult
+    from retrieval_core.schemas.retrieve import Pipeline, RetrieveResponse
     from retrieval_core.search.reply_size import lambda_body_bytes, sqs_body_bytes
     from retrieval_core.search.token_count import token_counter
 

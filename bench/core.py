@@ -79,7 +79,7 @@ def main() -> None:
     from retrieval_core.db import repository
     from retrieval_core.filters.predicate import TRUE
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     ingest_s = ingest(args.fresh_ingest)
     service = get_service()

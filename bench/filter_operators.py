@@ -68,7 +68,7 @@ def run(
 ) -> tuple[float, float, float, float]:
     """recall@10, share of answers with the full k, p50 and p95 ms over the queries (after a warm-up)."""
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import SimilaritySearchRequest
+    from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 
     def search(query: np.ndarray) -> list[str]:
         request = SimilaritySearchRequest(

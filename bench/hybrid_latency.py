@@ -60,7 +60,7 @@ def time_store(
     import time
 
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     samples: dict[str, list[float]] = {method: [] for method in METHODS}
     for done in range(passes):

@@ -241,7 +241,7 @@ class S3Path:
         """Seconds from a put of one Markdown file until a search finds it."""
         from retrieval_core.exceptions import StoreNotFoundError
         from retrieval_core.grants import OPEN_GRANT
-        from retrieval_core.schemas.retrieval import RetrieveRequest
+        from retrieval_core.schemas.retrieve import RetrieveRequest
 
         store = f"bench-s3-latency-{uuid.uuid4().hex[:6]}"
         timings = []

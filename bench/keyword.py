@@ -68,7 +68,8 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
     import numpy as np
 
     from retrieval_core.db import repository
-    from retrieval_core.db.repository import ChunkRow, DocumentRow
+    from retrieval_core.db.documents import DocumentRow
+    from retrieval_core.db.repository import ChunkRow
     from retrieval_core.documents.chunking import chunk_text
     from retrieval_core.settings import get_settings
 

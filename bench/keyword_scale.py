@@ -35,7 +35,8 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
     from psycopg import sql
 
     from retrieval_core.db import repository
-    from retrieval_core.db.repository import ChunkRow, DocumentRow
+    from retrieval_core.db.documents import DocumentRow
+    from retrieval_core.db.repository import ChunkRow
 
     with service.database.connection() as conn:
         source_rows: list[tuple[str, int, str, Any, str]] = []
@@ -100,7 +101,7 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
 def time_backfill(service: Any) -> tuple[int, float]:
     """Empty the store's keyword index (as if written before migration 7), then backfill it."""
     from retrieval_core.db.keywords import backfill_keywords
-    from retrieval_core.db.repository import find_store
+    from retrieval_core.db.stores import find_store
 
     with service.database.connection() as conn:
         store = find_store(conn, STORE)

@@ -69,7 +69,7 @@ def main() -> None:
 
     from retrieval_core.container import get_service
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     ensure_corpus(fresh=False)
     service = get_service()

@@ -274,7 +274,8 @@ class Bench:
 
     def service_search(self, store: str, query: np.ndarray, metadata: Metadata, ef: int | None) -> list[str]:
         from retrieval_core.grants import OPEN_GRANT
-        from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
+        from retrieval_core.schemas.search_options import SearchKnobs
+        from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 
         request = SimilaritySearchRequest(
             query_embedding=query.tolist(),
@@ -407,7 +408,7 @@ def python_steps(query: np.ndarray) -> dict[str, float]:
     from retrieval_core.backends.pgvector.service import _result
     from retrieval_core.db.repository import _scored
     from retrieval_core.filters.sql import document_ids_in, metadata_predicate
-    from retrieval_core.schemas.retrieval import SimilaritySearchRequest, SimilaritySearchResponse
+    from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
     from retrieval_core.search.ranking import unit_vector
 
     values = query.tolist()

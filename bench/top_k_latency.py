@@ -57,7 +57,7 @@ def main() -> None:
     from retrieval_core.backends.prompt_context import with_context
     from retrieval_core.container import get_service
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
     from retrieval_core.search.token_count import ModelTokenizer, token_counter
 
     ingest(fresh=False)

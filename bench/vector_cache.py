@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval_core.embeddings import Embedder, EmbeddingKind
+from retrieval_core.embeddings.base import Embedder, EmbeddingKind
 
 
 def cache_path(root: Path, embedder: Embedder) -> Path:

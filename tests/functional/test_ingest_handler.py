@@ -129,7 +129,7 @@ def test_put_sidecar_delete_and_poison_events_as_a_user_sees_them(
     service: Any, moto: MotoServer, ingest_handler: Any
 ) -> None:
     from retrieval_core import container
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     def search() -> list[Any]:
         request = RetrieveRequest.model_validate(
@@ -245,7 +245,7 @@ def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
 def test_an_existing_buckets_eventbridge_event_as_a_user_sees_it(
     service: Any, moto: MotoServer, handler_for: Any
 ) -> None:
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     event = load_event("sqs-ingest-eventbridge.json")
     detail = json.loads(event["Records"][0]["body"])["detail"]

@@ -33,7 +33,7 @@ STORE = f"mcp-lambda-{uuid.uuid4().hex[:6]}"
 @pytest.fixture(scope="module")
 def handler(sample_store: Any) -> Iterator[Handler]:
     from retrieval_core.container import get_document_service
-    from retrieval_core.documents import StoreDefinition
+    from retrieval_core.documents.models import StoreDefinition
 
     get_document_service().put_store(STORE, StoreDefinition())
     yield load_handler_module("mcp").handler

@@ -10,7 +10,8 @@ import numpy as np
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
+from retrieval_core.schemas.search_options import SearchKnobs
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 
 
 def similar_ids(

@@ -176,7 +176,7 @@ def test_a_writable_store_refuses_the_ways_in_that_need_our_document_table(
     client: TestClient, kb_table: str, service: Any
 ) -> None:
     from retrieval_core.container import get_document_service
-    from retrieval_core.documents import Sequence, SourceInput
+    from retrieval_core.documents.models import Sequence, SourceInput
     from retrieval_core.exceptions import ConflictError
 
     name, created = attach(client, {"table": kb_table, "columns": KB_COLUMNS, "writable": True})

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bench.query_cost import negated_terms
-from retrieval_core.schemas.retrieval import MAX_TOP_K
+from retrieval_core.schemas.search_options import MAX_TOP_K
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"

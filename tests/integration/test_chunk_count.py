@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from retrieval_core.db import repository
-from retrieval_core.db.repository import ChunkRow, DocumentRow
+from retrieval_core.db.documents import DocumentRow
+from retrieval_core.db.repository import ChunkRow
 
 DIM = 4
 

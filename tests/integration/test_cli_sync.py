@@ -58,7 +58,7 @@ def stored(documents: DocumentService, store: str) -> dict[str, dict[str, Any]]:
 
 def top_document(service: Any, store: str, query: str) -> str:
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     # Through the search cache: a stale cached answer after a write would fail the test.
     request = RetrieveRequest(query=query, store=store, similarity_top_k=1, grade=0.0)
@@ -286,7 +286,7 @@ def test_sync_refuses_a_single_file_and_reports_a_missing_path(
 
 
 def _api_source(source_id: str, text: str) -> Any:
-    from retrieval_core.documents import SourceInput
+    from retrieval_core.documents.models import SourceInput
 
     return SourceInput(source_id, text.encode(), "text/plain")
 

@@ -11,20 +11,19 @@ import pytest
 
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import stores as store_sql
-from retrieval_core.documents import Sequence, SourceInput, StoreDefinition
+from retrieval_core.documents.models import Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import (
     DatabaseUnavailableError,
     DocumentNotFoundError,
     EmbeddingProviderError,
-    EmptyDocumentError,
     ForbiddenError,
     InvalidRequestError,
     StoreNotFoundError,
-    UnsupportedContentTypeError,
 )
 from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT, Grant
+from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
 
 CHUNK_SIZE = 60
 

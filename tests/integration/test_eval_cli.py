@@ -13,7 +13,7 @@ from retrieval_core.cli.main import main
 from retrieval_core.evaluation.runner import DEFAULT_METHODS, MethodSpec, Query, service_method
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
-from retrieval_core.schemas.retrieval import RetrieveRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest
 
 STORE = "eval-tiny"
 DOCUMENTS = {

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval_core.db import repository
-from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filters.expression import Node, parse
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 from tests.filter_strategies import INJECTIONS, STRINGS, expressions, holds, quote, render
 
 SEARCH = "/api/v1/chunks/similarity-search"

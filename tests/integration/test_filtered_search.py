@@ -22,10 +22,13 @@ from retrieval_core.api.app import create_app
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
+from retrieval_core.db.documents import DocumentRow
+from retrieval_core.db.repository import ChunkRow
+from retrieval_core.db.stores import Store
 from retrieval_core.filters.sql import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
+from retrieval_core.schemas.search_options import SearchKnobs
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 from retrieval_core.search.index_knobs import IndexKnobs
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 

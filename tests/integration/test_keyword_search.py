@@ -20,9 +20,10 @@ from bench.keyword_exactness import FULL_RANKING
 from retrieval_core.cli.main import main
 from retrieval_core.clients.retry import Deadline
 from retrieval_core.db import repository
+from retrieval_core.db.documents import DocumentRow
 from retrieval_core.db.keywords import backfill_keywords
 from retrieval_core.db.migrations import MIGRATIONS, run_migrations
-from retrieval_core.db.repository import ChunkRow, DocumentRow
+from retrieval_core.db.repository import ChunkRow
 from retrieval_core.filters.predicate import TRUE
 from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT

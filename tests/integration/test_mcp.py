@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from retrieval_core.api.app import create_app
 from retrieval_core.api.mcp.tools import memory_id
-from retrieval_core.documents import StoreDefinition
+from retrieval_core.documents.models import StoreDefinition
 from tests.fakes.gemini import FakeGemini
 from tests.integration.knowledge_support import GEMINI_KEY, HVAC_STORE, knowledge_env, stock_fake
 from tests.integration.test_grants import digest

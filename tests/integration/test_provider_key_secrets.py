@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.clients.secrets import forget_cached_secrets
-from retrieval_core.embeddings import build_embedder, embedder_configuration_problem
+from retrieval_core.embeddings import build_embedder
+from retrieval_core.embeddings.api_key import embedder_configuration_problem
 from retrieval_core.exceptions import (
     ConfigurationError,
     EmbeddingProviderError,

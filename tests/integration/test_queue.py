@@ -547,7 +547,7 @@ def test_a_precomputed_query_vector_gives_the_same_answer_without_embedding(
     service: Any, sample_store: Any, postgres_dsn: str
 ) -> None:
     from retrieval_core.grants import OPEN_GRANT
-    from retrieval_core.schemas.retrieval import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     request = RetrieveRequest.model_validate({"query": QUESTION, "grade": 0.2, "cacheTTLms": 0})
     vector = service.embedder.embed([QUESTION], "query")[0]

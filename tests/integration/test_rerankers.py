@@ -11,7 +11,8 @@ import pytest
 
 from retrieval_core.clients.deadline import deadline_of
 from retrieval_core.exceptions import RerankerUnavailableError, RetrievalError
-from retrieval_core.rerank import RerankScore, build_reranker, clear_reranker_cache, get_reranker
+from retrieval_core.rerank import build_reranker, clear_reranker_cache, get_reranker
+from retrieval_core.rerank.base import RerankScore
 from retrieval_core.rerank.bedrock import BedrockReranker
 from retrieval_core.rerank.http import HTTPReranker
 from retrieval_core.rerank.llm import GeminiReranker

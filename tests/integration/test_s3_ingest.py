@@ -30,7 +30,7 @@ import pytest
 from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.observability import metrics
-from retrieval_core.schemas.retrieval import RetrieveRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest
 from tests.files import corrupt_pdf_bytes, pdf_bytes
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.container import get_document_service
 from retrieval_core.db import stores as store_sql
-from retrieval_core.documents import SourceInput, StoreDefinition
+from retrieval_core.documents.models import SourceInput, StoreDefinition
 from retrieval_core.exceptions import ConflictError
 
 

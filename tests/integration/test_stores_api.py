@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.api.app import create_app
 from retrieval_core.container import get_document_service
-from retrieval_core.documents import StoreDefinition
+from retrieval_core.documents.models import StoreDefinition
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import ConflictError
 

@@ -12,7 +12,7 @@ from retrieval_core.backends.router import Backends, backend_of
 from retrieval_core.cache.json_cache import CacheStatus
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.grants import OPEN_GRANT, Grant
-from retrieval_core.schemas.retrieval import BatchItem, RetrieveRequest, RetrieveResponse
+from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 
 class Recording:

@@ -11,7 +11,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from retrieval_core.backends.prompt_context import with_context
-from retrieval_core.schemas.retrieval import ChunkResult, SimilaritySearchResponse
+from retrieval_core.schemas.results import ChunkResult
+from retrieval_core.schemas.similarity_search import SimilaritySearchResponse
 from retrieval_core.search.context_packing import citation_header, pack
 from retrieval_core.search.token_count import EstimatedCounter, ModelTokenizer, token_counter
 

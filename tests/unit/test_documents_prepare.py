@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval_core.documents import SourceInput
+from retrieval_core.documents.models import SourceInput
 from retrieval_core.documents.prepare import (
     check_document_id,
     check_metadata,
@@ -18,7 +18,8 @@ from retrieval_core.documents.prepare import (
     prepare_source,
 )
 from retrieval_core.documents.service import decode_cursor, encode_cursor
-from retrieval_core.exceptions import EmptyDocumentError, InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.parsers.exceptions import EmptyDocumentError
 from tests.files import jsonl_bytes
 
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterSyntaxError, InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filters.expression import (
     MAX_COMPARISONS,
     MAX_DEPTH,
@@ -24,7 +25,7 @@ from retrieval_core.filters.expression import (
 )
 from retrieval_core.filters.predicate import TRUE
 from retrieval_core.filters.sql import document_ids_in, metadata_predicate
-from retrieval_core.schemas.retrieval import SimilaritySearchRequest
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 from retrieval_core.settings import Settings
 from tests.filter_strategies import INJECTIONS, expressions, only_fixed_fragments, quote, render
 

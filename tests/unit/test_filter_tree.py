@@ -9,7 +9,8 @@ import pytest
 
 from retrieval_core.backends.gemini.service import gemini_filter
 from retrieval_core.cache.cache_keys import search_key
-from retrieval_core.exceptions import FilterKeyNotAllowedError, FilterTreeError, InvalidRequestError
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterTreeError
 from retrieval_core.filters.expression import (
     MAX_COMPARISONS,
     MAX_DEPTH,
@@ -20,7 +21,8 @@ from retrieval_core.filters.expression import (
 )
 from retrieval_core.filters.sql import filter_keys, metadata_predicate
 from retrieval_core.filters.tree import TREE_OPERATORS, is_tree, parse_tree
-from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 
 TREE_EXAMPLE = {
     "andAll": [

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from retrieval_core.schemas.retrieval import RetrieveRequest, RetrieveResponse, SimilaritySearchRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest, RetrieveResponse
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 
 
 def test_retrieve_request_reads_camel_case_and_applies_defaults() -> None:

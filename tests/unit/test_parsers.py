@@ -7,8 +7,10 @@ import random
 import pytest
 
 from retrieval_core.documents.chunking import chunk_blocks
-from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError, RetrievalError
-from retrieval_core.parsers import MARKDOWN, PDF, TEXT, parse
+from retrieval_core.exceptions import RetrievalError
+from retrieval_core.parsers import parse
+from retrieval_core.parsers.detect import MARKDOWN, PDF, TEXT
+from retrieval_core.parsers.exceptions import DocumentParseError, EmptyDocumentError
 from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, sample_files, text_bytes
 
 LONG = " ".join(f"Sentence {i} about installing the service." for i in range(40))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from retrieval_core.exceptions import DocumentParseError, UnsupportedContentTypeError
-from retrieval_core.parsers import (
+from retrieval_core.parsers import parse
+from retrieval_core.parsers.detect import (
     CSV,
     DOCX,
     HTML,
@@ -20,8 +20,8 @@ from retrieval_core.parsers import (
     SUPPORTED_CONTENT_TYPES,
     TEXT,
     detect_content_type,
-    parse,
 )
+from retrieval_core.parsers.exceptions import DocumentParseError, UnsupportedContentTypeError
 from tests.files import markdown_bytes, pdf_bytes, png_bytes, text_bytes, zip_bytes
 
 

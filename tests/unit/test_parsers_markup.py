@@ -8,8 +8,9 @@ import zipfile
 import pytest
 
 from retrieval_core.documents.chunking import chunk_blocks
-from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError
-from retrieval_core.parsers import DOCX, HTML, parse
+from retrieval_core.parsers import parse
+from retrieval_core.parsers.detect import DOCX, HTML
+from retrieval_core.parsers.exceptions import DocumentParseError, EmptyDocumentError
 from tests.files import Heading, Table, docx_bytes, html_bytes
 
 PAGE = """

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_core.exceptions import DocumentParseError, EmptyDocumentError
-from retrieval_core.parsers import CSV, JSONL, parse
+from retrieval_core.parsers import parse
+from retrieval_core.parsers.detect import CSV, JSONL
+from retrieval_core.parsers.exceptions import DocumentParseError, EmptyDocumentError
 from tests.files import csv_bytes, jsonl_bytes
 
 

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from retrieval_core.api.api_keys import READ_ONLY_KEY, ApiKey, hash_api_key, match_key, parse_key_hashes
 from retrieval_core.exceptions import ConfigurationError
-from retrieval_core.schemas.retrieval import RetrieveRequest, SimilaritySearchRequest
+from retrieval_core.schemas.retrieve import RetrieveRequest
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 from retrieval_core.search.ranking import unit_vector
 
 

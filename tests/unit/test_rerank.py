@@ -8,8 +8,7 @@ import time
 import pytest
 
 from retrieval_core.exceptions import RerankerUnavailableError, RetrievalError
-from retrieval_core.rerank import RerankScore
-from retrieval_core.rerank.base import RetryableFailure, ranked_scores, with_attempts
+from retrieval_core.rerank.base import RerankScore, RetryableFailure, ranked_scores, with_attempts
 from tests.probes import probe
 
 CLIENT_LIBRARIES = ["httpx", "google.genai", "boto3", "botocore", "numpy"]

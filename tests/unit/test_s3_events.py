@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from retrieval_core.documents.exceptions import S3EventError, SidecarError
 from retrieval_core.documents.s3_events import ObjectChange, Target, read_message, target_of
 from retrieval_core.documents.sidecar import read_sidecar
-from retrieval_core.exceptions import S3EventError, SidecarError
 
 
 def notification(key: str, event_name: str = "ObjectCreated:Put", **object_fields: Any) -> str:

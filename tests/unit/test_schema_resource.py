@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.exceptions import CustomResourceEventError, DatabaseUnavailableError
+from retrieval_core.exceptions import DatabaseUnavailableError
 from retrieval_core.lambdas.custom_resource import (
     MAX_BODY_BYTES,
     Outcome,
@@ -28,6 +28,7 @@ from retrieval_core.lambdas.custom_resource import (
     physical_resource_id,
     response_body,
 )
+from retrieval_core.lambdas.exceptions import CustomResourceEventError
 from retrieval_core.lambdas.schema_resource import PHYSICAL_RESOURCE_ID
 from tests.conftest import EVENTS_DIR
 from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply

@@ -18,7 +18,8 @@ from retrieval_core.db.connection import Database, PooledConnections, SingleConn
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
 from retrieval_core.db.schema import schema_version
-from retrieval_core.embeddings import Embedder, get_embedder
+from retrieval_core.embeddings import get_embedder
+from retrieval_core.embeddings.base import Embedder
 from retrieval_core.exceptions import ConfigurationError, SchemaNotReadyError
 from retrieval_core.search.concurrency import ExpensiveSlots
 from retrieval_core.settings import Settings, get_settings, in_lambda

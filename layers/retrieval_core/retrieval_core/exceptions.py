@@ -1,4 +1,10 @@
-"""Errors the retrieval core raises. `api.errors` maps each one to an HTTP response.
+"""Errors the retrieval core raises: the base classes and the errors every part shares. `api.errors`
+maps each one to an HTTP response.
+
+A package's own errors live beside it in its `exceptions` module (filters, backends.attached, parsers,
+documents, lambdas), built on the classes here. The Errors table of docs/api.md is the one list of every
+code with its status; tests/unit/test_errors_table.py checks it against every RetrievalError subclass
+of the package, wherever it is defined.
 
 Messages are written for the caller: they never contain a connection string, a
 password, an API key or a stack trace.
@@ -135,12 +141,6 @@ class PgvectorVersionError(MigrationError):
     code = "pgvector_too_old"
 
 
-class CustomResourceEventError(InvalidRequestError):
-    """A CloudFormation custom resource request that lacks a field or has one of the wrong type."""
-
-    code = "invalid_custom_resource_request"
-
-
 class DatabaseOverloadedError(RetrievalError):
     """Every database connection is busy (pool exhausted, or too many clients): retry shortly."""
 
@@ -154,72 +154,6 @@ class EmbeddingProviderError(RetrievalError):
 
     status_code = 502
     code = "embedding_provider_error"
-
-
-class ReplyToNotAllowedError(RetrievalError):
-    """A queued job names a reply queue that is not on the function's allow-list."""
-
-    status_code = 403
-    code = "reply_to_not_allowed"
-
-    def __init__(self) -> None:
-        super().__init__(
-            "replyTo: not an allowed reply queue; the reply went to the results queue instead",
-            {
-                "errors": [
-                    {"field": "replyTo", "message": "not an allowed reply queue", "type": "not_allowed"}
-                ]
-            },
-        )
-
-
-class ReplyDeliveryError(RetrievalError):
-    """SQS refused or did not answer when a reply was sent. Transient: the job is retried."""
-
-    status_code = 502
-    code = "reply_delivery_failed"
-
-
-class JobInProgressError(RetrievalError):
-    """Another invocation is answering the same requestId right now. Transient: retried later."""
-
-    status_code = 503
-    code = "job_in_progress"
-
-
-class S3EventError(InvalidRequestError):
-    """An ingest queue message that is not an S3 event we can read. Retried, then dead-lettered."""
-
-    code = "malformed_s3_event"
-
-
-class SidecarError(InvalidRequestError):
-    """A `.metadata.json` sidecar whose content is not metadata we can apply."""
-
-    code = "invalid_sidecar"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cannot read this metadata sidecar: {reason}", {"reason": reason})
-
-
-class ObjectTooLargeError(InvalidRequestError):
-    """An S3 object larger than the ingest function reads (S3_INGEST_MAX_BYTES)."""
-
-    status_code = 413
-    code = "object_too_large"
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(
-            f"object of {size} bytes is larger than the {limit} bytes ingested",
-            {"sizeBytes": size, "maxBytes": limit},
-        )
-
-
-class ObjectReadError(RetrievalError):
-    """S3 refused or did not answer when an object was read. Transient: the event is retried."""
-
-    status_code = 502
-    code = "s3_read_failed"
 
 
 class ConfigurationError(RetrievalError):
@@ -268,45 +202,6 @@ class UpstreamUnavailableError(RetrievalError):
     def __init__(self, message: str, details: dict[str, Any] | None = None, *, retry_after_s: int) -> None:
         super().__init__(message, details)
         self.retry_after_s = retry_after_s
-
-
-class FilterSyntaxError(InvalidRequestError):
-    """A metadata filter expression is malformed or over a limit; `details` names the position."""
-
-    code = "invalid_metadata_filter"
-
-    def __init__(self, position: int, expected: str, found: str) -> None:
-        super().__init__(
-            f"metadataFilter: expected {expected} at position {position}, found {found}",
-            {"field": "metadataFilter", "position": position, "expected": expected, "found": found},
-        )
-
-
-class FilterTreeError(InvalidRequestError):
-    """A JSON filter tree is malformed or over a limit; `details.field` is the path to the bad part."""
-
-    code = "invalid_metadata_filter"
-
-    def __init__(self, path: str, expected: str, found: str) -> None:
-        super().__init__(
-            f"{path}: expected {expected}, found {found}",
-            {"field": path, "expected": expected, "found": found},
-        )
-
-
-class FilterKeyNotAllowedError(InvalidRequestError):
-    """A metadata filter (or, over MCP, metadata to store) uses a key outside the allowed ones.
-
-    `field` names the request field: metadataFilter over HTTP, filter or metadata for MCP tools.
-    """
-
-    code = "metadata_key_not_allowed"
-
-    def __init__(self, key: str, allowed: frozenset[str], field: str = "metadataFilter") -> None:
-        super().__init__(
-            f"{field}: key '{key}' is not allowed; allowed keys: {', '.join(sorted(allowed))}",
-            {"field": field, "key": key, "allowedKeys": sorted(allowed)},
-        )
 
 
 class AuthenticationError(RetrievalError):
@@ -383,40 +278,6 @@ class DocumentNotFoundError(RetrievalError):
         )
 
 
-class UnsupportedContentTypeError(RetrievalError):
-    """A document whose format no parser reads; the message names the ones we read."""
-
-    status_code = 415
-    code = "unsupported_content_type"
-
-    def __init__(self, content_type: str, supported: tuple[str, ...]) -> None:
-        super().__init__(
-            f"cannot read content of type '{content_type}'; supported: {', '.join(supported)}",
-            {"contentType": content_type, "supported": list(supported)},
-        )
-
-
-class DocumentParseError(InvalidRequestError):
-    """A document in a supported format that cannot be read: corrupt, encrypted, not what it claims."""
-
-    code = "unreadable_document"
-
-    def __init__(self, content_type: str, reason: str) -> None:
-        super().__init__(
-            f"cannot read this {content_type} document: {reason}",
-            {"contentType": content_type, "reason": reason},
-        )
-
-
-class EmptyDocumentError(InvalidRequestError):
-    """A document that yields no text to index."""
-
-    code = "empty_document"
-
-    def __init__(self, content_type: str) -> None:
-        super().__init__(f"the {content_type} document holds no text to index", {"contentType": content_type})
-
-
 class SourceReadError(RetrievalError):
     """A file or S3 object that `retrieval sync` or `ingest` could not list or read."""
 
@@ -424,7 +285,6 @@ class SourceReadError(RetrievalError):
     code = "source_unreadable"
 
 
-# Issue 19: rate limits
 class RateLimitedError(RetrievalError):
     """The credential sent more requests than its rate limit allows in the current window."""
 
@@ -438,9 +298,6 @@ class RateLimitedError(RetrievalError):
             {"limit": requests, "windowSeconds": window_s, "retryAfterSeconds": retry_after_s},
         )
         self.retry_after_s = retry_after_s
-
-
-# Issue 19: requests and HTTP
 
 
 class BackendNotConfiguredError(RetrievalError):
@@ -462,9 +319,6 @@ class RequestTimeoutError(RetrievalError):
 
     status_code = 408
     code = "request_timeout"
-
-
-# Issue 19: cost and cause
 
 
 class QueryTimeoutError(RetrievalError):
@@ -501,9 +355,6 @@ class UpstreamTimeoutError(RetrievalError):
     code = "upstream_timeout"
 
 
-# Issue 20: up to 100 results
-
-
 class ResponseTooLargeError(RetrievalError):
     """An answer larger than the message or response that must carry it (reply_size.py)."""
 
@@ -517,66 +368,4 @@ class ResponseTooLargeError(RetrievalError):
             f"the answer is {size_bytes} bytes, over the {limit_bytes} bytes {room}; {remedy}"
             + (f", or send the request alone to {elsewhere}" if elsewhere else ""),
             {"sizeBytes": size_bytes, "maxBytes": limit_bytes},
-        )
-
-
-class UnusableSourceError(InvalidRequestError):
-    """An attached store's `source` names a relation or column that is missing, unreadable or of a type
-    the service cannot search; nothing was created."""
-
-    code = "unusable_source"
-
-
-class ReadOnlyStoreError(ConflictError):
-    """The store is backed by a table the service does not own: the documents API does not write to it."""
-
-    code = "read_only_store"
-
-    def __init__(self, store: str, relation: str) -> None:
-        super().__init__(
-            f"store '{store}' is attached to {relation}, a table the service only reads; write to that "
-            "table with whatever fills it (the search sees its rows at once)",
-            {"store": store, "source": relation},
-        )
-
-
-class VectorQueriesOnlyError(ConflictError):
-    """The attached table's vectors were not made by this service's embedding model."""
-
-    code = "vector_queries_only"
-
-    def __init__(
-        self, store: str, dimension: int, model: str, service_model: str, service_dimension: int
-    ) -> None:
-        super().__init__(
-            f"store '{store}' holds {dimension}-dimensional vectors made by '{model}', and this service "
-            f"embeds text with '{service_model}' ({service_dimension} dimensions): search it with a "
-            "precomputed vector (POST /api/v1/chunks/similarity-search)",
-            {"store": store, "dimension": dimension, "storeModel": model, "serviceModel": service_model},
-        )
-
-
-class SourceUnavailableError(ConflictError):
-    """An attached store's table cannot be read as it was attached (gone, changed, or not readable)."""
-
-    code = "source_unavailable"
-
-    def __init__(self, store: str, relation: str, reason: str) -> None:
-        super().__init__(
-            f"store '{store}' is attached to {relation}, which {reason}",
-            {"store": store, "source": relation},
-        )
-
-
-class ExactScanRefusedError(ConflictError):
-    """No index serves cosine distance on the attached table, and the rows to scan exceed the cap."""
-
-    code = "exact_scan_refused"
-
-    def __init__(self, store: str, max_rows: int, reason: str) -> None:
-        super().__init__(
-            f"store '{store}': {reason}, so it is searched by an exact scan, capped at {max_rows:,} rows; "
-            "more rows than that match this request. Narrow it with a metadata filter or docIds, or "
-            f"create an HNSW index with vector_cosine_ops and POST /api/v1/stores/{store}/refresh",
-            {"store": store, "maxRows": max_rows, "reason": reason},
         )

@@ -14,10 +14,12 @@ from typing import Any
 
 from retrieval_core.db import repository
 from retrieval_core.db.connection import Database
+from retrieval_core.db.documents import DocumentRow
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
+from retrieval_core.db.repository import ChunkRow
+from retrieval_core.db.stores import Store
 from retrieval_core.documents.chunking import chunk_text
-from retrieval_core.embeddings import Embedder
+from retrieval_core.embeddings.base import Embedder
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,8 @@ from retrieval_core.api.errors import retrieval_error_response
 from retrieval_core.api.request_id import REQUEST_ID_HEADER, mint_request_id, usable_request_id
 from retrieval_core.exceptions import BadRequestError, ResponseTooLargeError, RetrievalError
 from retrieval_core.lambdas.events import http_event_problem
-from retrieval_core.lambdas.setup import LambdaHandler, after_database_failure, instrumented, powertools
+from retrieval_core.lambdas.setup import after_database_failure, instrumented, powertools
+from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES
 
 # Answers after which the instance drops its connection and cached credentials: an outage, or credentials

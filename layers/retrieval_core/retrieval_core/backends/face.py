@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from retrieval_core.cache.json_cache import CacheStatus
     from retrieval_core.exceptions import InvalidRequestError
     from retrieval_core.grants import Grant
-    from retrieval_core.schemas.retrieval import BatchItem, RetrieveRequest, RetrieveResponse
+    from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 BackendKind = Literal["pgvector", "gemini"]
 # Who asks: POST /rag/retrieve, an item of POST /rag/retrieve/batch, the MCP retrieve tool, a queue job.

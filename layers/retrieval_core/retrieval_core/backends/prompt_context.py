@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from retrieval_core.schemas.retrieval import (
-    RetrieveRequest,
-    RetrieveResponse,
-    SimilaritySearchRequest,
-    SimilaritySearchResponse,
-)
+from retrieval_core.schemas.retrieve import RetrieveRequest, RetrieveResponse
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.context_packing import citation_header, pack
 from retrieval_core.search.token_count import TokenCounter, token_counter
 from retrieval_core.settings import get_settings

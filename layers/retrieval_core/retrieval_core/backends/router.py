@@ -25,7 +25,8 @@ from retrieval_core.backends.face import (
 )
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.grants import Grant
-from retrieval_core.schemas.retrieval import BatchItem, RetrieveRequest, RetrieveResponse, validation_error
+from retrieval_core.schemas.common import validation_error
+from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 if TYPE_CHECKING:
     from retrieval_core.cache.json_cache import CacheStatus

@@ -6,6 +6,7 @@ in the repository is what this makes, so the list cannot drift from the code.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,21 @@ HEADER = """\
 # DEBUG=retrieval-service (a debug line per stage of every request) is read from the process
 # environment only, not from `.env`.
 """
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `env-example`."""
+    p_env = sub.add_parser(
+        "env-example", help="print .env.example: every setting with its default and meaning"
+    )
+    p_env.set_defaults(run=_print_env_example)
+
+
+def _print_env_example(args: argparse.Namespace) -> int:
+    from retrieval_core.settings import Settings
+
+    print(render(Settings), end="")
+    return 0
 
 
 def render(settings_class: type[BaseModel]) -> str:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from psycopg import errors
 
 from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.backends.attached.exceptions import ReadOnlyStoreError, SourceUnavailableError
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.backends.attached.writes import ChunkRow, delete_document, insert_document
 from retrieval_core.backends.pgvector.service import RetrievalService
@@ -31,8 +32,6 @@ from retrieval_core.exceptions import (
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     InvalidRequestError,
-    ReadOnlyStoreError,
-    SourceUnavailableError,
     StoreNotFoundError,
 )
 

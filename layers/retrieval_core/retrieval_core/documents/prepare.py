@@ -18,9 +18,11 @@ from typing import Any
 
 from retrieval_core.documents.chunking import Chunk, chunk_blocks
 from retrieval_core.documents.models import SourceInput
-from retrieval_core.exceptions import EmptyDocumentError, InvalidRequestError
-from retrieval_core.parsers import PARSER_VERSION, ParsedDocument, parse
-from retrieval_core.schemas.retrieval import MAX_DOCUMENT_ID_BYTES
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.parsers import PARSER_VERSION, parse
+from retrieval_core.parsers.base import ParsedDocument
+from retrieval_core.parsers.exceptions import EmptyDocumentError
+from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES
 
 # Bump when the way blocks become chunks changes (parsers.PARSER_VERSION covers the parsers): every
 # document is then re-embedded once.

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote_plus
 
-from retrieval_core.exceptions import S3EventError
+from retrieval_core.documents.exceptions import S3EventError
 
 SIDECAR_SUFFIX = ".metadata.json"
 

@@ -22,7 +22,7 @@ def sample_corpus_path() -> Path:
 
 def load_sample_corpus(service: RetrievalService) -> int:
     """Load the sample corpus into store `sample` if that store holds no chunks; return chunks written."""
-    from retrieval_core.documents import SourceInput, StoreDefinition
+    from retrieval_core.documents.models import SourceInput, StoreDefinition
     from retrieval_core.documents.service import DocumentService
 
     settings = get_settings()

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
+from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.features import describe, features
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
 from retrieval_core.backends.pgvector.service import BACKEND, RetrievalService
@@ -47,7 +48,6 @@ from retrieval_core.exceptions import (
     InvalidRequestError,
     RetrievalError,
     StoreNotFoundError,
-    UnusableSourceError,
 )
 from retrieval_core.grants import OPEN_GRANT, Grant
 from retrieval_core.observability.debug import DebugLog

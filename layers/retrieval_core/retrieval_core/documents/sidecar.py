@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from retrieval_core.exceptions import SidecarError
+from retrieval_core.documents.exceptions import SidecarError
 
 # Bedrock's typed attribute values: {"value": {"type": "STRING", "stringValue": "..."}}.
 _TYPED_FIELDS = {

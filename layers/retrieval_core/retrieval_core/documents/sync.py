@@ -14,18 +14,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval_core.documents import SourceInput, SourceWrite, StoreDefinition
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
+from retrieval_core.documents.models import SourceInput, SourceWrite, StoreDefinition
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.documents.sidecar import read_sidecar
-from retrieval_core.exceptions import (
-    EmptyDocumentError,
-    RetrievalError,
-    SourceReadError,
-    StoreNotFoundError,
-    UnsupportedContentTypeError,
-)
+from retrieval_core.exceptions import RetrievalError, SourceReadError, StoreNotFoundError
+from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
 
 # Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
 SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +61,58 @@ def build_fp32(model_dir: Path, int8_weights: bool = False) -> bytes:
     from safetensors.numpy import load_file
 
     config = json.loads((model_dir / "config.json").read_text())
-    hidden = int(config["hidden_size"])
-    heads = int(config["num_attention_heads"])
-    head_size = hidden // heads
-    eps = float(config["layer_norm_eps"])
-    weights = load_file(str(model_dir / "model.safetensors"))
-    g = _Graph()
+    bert = _Bert(config, load_file(str(model_dir / "model.safetensors")), int8_weights)
+    x = bert.embeddings()
+    # Padding keys get the most negative float added to their scores, as transformers does.
+    mask = bert.g.op("Cast", ["attention_mask"], to=onnx_proto.FLOAT)
+    attention = bert.attention_constants(mask)
+    for i in range(int(config["num_hidden_layers"])):
+        x = bert.encoder_layer(x, f"encoder.layer.{i}.", attention)
+    bert.sentence_embedding(x, mask)
 
-    def w(name: str) -> str:
-        return g.const(name.replace(".", "_"), weights[name].astype(np.float32))
+    def int_input(name: str) -> bytes:
+        return onnx_proto.value_info(name, onnx_proto.INT64, ["batch", "tokens"])
 
-    def stored(hint: str, value: Any, channel_axis: int) -> str:
-        if not int8_weights:
+    graph = onnx_proto.graph(
+        "all-MiniLM-L6-v2",
+        bert.g.nodes,
+        bert.g.initializers,
+        [int_input("input_ids"), int_input("token_type_ids"), int_input("attention_mask")],
+        [onnx_proto.value_info("sentence_embedding", onnx_proto.FLOAT, ["batch", bert.hidden])],
+    )
+    return onnx_proto.model(graph, IR_VERSION, OPSET, producer_name="retrieval_core.minilm_graph")
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """The graph names attention reads in every layer: the padding bias and the head reshapes."""
+
+    key_bias: str
+    split_heads: str
+    merge_heads: str
+    scale: str
+
+
+class _Bert:
+    """Adds BERT's parts to a graph, reading their weights from the safetensors tensors."""
+
+    def __init__(self, config: dict[str, Any], weights: dict[str, Any], int8_weights: bool) -> None:
+        self.g = _Graph()
+        self.weights = weights
+        self.int8_weights = int8_weights
+        self.hidden = int(config["hidden_size"])
+        self.heads = int(config["num_attention_heads"])
+        self.head_size = self.hidden // self.heads
+        self.eps = float(config["layer_norm_eps"])
+
+    def w(self, name: str) -> str:
+        """The float32 weight `name` as a constant."""
+        return self.g.const(name.replace(".", "_"), self.weights[name].astype(np.float32))
+
+    def stored(self, hint: str, value: Any, channel_axis: int) -> str:
+        """A large weight: a float32 constant, or int8 with a scale per channel and a DequantizeLinear."""
+        g = self.g
+        if not self.int8_weights:
             return g.const(hint, value)
         # Symmetric per-channel int8: scale = max |w| / 127 along each channel.
         reduce_axis = 1 - channel_axis
@@ -89,96 +130,104 @@ def build_fp32(model_dir: Path, int8_weights: bool = False) -> bytes:
             axis=channel_axis,
         )
 
-    def dense(x: str, prefix: str) -> str:
+    def dense(self, x: str, prefix: str) -> str:
+        """x · kernel + bias of the Linear layer `prefix`."""
         # torch's Linear keeps (out, in); MatMul wants (in, out).
-        kernel = stored(prefix.replace(".", "_") + "_kernel", weights[f"{prefix}.weight"].T.copy(), 1)
+        kernel = self.stored(
+            prefix.replace(".", "_") + "_kernel", self.weights[f"{prefix}.weight"].T.copy(), 1
+        )
         hint = prefix.replace(".", "_")
-        return g.op("Add", [g.op("MatMul", [x, kernel], hint=hint), w(f"{prefix}.bias")])
+        return self.g.op("Add", [self.g.op("MatMul", [x, kernel], hint=hint), self.w(f"{prefix}.bias")])
 
-    def layer_norm(x: str, prefix: str) -> str:
-        return g.op(
-            "LayerNormalization", [x, w(f"{prefix}.weight"), w(f"{prefix}.bias")], axis=-1, epsilon=eps
+    def layer_norm(self, x: str, prefix: str) -> str:
+        """The LayerNorm `prefix` over the last axis."""
+        return self.g.op(
+            "LayerNormalization",
+            [x, self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias")],
+            axis=-1,
+            epsilon=self.eps,
         )
 
-    # Embeddings: word + position (0..tokens-1) + token type, then LayerNorm.
-    shape = g.op("Shape", ["input_ids"])
-    tokens = g.op("Gather", [shape, g.const("one", np.array([1], dtype=np.int64))], axis=0)
-    positions = g.op(
-        "Slice",
-        [
-            w("embeddings.position_embeddings.weight"),
-            g.const("zero", np.array([0], dtype=np.int64)),
-            tokens,
-            g.const("axis0", np.array([0], dtype=np.int64)),
-        ],
-    )
-    vocabulary = stored("word_embeddings", weights["embeddings.word_embeddings.weight"].astype(np.float32), 0)
-    words = g.op("Gather", [vocabulary, "input_ids"], axis=0)
-    types = g.op("Gather", [w("embeddings.token_type_embeddings.weight"), "token_type_ids"], axis=0)
-    x = layer_norm(g.op("Add", [g.op("Add", [words, positions]), types]), "embeddings.LayerNorm")
+    def embeddings(self) -> str:
+        """Word + position (0..tokens-1) + token type embeddings, then LayerNorm."""
+        g = self.g
+        shape = g.op("Shape", ["input_ids"])
+        tokens = g.op("Gather", [shape, g.const("one", np.array([1], dtype=np.int64))], axis=0)
+        positions = g.op(
+            "Slice",
+            [
+                self.w("embeddings.position_embeddings.weight"),
+                g.const("zero", np.array([0], dtype=np.int64)),
+                tokens,
+                g.const("axis0", np.array([0], dtype=np.int64)),
+            ],
+        )
+        vocabulary = self.stored(
+            "word_embeddings", self.weights["embeddings.word_embeddings.weight"].astype(np.float32), 0
+        )
+        words = g.op("Gather", [vocabulary, "input_ids"], axis=0)
+        types = g.op("Gather", [self.w("embeddings.token_type_embeddings.weight"), "token_type_ids"], axis=0)
+        return self.layer_norm(g.op("Add", [g.op("Add", [words, positions]), types]), "embeddings.LayerNorm")
 
-    # Padding keys get the most negative float added to their scores, as transformers does.
-    mask = g.op("Cast", ["attention_mask"], to=onnx_proto.FLOAT)
-    one = g.const("one_f", np.float32(1.0))
-    padding = g.op("Sub", [one, mask])
-    key_bias = g.op(
-        "Unsqueeze",
-        [
-            g.op("Mul", [padding, g.const("float_min", np.float32(np.finfo(np.float32).min))]),
-            g.const("axes12", np.array([1, 2], dtype=np.int64)),
-        ],
-    )
-    split_heads = g.const("split_heads", np.array([0, 0, heads, head_size], dtype=np.int64))
-    merge_heads = g.const("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
-    scale = g.const("scale", np.float32(1.0 / math.sqrt(head_size)))
+    def attention_constants(self, mask: str) -> _Attention:
+        """The padding bias of `mask` (float, batch x tokens) and the constants every layer shares."""
+        g = self.g
+        one = g.const("one_f", np.float32(1.0))
+        padding = g.op("Sub", [one, mask])
+        key_bias = g.op(
+            "Unsqueeze",
+            [
+                g.op("Mul", [padding, g.const("float_min", np.float32(np.finfo(np.float32).min))]),
+                g.const("axes12", np.array([1, 2], dtype=np.int64)),
+            ],
+        )
+        split_heads = g.const("split_heads", np.array([0, 0, self.heads, self.head_size], dtype=np.int64))
+        merge_heads = g.const("merge_heads", np.array([0, 0, self.hidden], dtype=np.int64))
+        scale = g.const("scale", np.float32(1.0 / math.sqrt(self.head_size)))
+        return _Attention(key_bias, split_heads, merge_heads, scale)
 
-    for i in range(int(config["num_hidden_layers"])):
-        p = f"encoder.layer.{i}."
+    def encoder_layer(self, x: str, p: str, attention: _Attention) -> str:
+        """One transformer layer `p`: self-attention, then the feed-forward block, each with a residual."""
+        g = self.g
 
-        def heads_of(part: str, perm: list[int], x: str = x, p: str = p) -> str:
-            projected = dense(x, f"{p}attention.self.{part}")
-            return g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
+        def heads_of(part: str, perm: list[int]) -> str:
+            projected = self.dense(x, f"{p}attention.self.{part}")
+            return g.op("Transpose", [g.op("Reshape", [projected, attention.split_heads])], perm=perm)
 
         q = heads_of("query", [0, 2, 1, 3])
         k = heads_of("key", [0, 2, 3, 1])
         v = heads_of("value", [0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), key_bias])
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), attention.scale]), attention.key_bias])
         probabilities = g.op("Softmax", [scores], axis=-1)
         context = g.op("Transpose", [g.op("MatMul", [probabilities, v])], perm=[0, 2, 1, 3])
-        attended = dense(g.op("Reshape", [context, merge_heads]), f"{p}attention.output.dense")
-        x = layer_norm(g.op("Add", [attended, x]), f"{p}attention.output.LayerNorm")
+        attended = self.dense(g.op("Reshape", [context, attention.merge_heads]), f"{p}attention.output.dense")
+        x = self.layer_norm(g.op("Add", [attended, x]), f"{p}attention.output.LayerNorm")
         # GELU, exact (erf) form as BERT.
-        gelu = g.op("Gelu", [dense(x, f"{p}intermediate.dense")])
-        output = dense(gelu, f"{p}output.dense")
-        x = layer_norm(g.op("Add", [output, x]), f"{p}output.LayerNorm")
+        gelu = g.op("Gelu", [self.dense(x, f"{p}intermediate.dense")])
+        output = self.dense(gelu, f"{p}output.dense")
+        return self.layer_norm(g.op("Add", [output, x]), f"{p}output.LayerNorm")
 
-    # Mean pooling over real tokens, then L2 normalisation (modules 1_Pooling and 2_Normalize).
-    token_mask = g.op("Unsqueeze", [mask, g.const("axis2", np.array([2], dtype=np.int64))])
-    summed = g.op(
-        "ReduceSum",
-        [g.op("Mul", [x, token_mask]), g.const("axis1", np.array([1], dtype=np.int64))],
-        keepdims=0,
-    )
-    counts = g.op("ReduceSum", [token_mask, g.const("axis1", np.array([1], dtype=np.int64))], keepdims=0)
-    pooled = g.op("Div", [summed, g.op("Max", [counts, g.const("tiny", np.float32(1e-9))])])
-    norm = g.op("Sqrt", [g.op("ReduceSumSquare", [pooled, g.const("axis1", np.array([1], dtype=np.int64))])])
-    g.nodes.append(
-        onnx_proto.node(
-            "Div", [pooled, g.op("Max", [norm, g.const("eps", np.float32(1e-12))])], ["sentence_embedding"]
+    def sentence_embedding(self, x: str, mask: str) -> None:
+        """Mean pooling over real tokens, then L2 normalisation (modules 1_Pooling and 2_Normalize)."""
+        g = self.g
+        token_mask = g.op("Unsqueeze", [mask, g.const("axis2", np.array([2], dtype=np.int64))])
+        summed = g.op(
+            "ReduceSum",
+            [g.op("Mul", [x, token_mask]), g.const("axis1", np.array([1], dtype=np.int64))],
+            keepdims=0,
         )
-    )
-
-    def int_input(name: str) -> bytes:
-        return onnx_proto.value_info(name, onnx_proto.INT64, ["batch", "tokens"])
-
-    graph = onnx_proto.graph(
-        "all-MiniLM-L6-v2",
-        g.nodes,
-        g.initializers,
-        [int_input("input_ids"), int_input("token_type_ids"), int_input("attention_mask")],
-        [onnx_proto.value_info("sentence_embedding", onnx_proto.FLOAT, ["batch", hidden])],
-    )
-    return onnx_proto.model(graph, IR_VERSION, OPSET, producer_name="retrieval_core.minilm_graph")
+        counts = g.op("ReduceSum", [token_mask, g.const("axis1", np.array([1], dtype=np.int64))], keepdims=0)
+        pooled = g.op("Div", [summed, g.op("Max", [counts, g.const("tiny", np.float32(1e-9))])])
+        norm = g.op(
+            "Sqrt", [g.op("ReduceSumSquare", [pooled, g.const("axis1", np.array([1], dtype=np.int64))])]
+        )
+        g.nodes.append(
+            onnx_proto.node(
+                "Div",
+                [pooled, g.op("Max", [norm, g.const("eps", np.float32(1e-12))])],
+                ["sentence_embedding"],
+            )
+        )
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path, **options: Any) -> None:

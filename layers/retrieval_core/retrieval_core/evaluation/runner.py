@@ -26,7 +26,7 @@ from retrieval_core.grants import OPEN_GRANT
 
 if TYPE_CHECKING:
     from retrieval_core.backends.pgvector.service import RetrievalService
-    from retrieval_core.embeddings import Embedder
+    from retrieval_core.embeddings.base import Embedder
 
 DEPTH = 100
 NDCG_K = 10
@@ -105,7 +105,8 @@ def service_method(service: RetrievalService, store: str, spec: MethodSpec, dept
     """
     from pydantic import ValidationError
 
-    from retrieval_core.schemas.retrieval import RetrieveRequest, validation_error
+    from retrieval_core.schemas.common import validation_error
+    from retrieval_core.schemas.retrieve import RetrieveRequest
 
     try:
         RetrieveRequest.model_validate({**spec.options, "query": "check", "grade": 0.0})

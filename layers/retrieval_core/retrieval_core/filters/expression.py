@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
-from retrieval_core.exceptions import FilterSyntaxError
+from retrieval_core.filters.exceptions import FilterSyntaxError
 from retrieval_core.filters.predicate import Predicate
 
 MAX_EXPRESSION_LENGTH = 4_000

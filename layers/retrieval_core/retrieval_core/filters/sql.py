@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from retrieval_core.exceptions import FilterKeyNotAllowedError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
 from retrieval_core.filters.expression import Node, compile_node, keys_of, parse
 from retrieval_core.filters.predicate import TRUE, MetadataValue, Predicate
 from retrieval_core.filters.tree import is_tree, parse_tree

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from retrieval_core.exceptions import FilterTreeError
+from retrieval_core.filters.exceptions import FilterTreeError
 from retrieval_core.filters.expression import (
     MAX_COMPARISONS,
     MAX_DEPTH,

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from retrieval_core.clients.retry import Deadline, backoff_delay, is_retryable_status
-from retrieval_core.exceptions import CustomResourceEventError, RetrievalError
+from retrieval_core.exceptions import RetrievalError
+from retrieval_core.lambdas.exceptions import CustomResourceEventError
 
 logger = logging.getLogger(__name__)
 

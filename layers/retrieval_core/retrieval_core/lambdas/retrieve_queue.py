@@ -43,23 +43,22 @@ from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
     InvalidRequestError,
-    JobInProgressError,
-    ReplyDeliveryError,
-    ReplyToNotAllowedError,
     ResponseTooLargeError,
     RetrievalError,
 )
 from retrieval_core.grants import Grant, parse_store_setting
+from retrieval_core.lambdas.exceptions import JobInProgressError, ReplyDeliveryError, ReplyToNotAllowedError
 from retrieval_core.lambdas.setup import (
-    LambdaHandler,
     after_database_failure,
     build_sqs_handler,
     idempotent_on_dynamodb,
     lazy_boto3_client,
 )
+from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
-from retrieval_core.schemas.retrieval import RetrieveRequest, validation_error
+from retrieval_core.schemas.common import validation_error
+from retrieval_core.schemas.retrieve import RetrieveRequest
 from retrieval_core.search.reply_size import SQS_ATTRIBUTE_BYTES, SQS_MESSAGE_BYTES, sqs_body_bytes
 from retrieval_core.settings import Settings, get_settings
 

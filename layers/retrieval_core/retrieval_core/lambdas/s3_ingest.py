@@ -32,27 +32,25 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from retrieval_core import container
-from retrieval_core.documents import Sequence, SourceInput, StoreDefinition
+from retrieval_core.documents.exceptions import ObjectReadError, ObjectTooLargeError, S3EventError
+from retrieval_core.documents.models import Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.s3_events import ObjectChange, Target, read_message
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.documents.sidecar import read_sidecar
 from retrieval_core.exceptions import (
     ConfigurationError,
     DatabaseUnavailableError,
-    JobInProgressError,
-    ObjectReadError,
-    ObjectTooLargeError,
     RetrievalError,
-    S3EventError,
     StoreNotFoundError,
 )
+from retrieval_core.lambdas.exceptions import JobInProgressError
 from retrieval_core.lambdas.setup import (
-    LambdaHandler,
     after_database_failure,
     build_sqs_handler,
     idempotent_on_dynamodb,
     lazy_boto3_client,
 )
+from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.observability import metrics
 from retrieval_core.settings import Settings, get_settings
 

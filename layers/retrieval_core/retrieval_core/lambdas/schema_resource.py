@@ -29,7 +29,8 @@ from retrieval_core.container import database_conninfo
 from retrieval_core.db.migrations import SCHEMA_VERSION, run_keyword_backfill, run_migrations
 from retrieval_core.exceptions import DatabaseUnavailableError
 from retrieval_core.lambdas.custom_resource import Outcome, Request, answer
-from retrieval_core.lambdas.setup import LambdaHandler, instrumented, powertools
+from retrieval_core.lambdas.setup import instrumented, powertools
+from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.settings import get_settings
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from retrieval_core.exceptions import EmptyDocumentError
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.detect import (
     CSV,
@@ -25,6 +24,7 @@ from retrieval_core.parsers.detect import (
     detect_content_type,
 )
 from retrieval_core.parsers.docx import read_docx
+from retrieval_core.parsers.exceptions import EmptyDocumentError
 from retrieval_core.parsers.html import read_html
 from retrieval_core.parsers.markdown import read_markdown
 from retrieval_core.parsers.pdf import read_pdf

@@ -13,7 +13,7 @@ import json
 import re
 import zipfile
 
-from retrieval_core.exceptions import DocumentParseError, UnsupportedContentTypeError
+from retrieval_core.parsers.exceptions import DocumentParseError, UnsupportedContentTypeError
 
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"

@@ -10,9 +10,9 @@ import io
 import zipfile
 from typing import TYPE_CHECKING
 
-from retrieval_core.exceptions import DocumentParseError
 from retrieval_core.parsers.base import ParsedDocument, ParsedFile, error_summary
 from retrieval_core.parsers.detect import DOCX
+from retrieval_core.parsers.exceptions import DocumentParseError
 from retrieval_core.parsers.sections import SectionBlocks
 
 if TYPE_CHECKING:

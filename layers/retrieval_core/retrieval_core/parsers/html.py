@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from retrieval_core.exceptions import DocumentParseError
 from retrieval_core.parsers.base import ParsedDocument, ParsedFile, error_summary
 from retrieval_core.parsers.detect import HTML
+from retrieval_core.parsers.exceptions import DocumentParseError
 from retrieval_core.parsers.sections import SectionBlocks
 from retrieval_core.parsers.text import decode_text
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from retrieval_core.exceptions import DocumentParseError
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error_summary
 from retrieval_core.parsers.detect import PDF
+from retrieval_core.parsers.exceptions import DocumentParseError
 
 
 def read_pdf(data: bytes, charset: str | None) -> ParsedFile:

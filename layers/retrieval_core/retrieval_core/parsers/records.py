@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from retrieval_core.exceptions import DocumentParseError
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.detect import CSV, JSONL
+from retrieval_core.parsers.exceptions import DocumentParseError
 from retrieval_core.parsers.text import decode_text
 
 ID_COLUMNS = ("_id", "id")

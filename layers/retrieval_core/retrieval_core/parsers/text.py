@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import codecs
 
-from retrieval_core.exceptions import DocumentParseError
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.detect import TEXT
+from retrieval_core.parsers.exceptions import DocumentParseError
 
 # Longest first: the UTF-32 LE mark begins with the UTF-16 LE one.
 _BOMS = (

@@ -11,9 +11,9 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 
 from retrieval_core.backends.attached.definition import Distance, Preset, SourceRequest, source_request
 from retrieval_core.db.stores import Storage
-from retrieval_core.documents import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
+from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
 from retrieval_core.exceptions import InvalidRequestError
-from retrieval_core.schemas.retrieval import RequestModel, ResponseModel, Text
+from retrieval_core.schemas.common import RequestModel, ResponseModel, Text
 
 MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
 

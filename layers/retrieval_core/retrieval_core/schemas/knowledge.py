@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from retrieval_core.schemas.retrieval import CacheTtl, RequestModel, ResponseModel, StoreName, Text
+from retrieval_core.schemas.common import CacheTtl, RequestModel, ResponseModel, StoreName, Text
 
 Backend = Literal["pgvector", "gemini"]
 ResolvedBy = Literal["cache", "displayName", "name", "pattern", "fallback"]

@@ -14,25 +14,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError
 
-from retrieval_core.documents import SourceInput
-from retrieval_core.exceptions import DocumentNotFoundError, FilterKeyNotAllowedError
+from retrieval_core.documents.models import SourceInput
+from retrieval_core.exceptions import DocumentNotFoundError
+from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
 from retrieval_core.filters.predicate import MetadataValue
 from retrieval_core.filters.string_form import memory_filter
 from retrieval_core.grants import Grant, Scope
-from retrieval_core.schemas.retrieval import (
+from retrieval_core.schemas.common import (
     MAX_DOCUMENT_ID_BYTES,
-    MetadataEqualities,
     RequestModel,
-    RetrieveRequest,
     StoreName,
     Text,
-    _document_id,
     validation_error,
 )
+from retrieval_core.schemas.common import document_id as _document_id
+from retrieval_core.schemas.retrieve import RetrieveRequest
+from retrieval_core.schemas.search_options import MetadataEqualities
 
 if TYPE_CHECKING:
     from retrieval_core.backends.pgvector.service import RetrievalService
-    from retrieval_core.db.repository import Store
+    from retrieval_core.db.stores import Store
 
 MEMORY_CONTENT_TYPE = "text/plain"
 # Ids derived from the text: a retried memory_store lands on the same memory.

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import GrantDep, ServiceDep
-from retrieval_core.schemas.retrieval import ErrorResponse, SimilaritySearchRequest, SimilaritySearchResponse
+from retrieval_core.schemas.common import ErrorResponse
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 
 router = APIRouter(prefix="/api/v1/chunks", tags=["chunks"])
 

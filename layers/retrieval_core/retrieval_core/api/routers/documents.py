@@ -15,10 +15,11 @@ from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import GrantDep
 from retrieval_core.container import get_document_service
-from retrieval_core.documents import StoreDefinition
+from retrieval_core.documents.models import StoreDefinition
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
-from retrieval_core.parsers import CSV, JSONL
+from retrieval_core.parsers.detect import CSV, JSONL
+from retrieval_core.schemas.common import ErrorResponse, Text
 from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
@@ -28,7 +29,6 @@ from retrieval_core.schemas.documents import (
     StorePutRequest,
     StoreResponse,
 )
-from retrieval_core.schemas.retrieval import ErrorResponse, Text
 
 router = APIRouter(prefix="/api/v1/stores", tags=["documents"])
 

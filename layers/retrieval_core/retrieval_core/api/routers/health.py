@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from retrieval_core.health.checks import check_health
-from retrieval_core.schemas.retrieval import HealthResponse
+from retrieval_core.schemas.health import HealthResponse
 
 router = APIRouter(prefix="/api/v1", tags=["health"])
 

@@ -10,8 +10,8 @@ from fastapi.concurrency import run_in_threadpool
 from retrieval_core.api.dependencies import GrantDep
 from retrieval_core.backends.gemini.service import KnowledgeService
 from retrieval_core.container import get_knowledge_service
+from retrieval_core.schemas.common import ErrorResponse
 from retrieval_core.schemas.knowledge import KnowledgeAnswer, KnowledgeSearchRequest
-from retrieval_core.schemas.retrieval import ErrorResponse
 
 router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
 

@@ -9,8 +9,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import BackendsDep, GrantDep
 from retrieval_core.api.rate_limit import charge
-from retrieval_core.schemas.retrieval import (
-    ErrorResponse,
+from retrieval_core.schemas.common import ErrorResponse
+from retrieval_core.schemas.retrieve import (
     RetrieveBatchRequest,
     RetrieveBatchResponse,
     RetrieveRequest,

@@ -10,8 +10,8 @@ from fastapi.concurrency import run_in_threadpool
 from retrieval_core.api.dependencies import GrantDep
 from retrieval_core.backends.gemini.service import KnowledgeService
 from retrieval_core.container import get_knowledge_service
+from retrieval_core.schemas.common import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
 from retrieval_core.schemas.knowledge import Backend, ResolvedStore
-from retrieval_core.schemas.retrieval import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
 
 router = APIRouter(prefix="/api/v1/stores", tags=["stores"])
 

@@ -24,13 +24,14 @@ from retrieval_core.backends.attached.definition import (
     SourceRequest,
     VectorType,
 )
+from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.search import query_vector, relation, relation_params
 from retrieval_core.backends.attached.writes import check_writable
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.migrations import MIGRATIONS
 from retrieval_core.db.stores import text_search_config
 from retrieval_core.db.vectors import Vector
-from retrieval_core.exceptions import InvalidRequestError, UnusableSourceError
+from retrieval_core.exceptions import InvalidRequestError
 
 _KINDS = {"r": "table", "v": "view", "m": "materialized view", "p": "partitioned table", "f": "foreign table"}
 _SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")

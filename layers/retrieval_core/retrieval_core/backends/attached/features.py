@@ -22,29 +22,12 @@ def no_index_reason(source: AttachedSource) -> str:
     return f"no HNSW index on {relation_name(source)} serves cosine distance"
 
 
+Feature = tuple[str, bool, str]
+
+
 def features(source: AttachedSource, exact_max_rows: int) -> list[dict[str, Any]]:
     """One entry per feature: {feature, supported, detail} (camelCase, for GET /stores/{store})."""
-    columns = source.columns
-    entries: list[tuple[str, bool, str]] = []
-    if source.vector_index is not None:
-        entries.append(
-            (
-                "vectorSearch",
-                True,
-                f"HNSW index {source.vector_index} serves cosine distance: approximate top-k with iterative "
-                "scans; a selective filter is answered by an exact scan, as for the service's own stores",
-            )
-        )
-    else:
-        entries.append(
-            (
-                "vectorSearch",
-                True,
-                f"{no_index_reason(source)}: every search is an exact scan of the matching rows, capped at "
-                f"{exact_max_rows:,} rows (EXACT_SEARCH_MAX_ROWS); a search matching more is refused (409 "
-                "exact_scan_refused). Create an HNSW index with vector_cosine_ops, then POST .../refresh",
-            )
-        )
+    entries: list[Feature] = [_vector_search(source, exact_max_rows)]
     if source.distance != "cosine":
         entries.append(
             (
@@ -55,18 +38,53 @@ def features(source: AttachedSource, exact_max_rows: int) -> list[dict[str, Any]
                 "product and l2 do",
             )
         )
-    entries.append(
-        (
-            "textQueries",
-            source.accepts_text_queries,
-            f"queries are embedded with {source.embedding_model} ({source.dimension} dimensions), as the rows"
-            if source.accepts_text_queries
-            else f"the rows' {source.dimension}-dimensional vectors were made by {source.embedding_model}, "
-            "not this service's model: only precomputed vectors (POST /chunks/similarity-search); "
-            "retrieve answers 409 vector_queries_only",
+    entries += [
+        _text_queries(source),
+        ("metadataFilters", source.metadata_kind != "none", _metadata_detail(source)),
+        _doc_ids(source),
+        ("mmr", True, "MMR reads the rows' vectors"),
+        ("rerank", True, "rerankers read the rows' content"),
+        _hybrid(source),
+        _cache(source),
+        ("writes", not source.read_only, _writes_detail(source)),
+    ]
+    return [
+        {"feature": name, "supported": supported, "detail": detail} for name, supported, detail in entries
+    ]
+
+
+def _vector_search(source: AttachedSource, exact_max_rows: int) -> Feature:
+    if source.vector_index is not None:
+        return (
+            "vectorSearch",
+            True,
+            f"HNSW index {source.vector_index} serves cosine distance: approximate top-k with iterative "
+            "scans; a selective filter is answered by an exact scan, as for the service's own stores",
         )
+    return (
+        "vectorSearch",
+        True,
+        f"{no_index_reason(source)}: every search is an exact scan of the matching rows, capped at "
+        f"{exact_max_rows:,} rows (EXACT_SEARCH_MAX_ROWS); a search matching more is refused (409 "
+        "exact_scan_refused). Create an HNSW index with vector_cosine_ops, then POST .../refresh",
     )
-    metadata_detail = {
+
+
+def _text_queries(source: AttachedSource) -> Feature:
+    return (
+        "textQueries",
+        source.accepts_text_queries,
+        f"queries are embedded with {source.embedding_model} ({source.dimension} dimensions), as the rows"
+        if source.accepts_text_queries
+        else f"the rows' {source.dimension}-dimensional vectors were made by {source.embedding_model}, "
+        "not this service's model: only precomputed vectors (POST /chunks/similarity-search); "
+        "retrieve answers 409 vector_queries_only",
+    )
+
+
+def _metadata_detail(source: AttachedSource) -> str:
+    columns = source.columns
+    return {
         "jsonb": (
             f"on the jsonb column {columns.metadata}, through GIN index {source.metadata_index}"
             if source.metadata_index
@@ -77,48 +95,45 @@ def features(source: AttachedSource, exact_max_rows: int) -> list[dict[str, Any]
         "are checked row by row (no index)",
         "none": "no metadata is mapped: results carry none, and a metadata filter matches no row",
     }[source.metadata_kind]
-    entries.append(("metadataFilters", source.metadata_kind != "none", metadata_detail))
-    entries.append(
-        (
-            "docIds",
-            True,
-            f"docIds match the column {columns.document_id}"
-            if columns.document_id
-            else f"no document id column is mapped: docIds match the row id ({columns.id})",
-        )
+
+
+def _doc_ids(source: AttachedSource) -> Feature:
+    columns = source.columns
+    return (
+        "docIds",
+        True,
+        f"docIds match the column {columns.document_id}"
+        if columns.document_id
+        else f"no document id column is mapped: docIds match the row id ({columns.id})",
     )
-    entries.append(("mmr", True, "MMR reads the rows' vectors"))
-    entries.append(("rerank", True, "rerankers read the rows' content"))
-    fulltext = columns.fulltext
-    entries.append(
-        (
-            "hybrid",
-            fulltext is not None,
-            f"keywords match the tsvector column {fulltext} ({source.text_search}), ranked by ts_rank_cd (no "
-            "BM25: the service does not write the table, so it keeps no term statistics)"
-            + (
-                f", through GIN index {source.fulltext_index}"
-                if source.fulltext_index
-                else ", without a GIN index"
-            )
-            if fulltext is not None
-            else "no full-text column: useHybrid answers 422. Map a tsvector column as columns.fulltext, or "
-            "attach with addFulltext (--add-fulltext), which adds one to the table",
+
+
+def _hybrid(source: AttachedSource) -> Feature:
+    fulltext = source.columns.fulltext
+    return (
+        "hybrid",
+        fulltext is not None,
+        f"keywords match the tsvector column {fulltext} ({source.text_search}), ranked by ts_rank_cd (no "
+        "BM25: the service does not write the table, so it keeps no term statistics)"
+        + (
+            f", through GIN index {source.fulltext_index}"
+            if source.fulltext_index
+            else ", without a GIN index"
         )
+        if fulltext is not None
+        else "no full-text column: useHybrid answers 422. Map a tsvector column as columns.fulltext, or "
+        "attach with addFulltext (--add-fulltext), which adds one to the table",
     )
-    entries.append(
-        (
-            "cache",
-            True,
-            "cached answers are keyed by the store's version; the service does not see writes to the "
-            "table by others, so after one, POST /api/v1/stores/{store}/refresh (or wait for the cache TTL)"
-            + ("; its own writes retire cached answers at once" if not source.read_only else ""),
-        )
+
+
+def _cache(source: AttachedSource) -> Feature:
+    return (
+        "cache",
+        True,
+        "cached answers are keyed by the store's version; the service does not see writes to the "
+        "table by others, so after one, POST /api/v1/stores/{store}/refresh (or wait for the cache TTL)"
+        + ("; its own writes retire cached answers at once" if not source.read_only else ""),
     )
-    entries.append(("writes", not source.read_only, _writes_detail(source)))
-    return [
-        {"feature": name, "supported": supported, "detail": detail} for name, supported, detail in entries
-    ]
 
 
 def _writes_detail(source: AttachedSource) -> str:

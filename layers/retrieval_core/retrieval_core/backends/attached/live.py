@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
 from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.backends.attached.exceptions import SourceUnavailableError, UnusableSourceError
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
-from retrieval_core.exceptions import SourceUnavailableError, UnusableSourceError
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from retrieval_core.backends.attached.definition import AttachedSource, IdFill
+from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.db.connection import Connection
-from retrieval_core.exceptions import InvalidRequestError, UnusableSourceError
+from retrieval_core.exceptions import InvalidRequestError
 
 _TEXT_TYPES = ("text", "character varying", "character")
 # A uuid id is made from `{documentId}#{chunkIndex}` (uuid5), so writing a document again gives its

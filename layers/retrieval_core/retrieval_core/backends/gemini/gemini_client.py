@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import SecretStr
@@ -29,6 +30,7 @@ from retrieval_core.exceptions import (
     BackendNotConfiguredError,
     ConfigurationError,
     InvalidRequestError,
+    RetrievalError,
     StoreNotFoundError,
     UpstreamAuthError,
     UpstreamError,
@@ -131,57 +133,56 @@ class GeminiCaller:
         `blame(message)` names the caller's field a Gemini 400 is about (a 422 naming it); a 400 it
         blames on no field is a fault in our request, a 502.
         """
-        import httpx
-        from google.genai import errors
-
         client = self.client()
         deadline = request_deadline()
-        retry_after: float | None = None
-        timed_out = False
+        failure: _Failure | None = None
         made = 0
         for attempt in range(1, self.attempts + 1):
             timeout_s = attempt_timeout_s(self._timeout_s, deadline)
             if timeout_s is None:
-                timed_out = timed_out or made == 0
                 break
             made = attempt
-            started = time.perf_counter()
-            try:
-                result = call(client, max(1, int(timeout_s * 1000)))
-            except errors.APIError as exc:
-                elapsed_ms = (time.perf_counter() - started) * 1000
-                debug(
-                    "gemini %s: HTTP %s after %.1f ms (attempt %d)", operation, exc.code, elapsed_ms, attempt
-                )
-                if exc.code not in RETRYABLE_STATUSES:
-                    raise self._error_for(operation, exc, store, blame) from exc
-                retry_after = _retry_after_s(exc)
-                last: str = f"HTTP {exc.code} {exc.status or ''}".strip()
-                timed_out = False
-            except httpx.TransportError as exc:
-                debug("gemini %s: %s (attempt %d)", operation, type(exc).__name__, attempt)
-                retry_after = None
-                last = type(exc).__name__
-                timed_out = isinstance(exc, httpx.TimeoutException)
-            else:
-                debug("gemini %s: answered in %.1f ms", operation, (time.perf_counter() - started) * 1000)
-                return result
+            outcome = self._attempt(operation, call, client, timeout_s, attempt, store, blame)
+            if not isinstance(outcome, _Failure):
+                return outcome
+            failure = outcome
             if attempt < self.attempts:
                 delay = backoff_delay(attempt, self.base_delay_s)
                 if not time_for_retry(delay, deadline):
                     break
                 self._sleep(delay)
-        if timed_out:
-            raise UpstreamTimeoutError(
-                f"the Gemini API did not answer in time ({made} attempts, within the request's deadline "
-                "REQUEST_DEADLINE_S and HTTP_TIMEOUT_S per attempt)",
-                {"operation": operation, "attempts": made},
+        raise _gave_up(operation, made, failure)
+
+    def _attempt(
+        self,
+        operation: str,
+        call: Callable[[Client, int], T],
+        client: Client,
+        timeout_s: float,
+        attempt: int,
+        store: str | None,
+        blame: Callable[[str], str | None] | None,
+    ) -> T | _Failure:
+        """One attempt: its result, or the retryable failure; any other failure is raised, mapped."""
+        import httpx
+        from google.genai import errors
+
+        started = time.perf_counter()
+        try:
+            result = call(client, max(1, int(timeout_s * 1000)))
+        except errors.APIError as exc:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            debug("gemini %s: HTTP %s after %.1f ms (attempt %d)", operation, exc.code, elapsed_ms, attempt)
+            if exc.code not in RETRYABLE_STATUSES:
+                raise self._error_for(operation, exc, store, blame) from exc
+            return _Failure(
+                f"HTTP {exc.code} {exc.status or ''}".strip(), _retry_after_s(exc), timed_out=False
             )
-        raise UpstreamUnavailableError(
-            f"the Gemini API is unavailable ({last} after {made} attempts); retry later",
-            {"operation": operation, "attempts": made},
-            retry_after_s=max(1, math.ceil(retry_after)) if retry_after else DEFAULT_RETRY_AFTER_S,
-        )
+        except httpx.TransportError as exc:
+            debug("gemini %s: %s (attempt %d)", operation, type(exc).__name__, attempt)
+            return _Failure(type(exc).__name__, None, timed_out=isinstance(exc, httpx.TimeoutException))
+        debug("gemini %s: answered in %.1f ms", operation, (time.perf_counter() - started) * 1000)
+        return result
 
     def _error_for(
         self,
@@ -229,3 +230,28 @@ def _retry_after_s(exc: APIError) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A retryable failure of one attempt."""
+
+    what: str  # "HTTP 503 UNAVAILABLE", or the transport error's class name
+    retry_after_s: float | None
+    timed_out: bool
+
+
+def _gave_up(operation: str, made: int, failure: _Failure | None) -> RetrievalError:
+    """The error once no attempt is left: a time-out if the last one timed out or none could start."""
+    if failure is None or failure.timed_out:
+        return UpstreamTimeoutError(
+            f"the Gemini API did not answer in time ({made} attempts, within the request's deadline "
+            "REQUEST_DEADLINE_S and HTTP_TIMEOUT_S per attempt)",
+            {"operation": operation, "attempts": made},
+        )
+    retry_after = failure.retry_after_s
+    return UpstreamUnavailableError(
+        f"the Gemini API is unavailable ({failure.what} after {made} attempts); retry later",
+        {"operation": operation, "attempts": made},
+        retry_after_s=max(1, math.ceil(retry_after)) if retry_after else DEFAULT_RETRY_AFTER_S,
+    )

@@ -21,8 +21,8 @@ from retrieval_core.cache.cache_keys import store_name_key
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import STORE_NAME_TTL_S
 from retrieval_core.exceptions import StoreNotFoundError
+from retrieval_core.schemas.common import GEMINI_STORE_PREFIX
 from retrieval_core.schemas.knowledge import Backend, ResolvedStore
-from retrieval_core.schemas.retrieval import GEMINI_STORE_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

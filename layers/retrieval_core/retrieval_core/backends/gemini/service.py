@@ -30,7 +30,8 @@ from retrieval_core.schemas.knowledge import (
     KnowledgeSource,
     ResolvedStore,
 )
-from retrieval_core.schemas.retrieval import ChunkResult, Pipeline, RetrieveRequest, RetrieveResponse
+from retrieval_core.schemas.results import ChunkResult
+from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest, RetrieveResponse
 
 if TYPE_CHECKING:
     from google.genai import Client

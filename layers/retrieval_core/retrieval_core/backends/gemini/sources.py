@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from retrieval_core.schemas.common import GEMINI_STORE_PREFIX
 from retrieval_core.schemas.knowledge import KnowledgeSource
-from retrieval_core.schemas.retrieval import GEMINI_STORE_PREFIX
 
 
 def extract_sources(grounding: Mapping[str, Any] | None) -> list[KnowledgeSource]:

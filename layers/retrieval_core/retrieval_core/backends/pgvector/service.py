@@ -19,8 +19,8 @@ from retrieval_core.cache.search_cache import SearchCache, StoreRef
 from retrieval_core.db import repository
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.repository import Store
-from retrieval_core.embeddings import Embedder
+from retrieval_core.db.stores import Store
+from retrieval_core.embeddings.base import Embedder
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
     DimensionMismatchError,
@@ -36,18 +36,11 @@ from retrieval_core.filters.sql import MetadataFilterValue, check_keys, document
 from retrieval_core.grants import Grant
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
-from retrieval_core.schemas.retrieval import (
-    BatchItem,
-    ChunkResult,
-    ErrorBody,
-    Pipeline,
-    RetrieveRequest,
-    RetrieveResponse,
-    SearchKnobs,
-    SimilaritySearchRequest,
-    SimilaritySearchResponse,
-    Timings,
-)
+from retrieval_core.schemas.common import ErrorBody
+from retrieval_core.schemas.results import ChunkResult
+from retrieval_core.schemas.retrieve import BatchItem, Pipeline, RetrieveRequest, RetrieveResponse, Timings
+from retrieval_core.schemas.search_options import SearchKnobs
+from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.fusion import fuse
 from retrieval_core.search.index_knobs import IndexKnobs, IterativeScan
@@ -62,7 +55,7 @@ from retrieval_core.search.ranking import ScoredChunk, apply_threshold, at_least
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 
 if TYPE_CHECKING:
-    from retrieval_core.rerank import Reranker
+    from retrieval_core.rerank.base import Reranker
 
 logger = logging.getLogger(__name__)
 debug = DebugLog(__name__)

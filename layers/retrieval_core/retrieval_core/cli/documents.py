@@ -1,0 +1,139 @@
+"""`retrieval ingest`, `sync`, `delete` and `drop-store`: write and remove a store's documents."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from retrieval_core.cli.stores import add_store_arguments
+from retrieval_core.exceptions import InvalidRequestError, RetrievalError
+
+if TYPE_CHECKING:
+    from retrieval_core.documents.sync import Report
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `ingest`, `sync`, `delete` and `drop-store`."""
+    p_ingest = sub.add_parser(
+        "ingest",
+        help="add or update the files of a folder, an s3:// prefix or one file (PDF, HTML, DOCX, Markdown, "
+        "text, CSV, JSONL); never deletes",
+    )
+    _add_load_arguments(p_ingest)
+    p_ingest.add_argument(
+        "--id",
+        dest="source_id",
+        help="id of a single file (default: its path relative to the current directory)",
+    )
+    p_ingest.set_defaults(run=_load)
+
+    p_sync = sub.add_parser(
+        "sync",
+        help="make a store hold the files of a folder or an s3:// prefix: add, update, with --prune delete",
+    )
+    _add_load_arguments(p_sync)
+    p_sync.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete stored documents whose source is not in the tree, whatever wrote them "
+        "(with --prefix: only ids starting with it)",
+    )
+    p_sync.set_defaults(run=_load)
+
+    p_delete = sub.add_parser("delete", help="delete documents, or every document of a source, by id")
+    p_delete.add_argument("--store", required=True)
+    p_delete.add_argument("doc_ids", nargs="+", metavar="ID", help="a document id or a source id")
+    p_delete.set_defaults(run=_delete)
+
+    p_drop = sub.add_parser("drop-store", help="delete a store with all its documents and chunks")
+    p_drop.add_argument("--store", required=True)
+    p_drop.set_defaults(run=_drop_store)
+
+
+def _add_load_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("path", help="a folder, s3://bucket/prefix, or (ingest only) a file")
+    command.add_argument("--store", required=True, help="store name (created by the first file written)")
+    command.add_argument("--prefix", default="", help="put this before every id, e.g. 'handbook/'")
+    command.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
+    command.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
+    command.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_store_arguments(command)
+
+
+def _load(args: argparse.Namespace) -> int:
+    """`ingest` and `sync`: 0 when every file was written or skipped, 1 when any failed."""
+    from retrieval_core.container import get_document_service, get_service
+    from retrieval_core.documents import sync
+    from retrieval_core.documents.file_sources import FolderTree, open_tree
+    from retrieval_core.documents.models import StoreDefinition
+
+    get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    prune = args.command == "sync" and args.prune
+    tree = open_tree(args.path, args.prefix, getattr(args, "source_id", None))
+    if args.command == "sync" and not args.path.startswith("s3://") and not isinstance(tree, FolderTree):
+        raise InvalidRequestError(
+            f"sync mirrors a folder or an s3:// prefix; {args.path} is a file (use ingest)"
+        )
+    documents = get_document_service()
+    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix, progress=not args.no_progress)
+    if args.dry_run:
+        report = sync.planned_report(plan, args.store, tree.root, prune)
+    else:
+        report = sync.Report(args.store, tree.root, prune=prune)
+        create = StoreDefinition(
+            display_name=args.display_name, storage=args.storage, text_search=args.text_search
+        )
+        try:
+            sync.apply_plan(plan, tree, documents, report, create, progress=not args.no_progress)
+        except RetrievalError:
+            _print_report(report, args.json)  # what was written before the abort stays written
+            raise
+    _print_report(report, args.json)
+    return 1 if report.failed else 0
+
+
+def _print_report(report: Report, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(report.lines()))
+
+
+def _delete(args: argparse.Namespace) -> int:
+    """`delete`: 0 when something was deleted, 1 when none of the ids was found."""
+    from retrieval_core.container import get_document_service, get_service
+
+    get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    store: str = args.store
+    documents = get_document_service()
+    deleted: list[str] = []
+    missing: list[str] = []
+    for source_id in dict.fromkeys(args.doc_ids):
+        removed = documents.delete_source(store, source_id)
+        deleted += removed
+        if not removed:
+            missing.append(source_id)
+    line = f"deleted {len(deleted)} document{'' if len(deleted) == 1 else 's'} from store '{store}'"
+    if deleted:
+        line += f": {', '.join(deleted)}"
+    print(line + (f"; not found: {', '.join(missing)}" if missing else ""))
+    return 0 if deleted else 1
+
+
+def _drop_store(args: argparse.Namespace) -> int:
+    """`drop-store`: delete the store's row, documents and chunks, and forget its cached version."""
+    from retrieval_core.backends.pgvector.service import BACKEND
+    from retrieval_core.container import get_service
+    from retrieval_core.db import repository
+
+    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    store = service.get_store(args.store)
+    with service.database.connection() as conn:
+        repository.drop_store(conn, store)
+    if service.cache is not None:
+        # A store created later under this name gets a new version; until then nothing may
+        # trust the cached version of the dropped one.
+        service.cache.forget_version(BACKEND, store.name)
+    print(f"dropped store {store.name}")
+    return 0

@@ -1,0 +1,34 @@
+"""`retrieval serve`: the HTTP API on this machine, with the sample corpus loaded."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `serve`."""
+    p_serve = sub.add_parser("serve", help="run the HTTP API locally")
+    p_serve.add_argument("--host", default="127.0.0.1")
+    p_serve.add_argument("--port", type=int, default=8000)
+    p_serve.add_argument("--no-sample", action="store_true", help="do not load the sample corpus")
+    p_serve.set_defaults(run=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from retrieval_core.api.app import create_app
+    from retrieval_core.container import get_service
+    from retrieval_core.documents.sample import load_sample_corpus
+    from retrieval_core.settings import get_settings
+
+    service = get_service()
+    if get_settings().embedding_provider == "local":
+        # Load the model now rather than on the first request (health reports it loaded).
+        service.embedder.embed(["warm-up"], "query")
+    if not args.no_sample:
+        load_sample_corpus(service)
+    # log_config None: uvicorn's own lines (access log included) go through the root handler and its filter.
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info", log_config=None)
+    return 0

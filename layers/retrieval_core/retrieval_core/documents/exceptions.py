@@ -1,0 +1,40 @@
+"""Errors of the S3 ingest path: an unreadable event or sidecar, an object too large or not readable."""
+
+from __future__ import annotations
+
+from retrieval_core.exceptions import InvalidRequestError, RetrievalError
+
+
+class S3EventError(InvalidRequestError):
+    """An ingest queue message that is not an S3 event we can read. Retried, then dead-lettered."""
+
+    code = "malformed_s3_event"
+
+
+class SidecarError(InvalidRequestError):
+    """A `.metadata.json` sidecar whose content is not metadata we can apply."""
+
+    code = "invalid_sidecar"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot read this metadata sidecar: {reason}", {"reason": reason})
+
+
+class ObjectTooLargeError(InvalidRequestError):
+    """An S3 object larger than the ingest function reads (S3_INGEST_MAX_BYTES)."""
+
+    status_code = 413
+    code = "object_too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"object of {size} bytes is larger than the {limit} bytes ingested",
+            {"sizeBytes": size, "maxBytes": limit},
+        )
+
+
+class ObjectReadError(RetrievalError):
+    """S3 refused or did not answer when an object was read. Transient: the event is retried."""
+
+    status_code = 502
+    code = "s3_read_failed"

@@ -1,0 +1,39 @@
+"""Errors of reading a document: a format no parser reads, a file that cannot be read, no text."""
+
+from __future__ import annotations
+
+from retrieval_core.exceptions import InvalidRequestError, RetrievalError
+
+
+class UnsupportedContentTypeError(RetrievalError):
+    """A document whose format no parser reads; the message names the ones we read."""
+
+    status_code = 415
+    code = "unsupported_content_type"
+
+    def __init__(self, content_type: str, supported: tuple[str, ...]) -> None:
+        super().__init__(
+            f"cannot read content of type '{content_type}'; supported: {', '.join(supported)}",
+            {"contentType": content_type, "supported": list(supported)},
+        )
+
+
+class DocumentParseError(InvalidRequestError):
+    """A document in a supported format that cannot be read: corrupt, encrypted, not what it claims."""
+
+    code = "unreadable_document"
+
+    def __init__(self, content_type: str, reason: str) -> None:
+        super().__init__(
+            f"cannot read this {content_type} document: {reason}",
+            {"contentType": content_type, "reason": reason},
+        )
+
+
+class EmptyDocumentError(InvalidRequestError):
+    """A document that yields no text to index."""
+
+    code = "empty_document"
+
+    def __init__(self, content_type: str) -> None:
+        super().__init__(f"the {content_type} document holds no text to index", {"contentType": content_type})
