@@ -117,9 +117,7 @@ class AwsFailure:
     @property
     def credentials_refused(self) -> bool:
         """The service refused the signature or the permissions."""
-        return self.kind == "answered" and (
-            self.status in (401, 403) or self.code in _CREDENTIALS_REFUSED_CODES
-        )
+        return self.kind == "answered" and _refuses_credentials(self.status, self.code)
 
     @property
     def reason(self) -> str:
@@ -154,11 +152,14 @@ def aws_failure(exc: BotoCoreError | ClientError) -> AwsFailure:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", "Unknown"))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        failure = AwsFailure("answered", code, status)
-        if failure.credentials_refused:
-            return failure
+        if _refuses_credentials(status, code):
+            return AwsFailure("answered", code, status)
         return AwsFailure("answered", code, status, str(error.get("Message", ""))[:MAX_DETAIL_CHARS])
     if isinstance(exc, boto_errors.ConnectionError | boto_errors.HTTPClientError):
         timed_out = isinstance(exc, boto_errors.ReadTimeoutError | boto_errors.ConnectTimeoutError)
         return AwsFailure("unreachable", name, timed_out=timed_out)
     return AwsFailure("refused-locally", name)
+
+
+def _refuses_credentials(status: int, code: str) -> bool:
+    return status in (401, 403) or code in _CREDENTIALS_REFUSED_CODES
