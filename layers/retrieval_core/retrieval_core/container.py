@@ -14,6 +14,7 @@ from retrieval_core.backends.pgvector.service import Rerankers, RetrievalService
 from retrieval_core.cache.backends import DynamoDBBackend, MemoryBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
+from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
 from retrieval_core.db.connection import Database, PooledConnections, SingleConnection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
@@ -83,18 +84,19 @@ def build_database(settings: Settings, conninfo: str) -> Database:
 def build_cache(settings: Settings) -> SearchCache:
     """DynamoDB when CACHE_TABLE_NAME is set (shared by every instance); an in-process LRU otherwise."""
     if settings.cache_table_name:
-
-        def dynamodb_client() -> Any:
-            import boto3
-            from botocore.config import Config
-
-            # Short timeouts and no retry (a retry's backoff alone may take 2 s): a slow cache must cost
-            # little, since it fails open; after a failure the backend pauses (cache/backends.py).
-            config = Config(
-                connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 1}
-            )
-            return boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint_url, config=config)
-
+        # Short timeouts and few attempts: a slow cache must cost little, since it fails open; after a
+        # failure the backend pauses (cache/backends.py).
+        dynamodb_client = lazy_aws_client(
+            "dynamodb",
+            AwsClientOptions(
+                endpoint_url=settings.dynamodb_endpoint_url,
+                connect_timeout_s=1,
+                read_timeout_s=1,
+                retry_mode="standard",
+                # The first attempt and one retry.
+                attempts=2,
+            ),
+        )
         table = DynamoDBBackend(settings.cache_table_name, dynamodb_client)
         return SearchCache(
             JsonCache(table, "search"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
+from retrieval_core.clients.aws import aws_client
 from retrieval_core.clients.secrets import read_secret
 from retrieval_core.exceptions import ConfigurationError, DatabaseUnavailableError
 from retrieval_core.settings import Settings
@@ -79,13 +80,12 @@ def secret_credentials(secret_arn: str) -> tuple[str, str]:
 
 def iam_auth_token(host: str, port: int, user: str) -> str:
     """A 15-minute RDS IAM auth token for `user`, signed locally with the function's role credentials."""
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         # A new client each time: this runs once per connection setup, and a client kept across a
         # SnapStart restore could hold credentials of the snapshotting environment.
-        client: Any = boto3.client("rds")
+        client = aws_client("rds")
         token: str = client.generate_db_auth_token(DBHostname=host, Port=port, DBUsername=user)
     except (BotoCoreError, ClientError) as exc:
         raise ConfigurationError(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from retrieval_core.clients.aws import AwsClientOptions, aws_client
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.exceptions import InvalidRequestError, SourceReadError
 
@@ -284,11 +285,9 @@ class S3Tree:
 
     def _s3(self) -> Any:
         if self._client is None:
-            import boto3
-
             from retrieval_core.settings import get_settings
 
-            self._client = boto3.client("s3", endpoint_url=get_settings().s3_endpoint_url)
+            self._client = aws_client("s3", AwsClientOptions(endpoint_url=get_settings().s3_endpoint_url))
         return self._client
 
     def _s3_call(self, what: str, call: Callable[[], Any]) -> Any:

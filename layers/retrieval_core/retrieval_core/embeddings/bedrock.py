@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from retrieval_core.clients.aws import AwsClientOptions, AwsFailure, aws_failure, lazy_aws_client
 from retrieval_core.clients.deadline import request_deadline, time_for_retry
 from retrieval_core.clients.retry import (
     RETRY_ATTEMPTS,
     RETRY_BASE_DELAY_S,
     Deadline,
     backoff_delay,
-    is_retryable_aws_error,
 )
 from retrieval_core.embeddings.base import EmbeddingKind, check_vectors
-from retrieval_core.exceptions import ConfigurationError, EmbeddingProviderError, UpstreamTimeoutError
+from retrieval_core.exceptions import (
+    ConfigurationError,
+    EmbeddingProviderError,
+    RetrievalError,
+    UpstreamTimeoutError,
+)
 from retrieval_core.settings import Settings
-
-if TYPE_CHECKING:
-    from botocore.exceptions import ClientError
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +59,23 @@ class BedrockTitanEmbedder:
             )
         self.model = model
         self.dimension = dimension
-        self._region = region
-        self._endpoint_url = endpoint_url
         self._timeout_s = timeout_s
         self._concurrency = max(1, concurrency)
         self.retry_attempts = retry_attempts
         self.retry_base_delay_s = retry_base_delay_s
-        # Typed loosely: the bedrock-runtime stubs are not a runtime dependency.
-        self._client: Any = None
-        self._lock = threading.Lock()
+        # Retries are ours (see above): botocore makes one attempt per call.
+        self._client = lazy_aws_client(
+            "bedrock-runtime",
+            AwsClientOptions(
+                region=region,
+                endpoint_url=endpoint_url,
+                connect_timeout_s=timeout_s,
+                read_timeout_s=timeout_s,
+                attempts=1,
+                max_pool_connections=self._concurrency,
+                own_session=True,
+            ),
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BedrockTitanEmbedder:
@@ -101,30 +110,14 @@ class BedrockTitanEmbedder:
         return check_vectors(vectors, len(texts), self.dimension, _PROVIDER)
 
     def _bedrock(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import boto3
-                from botocore.config import Config
-                from botocore.exceptions import NoRegionError
+        from botocore.exceptions import NoRegionError
 
-                config = Config(
-                    connect_timeout=self._timeout_s,
-                    read_timeout=self._timeout_s,
-                    max_pool_connections=self._concurrency,
-                    retries={"total_max_attempts": 1},
-                )
-                try:
-                    self._client = boto3.session.Session().client(
-                        "bedrock-runtime",
-                        region_name=self._region,
-                        endpoint_url=self._endpoint_url,
-                        config=config,
-                    )
-                except NoRegionError as exc:
-                    raise ConfigurationError(
-                        "EMBEDDING_PROVIDER=bedrock needs BEDROCK_REGION (or AWS_REGION)"
-                    ) from exc
-            return self._client
+        try:
+            return self._client()
+        except NoRegionError as exc:
+            raise ConfigurationError(
+                "EMBEDDING_PROVIDER=bedrock needs BEDROCK_REGION (or AWS_REGION)"
+            ) from exc
 
     def _embed_one(self, client: Any, text: str, deadline: Deadline) -> list[float]:
         from botocore import exceptions as boto_errors
@@ -139,28 +132,15 @@ class BedrockTitanEmbedder:
                     modelId=self.model, body=body, contentType="application/json", accept="application/json"
                 )
                 return self._parse(response)
-            except boto_errors.NoCredentialsError as exc:
-                raise ConfigurationError("EMBEDDING_PROVIDER=bedrock found no AWS credentials") from exc
-            except boto_errors.ClientError as exc:
-                code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
-                status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-                retryable = is_retryable_aws_error(status, code)
-                if not retryable or last_try:
-                    raise self._error_for(code, status, exc, attempt if retryable else None) from exc
-                logger.warning("%s: %s (HTTP %d), retrying", _PROVIDER, code, status)
-            except (boto_errors.ConnectionError, boto_errors.HTTPClientError) as exc:
-                timed_out = isinstance(exc, (boto_errors.ReadTimeoutError, boto_errors.ConnectTimeoutError))
-                if last_try and timed_out:
-                    raise UpstreamTimeoutError(
-                        f"{_PROVIDER}: Bedrock did not answer in time after {attempt} attempts "
-                        f"({type(exc).__name__})"
-                    ) from exc
-                if last_try:
-                    raise EmbeddingProviderError(
-                        f"{_PROVIDER}: Bedrock could not be reached after {attempt} attempts "
-                        f"({type(exc).__name__})"
-                    ) from exc
-                logger.warning("%s: %s, retrying", _PROVIDER, type(exc).__name__)
+            except (boto_errors.BotoCoreError, boto_errors.ClientError) as exc:
+                failure = aws_failure(exc)
+                if failure.kind == "no-credentials":
+                    raise ConfigurationError("EMBEDDING_PROVIDER=bedrock found no AWS credentials") from exc
+                if failure.kind == "refused-locally":
+                    raise  # a call botocore would not send: another attempt would not help either
+                if not failure.retryable or last_try:
+                    raise self._error_for(failure, attempt) from exc
+                logger.warning("%s: %s, retrying", _PROVIDER, failure.reason)
             time.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -172,17 +152,23 @@ class BedrockTitanEmbedder:
             raise EmbeddingProviderError(f"{_PROVIDER}: InvokeModel answered without an embedding") from exc
 
     @staticmethod
-    def _error_for(code: str, status: int, exc: ClientError, attempts: int | None) -> EmbeddingProviderError:
-        if status in (401, 403) or code in ("AccessDeniedException", "UnrecognizedClientException"):
-            # AWS messages on auth failures can name the access key id: keep only the code.
-            return EmbeddingProviderError(
-                f"{_PROVIDER}: Bedrock refused the credentials ({code}, HTTP {status}); check the "
-                "IAM permissions (bedrock:InvokeModel) and model access",
-                {"status": status, "code": code},
+    def _error_for(failure: AwsFailure, attempts: int) -> RetrievalError:
+        if failure.kind == "unreachable" and failure.timed_out:
+            return UpstreamTimeoutError(
+                f"{_PROVIDER}: Bedrock did not answer in time after {attempts} attempts ({failure.code})"
             )
-        message = str(exc.response.get("Error", {}).get("Message", ""))[:300]
-        after = f" after {attempts} attempts" if attempts else ""
+        if failure.kind == "unreachable":
+            return EmbeddingProviderError(
+                f"{_PROVIDER}: Bedrock could not be reached after {attempts} attempts ({failure.code})"
+            )
+        after = f" after {attempts} attempts" if failure.retryable else ""
         return EmbeddingProviderError(
-            f"{_PROVIDER}: Bedrock answered {code} (HTTP {status}){after}: {message}",
-            {"status": status, "code": code},
+            failure.answered_message(
+                _PROVIDER,
+                service="Bedrock",
+                permissions="bedrock:InvokeModel",
+                answered_by="Bedrock",
+                after=after,
+            ),
+            failure.details,
         )

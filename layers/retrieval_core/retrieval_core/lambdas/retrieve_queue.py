@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from retrieval_core import container
 from retrieval_core.backends.face import CAPABILITIES
 from retrieval_core.backends.router import backend_of
+from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
 from retrieval_core.clients.deadline import LAMBDA_MARGIN_S, deadline_of, lambda_remaining_s
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
@@ -52,7 +53,6 @@ from retrieval_core.lambdas.setup import (
     after_database_failure,
     build_sqs_handler,
     idempotent_on_dynamodb,
-    lazy_boto3_client,
 )
 from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.observability import metrics
@@ -186,7 +186,17 @@ class QueueProcessor:
         self.allowed_reply_queues = frozenset(
             {self.results_queue_url, *(u.strip() for u in settings.reply_queue_urls.split(",") if u.strip())}
         )
-        self._sqs = lazy_boto3_client("sqs", settings.sqs_endpoint_url, read_timeout_s=5)
+        self._sqs = lazy_aws_client(
+            "sqs",
+            AwsClientOptions(
+                endpoint_url=settings.sqs_endpoint_url,
+                connect_timeout_s=2,
+                read_timeout_s=5,
+                retry_mode="standard",
+                # The first attempt and 3 retries.
+                attempts=4,
+            ),
+        )
 
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 

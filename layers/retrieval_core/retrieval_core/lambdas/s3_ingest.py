@@ -32,6 +32,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from retrieval_core import container
+from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
 from retrieval_core.documents.exceptions import ObjectReadError, ObjectTooLargeError, S3EventError
 from retrieval_core.documents.models import Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.s3_events import ObjectChange, Target, read_message
@@ -48,7 +49,6 @@ from retrieval_core.lambdas.setup import (
     after_database_failure,
     build_sqs_handler,
     idempotent_on_dynamodb,
-    lazy_boto3_client,
 )
 from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.observability import metrics
@@ -86,8 +86,16 @@ class IngestProcessor:
                 "IDEMPOTENCY_TABLE_NAME is not set: without it a redelivered event would be ingested twice"
             )
         self.settings = settings
-        self._s3: Callable[[], S3Client] = lazy_boto3_client(
-            "s3", settings.s3_endpoint_url, read_timeout_s=30
+        self._s3: Callable[[], S3Client] = lazy_aws_client(
+            "s3",
+            AwsClientOptions(
+                endpoint_url=settings.s3_endpoint_url,
+                connect_timeout_s=2,
+                read_timeout_s=30,
+                retry_mode="standard",
+                # The first attempt and 3 retries.
+                attempts=4,
+            ),
         )
 
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig

@@ -19,6 +19,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from retrieval_core import container
+from retrieval_core.clients.aws import AwsClientOptions, aws_client
 from retrieval_core.clients.secrets import forget_cached_secrets
 from retrieval_core.lambdas.events import split_sqs_event
 from retrieval_core.lambdas.tracing import LambdaHandler as LambdaHandler
@@ -125,31 +126,6 @@ def _register_snapstart_hooks() -> None:
 _register_snapstart_hooks()
 
 
-def lazy_boto3_client(service: str, endpoint_url: str | None, read_timeout_s: int) -> Callable[[], Any]:
-    """A getter of one boto3 client, created (and boto3 imported) on first call, shared by threads."""
-    lock = threading.Lock()
-    client: list[Any] = []
-
-    def get() -> Any:
-        with lock:
-            if not client:
-                client.append(boto3_client(service, endpoint_url, read_timeout_s))
-            return client[0]
-
-    return get
-
-
-def boto3_client(service: str, endpoint_url: str | None, read_timeout_s: int) -> Any:
-    """A boto3 client with short connect timeouts and AWS's standard retries (3 attempts)."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=2, read_timeout=read_timeout_s, retries={"mode": "standard", "max_attempts": 3}
-    )
-    return boto3.client(service, endpoint_url=endpoint_url, config=config)  # type: ignore[call-overload]
-
-
 def idempotent_on_dynamodb(
     function: Callable[..., dict[str, Any]],
     data_keyword_argument: str,
@@ -162,7 +138,17 @@ def idempotent_on_dynamodb(
 
     persistence = DynamoDBPersistenceLayer(
         table_name=settings.idempotency_table_name or "",
-        boto3_client=boto3_client("dynamodb", settings.dynamodb_endpoint_url, read_timeout_s=5),
+        boto3_client=aws_client(
+            "dynamodb",
+            AwsClientOptions(
+                endpoint_url=settings.dynamodb_endpoint_url,
+                connect_timeout_s=2,
+                read_timeout_s=5,
+                retry_mode="standard",
+                # The first attempt and 3 retries.
+                attempts=4,
+            ),
+        ),
     )
     once: Callable[..., dict[str, Any]] = idempotent_function(
         function,

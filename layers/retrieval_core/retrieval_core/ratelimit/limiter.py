@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
+from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
 from retrieval_core.exceptions import RateLimitedError
 from retrieval_core.observability import metrics
 from retrieval_core.ratelimit.counters import (
@@ -75,16 +75,19 @@ def build_rate_limiter(settings: Settings, clock: Clock = time.time) -> RateLimi
     default = RateLimit(settings.rate_limit_requests, settings.rate_limit_window_s)
     if not settings.cache_table_name:
         return RateLimiter(MemoryCounter(clock), default, shared=False, clock=clock)
-    endpoint_url = settings.dynamodb_endpoint_url
-
-    def dynamodb_client() -> Any:
-        import boto3
-        from botocore.config import Config
-
-        # One attempt: a failed check lets the request through anyway, so a retry would only add latency.
-        config = Config(connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 1})
-        return boto3.client("dynamodb", endpoint_url=endpoint_url, config=config)
-
+    # Short timeouts and few attempts: a failed check lets the request through anyway, so retries would
+    # only add latency.
+    dynamodb_client = lazy_aws_client(
+        "dynamodb",
+        AwsClientOptions(
+            endpoint_url=settings.dynamodb_endpoint_url,
+            connect_timeout_s=1,
+            read_timeout_s=1,
+            retry_mode="standard",
+            # The first attempt and one retry.
+            attempts=2,
+        ),
+    )
     counter = DynamoDBCounter(settings.cache_table_name, dynamodb_client)
     return RateLimiter(counter, default, shared=True, clock=clock)
 

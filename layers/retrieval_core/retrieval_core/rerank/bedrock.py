@@ -10,13 +10,13 @@ Answer: {"results": [{"index": i, "relevanceScore": s}], "nextToken"?: t}.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from retrieval_core.clients.retry import RETRY_BASE_DELAY_S, is_retryable_aws_error
+from retrieval_core.clients.aws import AwsClientOptions, AwsFailure, aws_failure, lazy_aws_client
+from retrieval_core.clients.retry import RETRY_BASE_DELAY_S
 from retrieval_core.exceptions import RerankerUnavailableError
 from retrieval_core.rerank.base import RerankScore, RetryableFailure, ranked_scores, with_attempts
 from retrieval_core.settings import Settings
@@ -47,15 +47,22 @@ class BedrockReranker:
         retry_base_delay_s: float = RETRY_BASE_DELAY_S,
     ) -> None:
         self.model = model
-        self._region = region
-        self._endpoint_url = endpoint_url
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.retry_base_delay_s = retry_base_delay_s
-        # Typed loosely: the bedrock-agent-runtime stubs are not a dependency.
-        self._client: Any = None
+        # Retries are ours (`with_attempts`), within the rerank time budget: botocore makes one attempt.
+        self._client = lazy_aws_client(
+            "bedrock-agent-runtime",
+            AwsClientOptions(
+                region=region,
+                endpoint_url=endpoint_url,
+                connect_timeout_s=timeout_s,
+                read_timeout_s=timeout_s,
+                attempts=1,
+                own_session=True,
+            ),
+        )
         self._model_arn: str | None = None
-        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BedrockReranker:
@@ -132,30 +139,14 @@ class BedrockReranker:
         return ranked_scores(pairs, len(documents), _LABEL)
 
     def _bedrock(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import boto3
-                from botocore.config import Config
-                from botocore.exceptions import NoRegionError
+        from botocore.exceptions import NoRegionError
 
-                # Retries are ours (`with_attempts`), within the rerank time budget.
-                config = Config(
-                    connect_timeout=self.timeout_s,
-                    read_timeout=self.timeout_s,
-                    retries={"total_max_attempts": 1},
-                )
-                try:
-                    self._client = boto3.session.Session().client(
-                        "bedrock-agent-runtime",
-                        region_name=self._region,
-                        endpoint_url=self._endpoint_url,
-                        config=config,
-                    )
-                except NoRegionError as exc:
-                    raise RerankerUnavailableError(
-                        f"{_LABEL} needs BEDROCK_REGION (or AWS_REGION) to be set"
-                    ) from exc
-            return self._client
+        try:
+            return self._client()
+        except NoRegionError as exc:
+            raise RerankerUnavailableError(
+                f"{_LABEL} needs BEDROCK_REGION (or AWS_REGION) to be set"
+            ) from exc
 
     def _call(self, client: Any, request: dict[str, Any], _remaining_s: float) -> dict[str, Any]:
         # botocore's read timeout is fixed per client (RERANK_TIMEOUT_S), so `_remaining_s` goes unused:
@@ -165,32 +156,26 @@ class BedrockReranker:
         try:
             response: dict[str, Any] = client.rerank(**request)
             return response
-        except boto_errors.NoCredentialsError as exc:
-            raise RerankerUnavailableError(f"{_LABEL} found no AWS credentials") from exc
-        except boto_errors.ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-            if is_retryable_aws_error(status, code):
-                raise RetryableFailure(f"Rerank answered {code} (HTTP {status})", {"status": status}) from exc
-            raise self._error_for(code, status, exc) from exc
-        except (boto_errors.ConnectionError, boto_errors.HTTPClientError) as exc:
-            raise RetryableFailure(f"Bedrock could not be reached ({type(exc).__name__})") from exc
-        except boto_errors.BotoCoreError as exc:
-            # E.g. partial credentials or a request botocore refuses to send: another try would not help.
-            raise RerankerUnavailableError(
-                f"{_LABEL}: botocore refused the call ({type(exc).__name__})"
-            ) from exc
+        except (boto_errors.BotoCoreError, boto_errors.ClientError) as exc:
+            raise self._error_for(aws_failure(exc)) from exc
 
     @staticmethod
-    def _error_for(code: str, status: int, exc: Any) -> RerankerUnavailableError:
-        if status in (401, 403) or code in ("AccessDeniedException", "UnrecognizedClientException"):
-            # AWS messages on auth failures can name the access key id: keep only the code.
-            return RerankerUnavailableError(
-                f"{_LABEL}: Bedrock refused the credentials ({code}, HTTP {status}); check the IAM "
-                "permissions (bedrock:Rerank and bedrock:InvokeModel) and model access",
-                {"status": status, "code": code},
-            )
-        message = str(exc.response.get("Error", {}).get("Message", ""))[:300]
+    def _error_for(failure: AwsFailure) -> RerankerUnavailableError | RetryableFailure:
+        if failure.kind == "no-credentials":
+            return RerankerUnavailableError(f"{_LABEL} found no AWS credentials")
+        if failure.kind == "unreachable":
+            return RetryableFailure(f"Bedrock could not be reached ({failure.code})")
+        if failure.kind == "refused-locally":
+            # E.g. partial credentials or a request botocore refuses to send: another try would not help.
+            return RerankerUnavailableError(f"{_LABEL}: botocore refused the call ({failure.code})")
+        if failure.retryable:
+            return RetryableFailure(f"Rerank answered {failure.reason}", {"status": failure.status})
         return RerankerUnavailableError(
-            f"{_LABEL}: Rerank answered {code} (HTTP {status}): {message}", {"status": status, "code": code}
+            failure.answered_message(
+                _LABEL,
+                service="Bedrock",
+                permissions="bedrock:Rerank and bedrock:InvokeModel",
+                answered_by="Rerank",
+            ),
+            failure.details,
         )
