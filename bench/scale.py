@@ -461,7 +461,7 @@ HEADER = (
 @contextmanager
 def embedded_server(data_dir: Path, shared_buffers_mb: int) -> Iterator[str]:
     from retrieval_core.db.embedded import start_embedded_postgres
-    from retrieval_core.db.migrations import migrate
+    from retrieval_core.db.migrations.runner import migrate
 
     server = start_embedded_postgres(data_dir, shared_buffers_mb=shared_buffers_mb)
     conninfo = str(server.get_uri())

@@ -23,7 +23,7 @@ def round_trip(dsn: str) -> list[float]:
     import psycopg
 
     from retrieval_core.db.connection import configure_connection
-    from retrieval_core.db.migrations import migrate
+    from retrieval_core.db.migrations.runner import migrate
     from retrieval_core.db.vectors import Vector, as_floats
 
     migrate(dsn)  # creates the vector extension and our tables

@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from retrieval_core.db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION, run_migrations
+from retrieval_core.db.migrations.runner import MIGRATION_LOCK_KEY, run_migrations
+from retrieval_core.db.migrations.steps import MIGRATIONS, SCHEMA_VERSION
 from retrieval_core.db.schema import schema_version
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.http import FakeHTTPServer, Reply

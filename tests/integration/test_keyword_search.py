@@ -21,7 +21,8 @@ from retrieval_core.cli.main import main
 from retrieval_core.clients.retry import Deadline
 from retrieval_core.db import repository
 from retrieval_core.db.keywords import backfill_keywords
-from retrieval_core.db.migrations import MIGRATIONS, run_migrations
+from retrieval_core.db.migrations.runner import run_migrations
+from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.db.repository import ChunkRow, DocumentRow
 from retrieval_core.filters.sql import TRUE, document_ids_in
 from retrieval_core.grants import OPEN_GRANT

@@ -7,7 +7,8 @@ import pytest
 
 from retrieval_core import ingest
 from retrieval_core.db import repository
-from retrieval_core.db.migrations import MIGRATIONS, migrate
+from retrieval_core.db.migrations.runner import migrate
+from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 

@@ -11,7 +11,8 @@ from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.db.connection import Database, PooledConnections, SingleConnection
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
+from retrieval_core.db.migrations.runner import migrate, run_keyword_backfill
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.schema import schema_version
 from retrieval_core.embeddings import Embedder, get_embedder
 from retrieval_core.exceptions import ConfigurationError, SchemaNotReadyError

@@ -27,7 +27,7 @@ from retrieval_core.backends.attached.definition import (
 from retrieval_core.backends.attached.search import query_vector, relation, relation_params
 from retrieval_core.backends.attached.writes import check_writable
 from retrieval_core.db.connection import Connection
-from retrieval_core.db.migrations import MIGRATIONS
+from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.db.stores import text_search_config
 from retrieval_core.db.vectors import Vector
 from retrieval_core.exceptions import InvalidRequestError, UnusableSourceError
