@@ -72,7 +72,11 @@ class _Run:
             left = f"{subject} was rolled back"
         if self.committed:
             kept = ", ".join(map(str, self.applied[: self.committed]))
-            left += f"; migrations {kept} of this run were committed before it and stay applied"
+            several = self.committed > 1
+            left += (
+                f"; migration{'s' if several else ''} {kept} of this run {'were' if several else 'was'} "
+                f"committed before it and {'stay' if several else 'stays'} applied"
+            )
         return left
 
 
