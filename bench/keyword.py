@@ -67,14 +67,14 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
 
     import numpy as np
 
-    from retrieval_core.db import repository
-    from retrieval_core.db.repository import ChunkRow, DocumentRow
+    from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+    from retrieval_core.db.stores import create_store, find_store
     from retrieval_core.documents.chunking import chunk_text
     from retrieval_core.settings import get_settings
 
     settings = get_settings()
     with service.database.connection() as conn:
-        source = repository.find_store(conn, donor)
+        source = find_store(conn, donor)
         assert source is not None, f"store {donor} is missing"
         vectors = [
             r[0].to_list()
@@ -83,7 +83,7 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
                 (source.id,),
             )
         ]
-        store = repository.create_store(
+        store = create_store(
             conn, f"{name}-borrowed", f"{name}-borrowed", source.embedding_model, source.dimension
         )
         rng = np.random.default_rng(18)
@@ -105,7 +105,7 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
                     )
                 documents.append(DocumentRow(record["_id"], title, {}, "-", chunks))
         for start in range(0, len(documents), 500):
-            repository.replace_documents(conn, store, documents[start : start + 500])
+            replace_documents(conn, store, documents[start : start + 500])
 
 
 def load(name: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:

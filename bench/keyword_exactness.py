@@ -58,6 +58,7 @@ def check_set(
     """(result lists compared, differences found, the answers) for set `name`'s queries on its store, or
     on `store_name`."""
     from retrieval_core.db import repository
+    from retrieval_core.db.stores import find_store
     from retrieval_core.evaluation import beir
     from retrieval_core.filters.sql import TRUE, document_ids_in
 
@@ -66,7 +67,7 @@ def check_set(
     differences: list[str] = []
     answers: dict[str, list[list[Row]]] = {}
     with service.database.connection() as conn:
-        store = repository.find_store(conn, store_name or f"eval-{name}")
+        store = find_store(conn, store_name or f"eval-{name}")
         assert store is not None, f"store {store_name or f'eval-{name}'} is missing: run make eval-all"
         ids = conn.execute("SELECT id FROM documents WHERE store_id = %s ORDER BY id", (store.id,))
         documents = [row[0] for row in ids]

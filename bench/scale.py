@@ -157,17 +157,23 @@ def load_store(
     from psycopg import sql
     from psycopg.types.json import Jsonb
 
-    from retrieval_core.db import repository
+    from retrieval_core.db.stores import (
+        create_index_statement,
+        create_store,
+        drop_store,
+        find_store,
+        index_name,
+    )
 
     timings: dict[str, float] = {}
     with psycopg.connect(conninfo, autocommit=True) as conn:
         register_vector(conn)
-        existing = repository.find_store(conn, name)
+        existing = find_store(conn, name)
         if existing is not None:
-            repository.drop_store(conn, existing)
-        store = repository.create_store(conn, name, name, "synthetic", DIM, storage)  # type: ignore[arg-type]
+            drop_store(conn, existing)
+        store = create_store(conn, name, name, "synthetic", DIM, storage)  # type: ignore[arg-type]
         # Rebuilt after the load: much faster than inserting row by row into the graph.
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
         start = time.perf_counter()
         rows = len(data.vectors)
         with conn.transaction(), conn.cursor() as cur:
@@ -204,7 +210,7 @@ def load_store(
         conn.execute("SET max_parallel_maintenance_workers = 1")
         start = time.perf_counter()
         print(f"building the HNSW index of {name} ({storage}) ...", flush=True)
-        conn.execute(repository.create_index_statement(store))
+        conn.execute(create_index_statement(store))
         timings["index_s"] = time.perf_counter() - start
         conn.execute("VACUUM ANALYZE chunks")
         conn.execute("VACUUM ANALYZE documents")
@@ -214,14 +220,12 @@ def load_store(
 def index_size_mb(conninfo: str, name: str) -> float:
     import psycopg
 
-    from retrieval_core.db import repository
+    from retrieval_core.db.stores import find_store, index_name
 
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        store = repository.find_store(conn, name)
+        store = find_store(conn, name)
         assert store is not None
-        row = conn.execute(
-            "SELECT pg_relation_size(%s::regclass)", (repository.index_name(store),)
-        ).fetchone()
+        row = conn.execute("SELECT pg_relation_size(%s::regclass)", (index_name(store),)).fetchone()
     assert row is not None
     return int(row[0]) / 2**20
 
@@ -495,7 +499,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from retrieval_core.db.connection import PooledConnections
-    from retrieval_core.search.index_knobs import IndexKnobs
+    from retrieval_core.db.index_knobs import IndexKnobs
     from retrieval_core.search.plan import exact_scan_limit
     from retrieval_core.settings import get_settings
 

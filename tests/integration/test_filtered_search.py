@@ -21,11 +21,21 @@ from psycopg import sql
 from retrieval_core.api.app import create_app
 from retrieval_core.db import repository
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.db.repository import ChunkRow, DocumentRow, Store
+from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+from retrieval_core.db.index_knobs import IndexKnobs
+from retrieval_core.db.storage import Storage
+from retrieval_core.db.stores import (
+    Store,
+    create_index_statement,
+    create_store,
+    drop_store,
+    find_store,
+    index_name,
+    metadata_index_name,
+)
 from retrieval_core.filters.sql import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.schemas.retrieval import SearchKnobs, SimilaritySearchRequest
-from retrieval_core.search.index_knobs import IndexKnobs
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 from retrieval_core.search.service import RetrievalService
 
@@ -117,7 +127,7 @@ ONE_PERCENT_FILTERS = [
 def _write_store(
     service: Any,
     name: str,
-    storage: repository.Storage,
+    storage: Storage,
     metadata: Callable[[str], dict[str, Any]] = _tenant,
 ) -> Corpus:
     vectors, tenants, queries = _synthetic(seed=7)
@@ -131,16 +141,16 @@ def _write_store(
             ids.append(f"d{d:04d}#{c}")
         documents.append(DocumentRow(f"d{d:04d}", "", {}, "-", chunks))
     with service.database.connection() as conn:
-        existing = repository.find_store(conn, name)
+        existing = find_store(conn, name)
         if existing is not None:
-            repository.drop_store(conn, existing)
-        store = repository.create_store(conn, name, name, "synthetic", DIM, storage)
+            drop_store(conn, existing)
+        store = create_store(conn, name, name, "synthetic", DIM, storage)
         # Building the index over the written rows is several times faster than inserting into it.
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
-        repository.replace_documents(conn, store, documents)
-        conn.execute(repository.create_index_statement(store))
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
+        replace_documents(conn, store, documents)
+        conn.execute(create_index_statement(store))
         conn.execute("ANALYZE chunks")
-        written = repository.find_store(conn, name)  # with its version and chunk count after the writes
+        written = find_store(conn, name)  # with its version and chunk count after the writes
     assert written is not None
     return Corpus(written, vectors, ids, tenants, queries)
 
@@ -197,7 +207,7 @@ def _index_scans(database: SingleConnection, store: Store, index: str | None = N
         conn.execute("SELECT pg_stat_clear_snapshot()")
         row = conn.execute(
             "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s",
-            (index or repository.index_name(store),),
+            (index or index_name(store),),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -242,7 +252,7 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
                     b"EXPLAIN " + query_sql.as_bytes(conn), repository.search_params(query, K, where)
                 )
             )
-            assert repository.index_name(corpus.store) in plan
+            assert index_name(corpus.store) in plan
             return len(conn.execute(query_sql, repository.search_params(query, K, where)).fetchall())
 
     assert [rows("relaxed_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
@@ -292,7 +302,7 @@ def test_an_hnsw_walk_keeps_the_full_k_at_one_percent_with_every_operator(
             repository.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
             conn.execute("SET LOCAL enable_sort = off")
             plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + query_sql.as_bytes(conn), params))
-            assert repository.index_name(corpus.store) in plan, plan
+            assert index_name(corpus.store) in plan, plan
             rows = conn.execute(query_sql, params).fetchall()
         assert len(rows) == K
 
@@ -307,7 +317,7 @@ def test_the_gin_index_can_serve_the_containment_operators_and_no_other(
     # condition, the filter applied to each row); that is not the index serving the filter.
     expression, tree, indexed = ONE_PERCENT[name]
     store = operator_corpus.store
-    gin = repository.metadata_index_name(store)
+    gin = metadata_index_name(store)
     for form in (expression, tree):
         where = metadata_predicate(form)
         with service.database.connection() as conn, conn.transaction():
@@ -402,7 +412,7 @@ def test_a_filter_is_counted_once_whatever_the_writes_until_its_count_expires(
     clock = [0.0]
     chooser.filter_sizes = FilterSizes(ttl_s=60, clock=lambda: clock[0])
     where = metadata_equals({"tenant": "one"})
-    gin = repository.metadata_index_name(corpus.store)
+    gin = metadata_index_name(corpus.store)
     before = _index_scans(database, corpus.store, gin)
     for version in range(3):  # as if a write came between searches: the count still serves
         store = replace(corpus.store, version=corpus.store.version + version)
@@ -463,7 +473,7 @@ def halfvec_corpus(service: Any) -> Iterator[Corpus]:
     corpus = _write_store(service, "filtered-ann-half", "halfvec")
     yield corpus
     with service.database.connection() as conn:
-        repository.drop_store(conn, corpus.store)
+        drop_store(conn, corpus.store)
 
 
 def test_a_halfvec_store_indexes_and_searches_half_precision(
@@ -472,7 +482,7 @@ def test_a_halfvec_store_indexes_and_searches_half_precision(
     with service.database.connection() as conn:
         row = conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-            (repository.index_name(halfvec_corpus.store),),
+            (index_name(halfvec_corpus.store),),
         ).fetchone()
     assert row is not None and "halfvec_cosine_ops" in row[0] and f"halfvec({DIM})" in row[0]
     hnsw_only = _service(database, service, exact_search_max_rows=0)

@@ -1,12 +1,15 @@
-"""The runner's bookkeeping against a PostgreSQL of each test's own: checksums of applied versions, steps
+"""The runner's bookkeeping against a database of each test's own: checksums of applied versions, steps
 outside a transaction, and a run that resumes after running out of time."""
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from retrieval_core.db.migrations.runner import run_migrations
 from retrieval_core.db.migrations.steps import MIGRATIONS, SCHEMA_VERSION, Migration
@@ -28,6 +31,17 @@ CONCURRENT_INDEX = (
 )
 
 
+@pytest.fixture()
+def dsn(postgres_dsn: str) -> Iterator[str]:
+    """An empty database of this test's own on the session's server (advisory locks are per database)."""
+    name = f"migrations_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield make_conninfo(postgres_dsn, dbname=name)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
 def checksums(dsn: str) -> dict[int, str | None]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return dict(
@@ -45,15 +59,13 @@ def index_is_valid(dsn: str, name: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-def test_each_applied_version_is_recorded_with_the_checksum_of_its_file(private_postgres: Any) -> None:
-    dsn = private_postgres.get_uri()
+def test_each_applied_version_is_recorded_with_the_checksum_of_its_file(dsn: str) -> None:
     run_migrations(dsn)
     assert checksums(dsn) == {m.version: m.checksum for m in MIGRATIONS}
     assert all(len(m.checksum) == 64 for m in MIGRATIONS)
 
 
-def test_a_database_migrated_before_checksums_gets_them_on_its_first_run(private_postgres: Any) -> None:
-    dsn = private_postgres.get_uri()
+def test_a_database_migrated_before_checksums_gets_them_on_its_first_run(dsn: str) -> None:
     run_migrations(dsn, migrations=MIGRATIONS[:4])
     # As the runner left it before checksums were kept: no column.
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -63,10 +75,7 @@ def test_a_database_migrated_before_checksums_gets_them_on_its_first_run(private
     assert checksums(dsn) == {m.version: m.checksum for m in MIGRATIONS}
 
 
-def test_an_applied_migration_whose_file_was_edited_is_refused_and_nothing_is_applied(
-    private_postgres: Any,
-) -> None:
-    dsn = private_postgres.get_uri()
+def test_an_applied_migration_whose_file_was_edited_is_refused_and_nothing_is_applied(dsn: str) -> None:
     run_migrations(dsn)
     recorded = checksums(dsn)
     version, description, sql = MIGRATIONS[1]
@@ -87,10 +96,7 @@ def test_an_applied_migration_whose_file_was_edited_is_refused_and_nothing_is_ap
     assert run_migrations(dsn, migrations=[*MIGRATIONS, added]).applied == [NEXT]
 
 
-def test_a_checksum_recorded_before_an_edit_still_refuses_it_when_only_the_edit_runs(
-    private_postgres: Any,
-) -> None:
-    dsn = private_postgres.get_uri()
+def test_a_checksum_recorded_before_an_edit_still_refuses_it_when_only_the_edit_runs(dsn: str) -> None:
     run_migrations(dsn, migrations=MIGRATIONS[:2])
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE schema_migrations SET checksum = NULL")
@@ -102,8 +108,7 @@ def test_a_checksum_recorded_before_an_edit_still_refuses_it_when_only_the_edit_
         run_migrations(dsn, migrations=[Migration(version, description, sql.replace("\n", "\n\n", 1))])
 
 
-def test_a_step_marked_no_transaction_runs_outside_one_statement_by_statement(private_postgres: Any) -> None:
-    dsn = private_postgres.get_uri()
+def test_a_step_marked_no_transaction_runs_outside_one_statement_by_statement(dsn: str) -> None:
     result = run_migrations(dsn, migrations=[*MIGRATIONS, CONCURRENT_INDEX])
     assert result.applied == [*ALL_VERSIONS, NEXT] and result.schema_version == NEXT
     assert index_is_valid(dsn, "documents_title") is True
@@ -114,10 +119,7 @@ def test_a_step_marked_no_transaction_runs_outside_one_statement_by_statement(pr
     assert run_migrations(dsn, migrations=[*MIGRATIONS, CONCURRENT_INDEX]).applied == []
 
 
-def test_without_the_marker_a_concurrent_index_build_is_refused_inside_the_transaction(
-    private_postgres: Any,
-) -> None:
-    dsn = private_postgres.get_uri()
+def test_without_the_marker_a_concurrent_index_build_is_refused_inside_the_transaction(dsn: str) -> None:
     version, description, sql = CONCURRENT_INDEX
     unmarked = (version, description, sql.replace("-- migrate: no-transaction\n", ""))
     with pytest.raises(MigrationError, match=r"SQLSTATE 25001, ActiveSqlTransaction\); it was rolled back: "):
@@ -127,9 +129,8 @@ def test_without_the_marker_a_concurrent_index_build_is_refused_inside_the_trans
 
 
 def test_a_run_out_of_time_outside_a_transaction_keeps_what_it_committed_and_the_next_run_goes_on(
-    private_postgres: Any,
+    dsn: str,
 ) -> None:
-    dsn = private_postgres.get_uri()
     # Steps outside a transaction between ordinary ones: the ordinary ones before it commit first.
     pause = (
         NEXT,

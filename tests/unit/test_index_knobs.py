@@ -4,8 +4,8 @@ import pytest
 from pydantic import ValidationError
 
 from retrieval_core.cache.cache_keys import search_key
+from retrieval_core.db.index_knobs import IndexKnobs
 from retrieval_core.schemas.retrieval import RetrieveRequest, SearchKnobs, SimilaritySearchRequest
-from retrieval_core.search.index_knobs import IndexKnobs
 
 DEFAULTS = IndexKnobs(100, "relaxed_order", 20_000)
 

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from retrieval_core.search.index_knobs import MAX_SCAN_TUPLES_MAX, MAX_SCAN_TUPLES_MIN, IterativeScan
+from retrieval_core.db.index_knobs import MAX_SCAN_TUPLES_MAX, MAX_SCAN_TUPLES_MIN, IterativeScan
 
 EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
 # Runtimes of the local model (embeddings/local.py describes each).

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval_core.backends.attached.definition import DISTANCES, PRESETS
+from retrieval_core.db.attached_source import DISTANCES, PRESETS
 from retrieval_core.exceptions import ConfigurationError, InvalidRequestError, RetrievalError
 
 if TYPE_CHECKING:
@@ -197,27 +197,27 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "stores" and args.stores_command in ("attach", "refresh"):
         return _attach_store(args)
     if args.command == "stores":
-        from retrieval_core.db import repository
+        from retrieval_core.db.stores import count_chunks, list_stores
 
         with service.database.connection() as conn:
-            for store in repository.list_stores(conn):
+            for store in list_stores(conn):
                 columns = (store.name, store.display_name, store.embedding_model, store.dimension)
                 if store.source is not None:  # rows as last inspected: counting a team's table may be slow
                     held = (
                         f"{store.source.rows} rows of {store.source.schema}.{store.source.table} (attached)"
                     )
                 else:
-                    held = f"{repository.count_chunks(conn, store)} chunks"
+                    held = f"{count_chunks(conn, store)} chunks"
                 print("\t".join(map(str, columns)) + f"\t{held}")
     elif args.command in ("ingest", "sync"):
         return _load(args)
     elif args.command == "drop-store":
-        from retrieval_core.db import repository
+        from retrieval_core.db.stores import drop_store
         from retrieval_core.search.service import BACKEND
 
         store = service.get_store(args.store)
         with service.database.connection() as conn:
-            repository.drop_store(conn, store)
+            drop_store(conn, store)
         if service.cache is not None:
             # A store created later under this name gets a new version; until then nothing may
             # trust the cached version of the dropped one.

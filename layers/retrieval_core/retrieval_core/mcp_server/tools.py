@@ -31,7 +31,7 @@ from retrieval_core.schemas.retrieval import (
 )
 
 if TYPE_CHECKING:
-    from retrieval_core.db.repository import Store
+    from retrieval_core.db.stores import Store
     from retrieval_core.search.service import RetrievalService
 
 MEMORY_CONTENT_TYPE = "text/plain"

@@ -18,17 +18,17 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from retrieval_core.exceptions import InvalidRequestError
-from retrieval_core.filters.sql import MetadataValue
-from retrieval_core.filters.tree import is_tree
-from retrieval_core.search.fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
-from retrieval_core.search.index_knobs import (
+from retrieval_core.db.index_knobs import (
     EF_SEARCH_MAX,
     EF_SEARCH_MIN,
     MAX_SCAN_TUPLES_MAX,
     MAX_SCAN_TUPLES_MIN,
     IterativeScan,
 )
+from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.filters.sql import MetadataValue
+from retrieval_core.filters.tree import is_tree
+from retrieval_core.search.fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
 
 SIMILARITY_NOTE = (
     "Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. "

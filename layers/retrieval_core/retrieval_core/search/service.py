@@ -20,7 +20,9 @@ from retrieval_core.cache.search_cache import SearchCache, StoreRef
 from retrieval_core.db import repository
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.repository import Store
+from retrieval_core.db.index_knobs import IndexKnobs, IterativeScan
+from retrieval_core.db.scored_chunk import ScoredChunk
+from retrieval_core.db.stores import Store, find_store
 from retrieval_core.embeddings import Embedder
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
@@ -59,7 +61,6 @@ from retrieval_core.schemas.retrieval import (
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.context_packing import formatted_if_asked
 from retrieval_core.search.fusion import fuse
-from retrieval_core.search.index_knobs import IndexKnobs, IterativeScan
 from retrieval_core.search.keyword_query import (
     NO_KEYWORD_TERM,
     KeywordQuery,
@@ -67,7 +68,7 @@ from retrieval_core.search.keyword_query import (
     normalise_keyword_query,
 )
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
-from retrieval_core.search.ranking import ScoredChunk, apply_threshold, at_least, unit_vector
+from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ class RetrievalService:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
         name = name or self.default_store
         with database_errors("looking up the store"), self.database.connection() as conn:
-            store = repository.find_store(conn, name)
+            store = find_store(conn, name)
         if store is None:
             raise StoreNotFoundError(name)
         return store

@@ -18,11 +18,11 @@ from typing import Any
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
+from retrieval_core.db.scored_chunk import ScoredChunk, similarity_from_distance
 from retrieval_core.db.vectors import Vector, as_floats
 from retrieval_core.filters.sql import Predicate
-from retrieval_core.search.ranking import ScoredChunk, similarity_from_distance
 
 
 def relation(source: AttachedSource, embedding_cast: bool | None = None) -> sql.Composed:

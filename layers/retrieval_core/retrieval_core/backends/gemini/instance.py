@@ -9,8 +9,8 @@ from retrieval_core.backends.gemini.gemini_client import GeminiCaller
 from retrieval_core.backends.gemini.resolve import StoreEntry
 from retrieval_core.backends.gemini.service import KnowledgeService
 from retrieval_core.container import build_cache, get_service
-from retrieval_core.db import repository
 from retrieval_core.db.errors import database_errors
+from retrieval_core.db.stores import find_store
 from retrieval_core.settings import get_settings
 
 _lock = threading.Lock()
@@ -20,7 +20,7 @@ _service: KnowledgeService | None = None
 def _find_pgvector_store(name: str) -> list[StoreEntry]:
     # The one rule of every path (name, then display name): resolve answers what retrieve would search.
     with database_errors("looking up the store"), get_service().database.connection() as conn:
-        store = repository.find_store(conn, name)
+        store = find_store(conn, name)
     return [StoreEntry(store.name, store.display_name)] if store else []
 
 
