@@ -141,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from retrieval_core.container import get_service
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.filters.sql import TRUE
 
@@ -166,13 +166,13 @@ def main() -> None:
 
     def keyword(text: str) -> None:
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, service.index_knobs)
-            repository.keyword_chunks(conn, store, text, 10, TRUE)
+            search_sql.set_search_options(conn, service.index_knobs)
+            search_sql.keyword_chunks(conn, store, text, 10, TRUE)
 
     def dense(vector: list[float]) -> None:
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, service.index_knobs)
-            repository.nearest_chunks(conn, store, vector, 10, TRUE)
+            search_sql.set_search_options(conn, service.index_knobs)
+            search_sql.nearest_chunks(conn, store, vector, 10, TRUE)
 
     for text, vector in zip(texts[:20], vectors[:20], strict=True):  # warm the caches of both
         keyword(text)

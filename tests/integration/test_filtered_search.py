@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from retrieval_core.api.app import create_app
-from retrieval_core.db import repository
+from retrieval_core.db import search_sql
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
 from retrieval_core.db.index_knobs import IndexKnobs
@@ -240,20 +240,20 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
 ) -> None:
     # The SQL the service issues, without its fallback: iterative scans are what fill the answer.
     where = metadata_equals({"tenant": tenant})
-    query_sql = repository.nearest_chunks_query(corpus.store, where)
+    query_sql = search_sql.nearest_chunks_query(corpus.store, where)
 
     def rows(iterative_scan: Any, query: np.ndarray) -> int:
         knobs = IndexKnobs(40, iterative_scan, 20_000)
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, knobs)
+            search_sql.set_search_options(conn, knobs)
             plan = "\n".join(
                 r[0]
                 for r in conn.execute(
-                    b"EXPLAIN " + query_sql.as_bytes(conn), repository.search_params(query, K, where)
+                    b"EXPLAIN " + query_sql.as_bytes(conn), search_sql.search_params(query, K, where)
                 )
             )
             assert index_name(corpus.store) in plan
-            return len(conn.execute(query_sql, repository.search_params(query, K, where)).fetchall())
+            return len(conn.execute(query_sql, search_sql.search_params(query, K, where)).fetchall())
 
     assert [rows("relaxed_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
     assert [rows("strict_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
@@ -295,11 +295,11 @@ def test_an_hnsw_walk_keeps_the_full_k_at_one_percent_with_every_operator(
     # out): iterative scans fill the answer whichever operator filters it.
     corpus = operator_corpus
     where = metadata_predicate(metadata_filter)
-    query_sql = repository.nearest_chunks_query(corpus.store, where)
+    query_sql = search_sql.nearest_chunks_query(corpus.store, where)
     for query in corpus.queries:
-        params = repository.search_params(query, K, where)
+        params = search_sql.search_params(query, K, where)
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
+            search_sql.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
             conn.execute("SET LOCAL enable_sort = off")
             plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + query_sql.as_bytes(conn), params))
             assert index_name(corpus.store) in plan, plan

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from bench.keyword_exactness import FULL_RANKING
 from retrieval_core.cli.main import main
 from retrieval_core.clients.retry import Deadline
-from retrieval_core.db import repository
+from retrieval_core.db import search_sql
 from retrieval_core.db.documents import ChunkRow, DocumentRow, delete_documents, replace_documents
 from retrieval_core.db.keywords import backfill_keywords
 from retrieval_core.db.migrations.runner import run_migrations
@@ -58,7 +58,7 @@ def hits(service: Any, store_name: str, query: str, limit: int = 10, where: Any 
     with service.database.connection() as conn, conn.transaction():
         store = find_store(conn, store_name)
         assert store is not None
-        found = repository.keyword_chunks(conn, store, query, limit, where)
+        found = search_sql.keyword_chunks(conn, store, query, limit, where)
     best: dict[str, float] = {}
     for document_id, _, score in found:
         best.setdefault(document_id, score)
@@ -178,20 +178,20 @@ def test_the_stores_function_ranks_exactly_as_the_inline_statement(service: Any)
         store = fresh_store(conn)  # english: stems, so "rivers" and "river" share a lexeme
         replace_documents(conn, store, [document(k, v, "weir " + v) for k, v in texts.items()])
         function = keyword_search_function(store)
-        assert function in repository.keyword_chunks_query(store, TRUE).as_string(conn)
+        assert function in search_sql.keyword_chunks_query(store, TRUE).as_string(conn)
         every = document_ids_in(list(texts))
-        assert function not in repository.keyword_chunks_query(store, every).as_string(conn)
+        assert function not in search_sql.keyword_chunks_query(store, every).as_string(conn)
     some = sorted(texts)[::3]
     queries = ("river stone", "stony rivers", '"river stone"', "bridge -ford", "weir", "lock quay", "kiwi")
     for query in queries:
         for limit in (3, 10):
             with service.database.connection() as conn, conn.transaction():
-                stored = repository.keyword_chunks(conn, store, query, limit, TRUE)
-                inline = repository.keyword_chunks(conn, store, query, limit, every)
+                stored = search_sql.keyword_chunks(conn, store, query, limit, TRUE)
+                inline = search_sql.keyword_chunks(conn, store, query, limit, every)
                 assert stored == inline, (query, limit)
                 assert stored or query == "kiwi"
-                everything = repository.keyword_chunks(conn, store, query, 1000, TRUE)
-                filtered = repository.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
+                everything = search_sql.keyword_chunks(conn, store, query, 1000, TRUE)
+                filtered = search_sql.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
             assert filtered == [row for row in everything if row[0] in some], query
 
 
@@ -248,7 +248,7 @@ def hits_in_order(
     with service.database.connection() as conn, conn.transaction():
         store = find_store(conn, store_name)
         assert store is not None
-        return repository.keyword_chunks(conn, store, query, limit, where)
+        return search_sql.keyword_chunks(conn, store, query, limit, where)
 
 
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
@@ -515,7 +515,7 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
         store = find_store(conn, "old")
         assert store is not None and not store.keyword_ready and store.text_search == "english"
         with conn.transaction():
-            legacy = repository.keyword_chunks(conn, store, "cherry", 10, TRUE)
+            legacy = search_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)
         expected = conn.execute(
             "SELECT document_id, ts_rank_cd(tsv, to_tsquery('english', 'cherry')) FROM chunks"
             " WHERE tsv @@ to_tsquery('english', 'cherry') ORDER BY 2 DESC"
@@ -528,7 +528,7 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
         store = find_store(conn, "old")
         assert store is not None and store.keyword_ready
         with conn.transaction():
-            found = {d: s for d, _, s in repository.keyword_chunks(conn, store, "cherry", 10, TRUE)}
+            found = {d: s for d, _, s in search_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)}
         # english stems none of these words. IDF is the store's now (4 chunks); the term weights were
         # stored with the average length their batch saw: a, b, c first (11 tokens / 3).
         corpus = [v.split() for v in CORPUS.values()]
@@ -579,7 +579,7 @@ def test_a_documents_title_is_matched_and_counted_with_each_of_its_chunks(servic
         corpus = [["kiwi", "orchard", "apple", "banana"], ["kiwi", "orchard", "cherry", "date"]]
         corpus.append(["banana", "kiwi", "fig"])
         with conn.transaction():
-            found = repository.keyword_chunks(conn, store, "kiwi", 10, TRUE)
+            found = search_sql.keyword_chunks(conn, store, "kiwi", 10, TRUE)
         assert {(d, i): pytest.approx(s, rel=1e-5) for d, i, s in found} == {
             ("t", 0): bm25(["kiwi"], corpus[0], corpus),
             ("t", 1): bm25(["kiwi"], corpus[1], corpus),
@@ -635,7 +635,7 @@ def test_migration_8_indexes_titled_stores_again_and_leaves_the_others(private_p
         store = find_store(conn, "titled")
         assert store is not None and store.keyword_ready
         with conn.transaction():
-            assert [d for d, _, _ in repository.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
+            assert [d for d, _, _ in search_sql.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
 
 
 # Per-lexeme bounds and seeds (migration 11).
@@ -727,8 +727,8 @@ def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
         "WITH {hits} SELECT count(*) FROM keyword_chunks k, keyword_query kq, keyword_candidates kc"
         " WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q"
     ).format(
-        hits=sql.SQL(repository._BM25_KEYWORD_HITS).format(
-            tsquery=sql.SQL(repository._keyword_tsquery("%(text_search)s::regconfig")),
+        hits=sql.SQL(search_sql._BM25_KEYWORD_HITS).format(
+            tsquery=sql.SQL(search_sql._keyword_tsquery("%(text_search)s::regconfig")),
             store_id=sql.Literal(store.id),
             filters=sql.SQL(""),
         ),
@@ -765,4 +765,4 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
             params = {"store_id": store.id, "text_search": "simple", "query_text": query}
             full = [(d, i, float(score)) for d, i, score in conn.execute(FULL_RANKING, params)]
             with conn.transaction():
-                assert repository.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]
+                assert search_sql.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]

@@ -1,6 +1,6 @@
 """A chunk found by a search, with its similarity to the query. Pure: no I/O.
 
-The search SQL (db/repository.py), the attached tables' SQL and the ranking steps above them all pass
+The search SQL (db/search_sql.py), the attached tables' SQL and the ranking steps above them all pass
 these along. Every score the service returns is a similarity, higher is better: for vectors
 `1 - cosine distance`.
 """

@@ -17,7 +17,7 @@ from retrieval_core.backends.attached.plan import search_attached
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
 from retrieval_core.cache.json_cache import CacheStatus
 from retrieval_core.cache.search_cache import SearchCache, StoreRef
-from retrieval_core.db import repository
+from retrieval_core.db import search_sql
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.index_knobs import IndexKnobs, IterativeScan
@@ -577,7 +577,7 @@ class RetrievalService:
             # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"
             # would then match every chunk without "ab"): checked with the store lookup, no extra trip.
             positive = KeywordQuery(query_text).positive_text if query_text is not None else None
-            store, has_lexemes = repository.find_store_with_lexemes(
+            store, has_lexemes = search_sql.find_store_with_lexemes(
                 conn, name, knobs or self.index_knobs, statement_timeout_ms, positive
             )
             if store is None:
@@ -607,11 +607,11 @@ class RetrievalService:
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
             if query_text is not None:
-                return store, repository.hybrid_chunks(
+                return store, search_sql.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings
                 )
             exact = self.scans_exactly(conn, store, where, limit)
-            found = repository.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+            found = search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
             return store, found
 
     def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
@@ -627,7 +627,7 @@ class RetrievalService:
             return most > 0
         key = (store.id, where.sql, _hashable(where.params))
         return self.filter_sizes.at_most(
-            key, most, lambda up_to: repository.count_matching(conn, store, where, up_to)
+            key, most, lambda up_to: search_sql.count_matching(conn, store, where, up_to)
         )
 
 

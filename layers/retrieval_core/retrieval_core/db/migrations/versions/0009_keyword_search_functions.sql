@@ -1,6 +1,6 @@
 -- per-store BM25 keyword search functions, whose plans each session keeps
 
--- A store's unfiltered BM25 keyword search (the keyword_hits CTEs of db/repository.py, without
+-- A store's unfiltered BM25 keyword search (the keyword_hits CTEs of db/search_sql.py, without
 -- filters) as a PL/pgSQL function, keyword_hits_store_<id>. Planning the inline statement took
 -- 0.5-0.8 ms a request, as much as running it; PL/pgSQL prepares the statements of a function
 -- the first time a session runs them and reuses the plans for the life of the connection

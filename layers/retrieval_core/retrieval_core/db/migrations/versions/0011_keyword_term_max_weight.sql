@@ -72,7 +72,7 @@ CREATE OR REPLACE FUNCTION keyword_index(store_ids integer[], document_ids text[
     FROM lexed l JOIN counted c ON c.id = l.store_id
     $f$;
 
--- migration 9's search functions, with the bounds above (db/repository.py's _BM25_KEYWORD_HITS
+-- migration 9's search functions, with the bounds above (db/search_sql.py's _BM25_KEYWORD_HITS
 -- says how the search prunes) and seeds from the rarest lexemes up to twice the limit's chunks.
 CREATE OR REPLACE FUNCTION create_keyword_search(store_id integer) RETURNS void
     LANGUAGE plpgsql AS $outer$
