@@ -76,7 +76,7 @@ def main() -> None:
 
     from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.container import get_service
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
     from retrieval_core.filters.predicate import TRUE
     from retrieval_core.grants import OPEN_GRANT
     from retrieval_core.schemas.retrieve import RetrieveRequest
@@ -99,12 +99,12 @@ def main() -> None:
         ef_search=service.ef_search,
     )
     requests = [RetrieveRequest(query=q, grade=0.0, similarity_top_k=10, store=STORE) for q in queries]
-    query_sql = repository.nearest_chunks_query(store, TRUE)
+    query_sql = search_sql.nearest_chunks_query(store, TRUE)
 
     def raw(vector: list[float]) -> None:
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, service.index_knobs)
-            conn.execute(query_sql, repository.search_params(vector, 10, TRUE)).fetchall()
+            search_sql.set_search_options(conn, service.index_knobs)
+            conn.execute(query_sql, search_sql.search_params(vector, 10, TRUE)).fetchall()
 
     service_ms: list[float] = []
     raw_ms: list[float] = []

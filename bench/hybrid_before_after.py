@@ -26,7 +26,7 @@ BEFORE = "create_keyword_search_migration_9"
 
 def install_migration_9(conn: Any) -> None:
     """Define BEFORE: migration 9's generator of a store's search function, under its own name."""
-    from retrieval_core.db.migrations import MIGRATIONS
+    from retrieval_core.db.migrations.steps import MIGRATIONS
 
     ddl = dict((version, text) for version, _, text in MIGRATIONS)[9]
     ddl = ddl.replace("CREATE FUNCTION create_keyword_search(", f"CREATE OR REPLACE FUNCTION {BEFORE}(")

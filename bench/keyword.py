@@ -4,7 +4,7 @@ Needs each set ingested into a store of its name (`retrieval ingest ../shared/ev
 --store <set>`; `--ingest` does it for missing ones). For every judged query it ranks documents (a
 document ranks by its best chunk, 100 chunks deep) with:
 
-- BM25: the service's keyword search (`repository.keyword_chunks`: stored term weights, IDF per store);
+- BM25: the service's keyword search (`search_sql.keyword_chunks`: stored term weights, IDF per store);
 - ts_rank_cd: the ranking before BM25 (the same SQL the service runs on a store not yet backfilled);
 - BM25 in SQL from the tsvector: the alternative without stored weights (`ALTERNATIVE_SQL`), with the
   store's current average length.
@@ -67,15 +67,14 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
 
     import numpy as np
 
-    from retrieval_core.db import repository
-    from retrieval_core.db.documents import DocumentRow
-    from retrieval_core.db.repository import ChunkRow
+    from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+    from retrieval_core.db.stores import create_store, find_store
     from retrieval_core.documents.chunking import chunk_text
     from retrieval_core.settings import get_settings
 
     settings = get_settings()
     with service.database.connection() as conn:
-        source = repository.find_store(conn, donor)
+        source = find_store(conn, donor)
         assert source is not None, f"store {donor} is missing"
         vectors = [
             r[0].to_list()
@@ -84,7 +83,7 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
                 (source.id,),
             )
         ]
-        store = repository.create_store(
+        store = create_store(
             conn, f"{name}-borrowed", f"{name}-borrowed", source.embedding_model, source.dimension
         )
         rng = np.random.default_rng(18)
@@ -106,7 +105,7 @@ def build_borrowed(service: Any, name: str, donor: str) -> None:
                     )
                 documents.append(DocumentRow(record["_id"], title, {}, "-", chunks))
         for start in range(0, len(documents), 500):
-            repository.replace_documents(conn, store, documents[start : start + 500])
+            replace_documents(conn, store, documents[start : start + 500])
 
 
 def load(name: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -150,7 +149,7 @@ def main() -> None:
     from psycopg import sql
 
     from retrieval_core.container import get_service
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.filters.predicate import TRUE
 
@@ -194,20 +193,20 @@ def main() -> None:
 
         def bm25(text: str, limit: int, s: Any = store) -> list[tuple[str, int, float]]:
             with service.database.connection() as conn, conn.transaction():
-                repository.set_search_options(conn, service.index_knobs)
-                return repository.keyword_chunks(conn, s, text, limit, TRUE)
+                search_sql.set_search_options(conn, service.index_knobs)
+                return search_sql.keyword_chunks(conn, s, text, limit, TRUE)
 
         def alternative(text: str, limit: int, store: Any = store) -> list[tuple[str, int]]:
             with service.database.connection() as conn, conn.transaction():
-                repository.set_search_options(conn, service.index_knobs)
-                repository.allow_bitmap_scans(conn)
+                search_sql.set_search_options(conn, service.index_knobs)
+                search_sql.allow_bitmap_scans(conn)
                 params = {"cfg": store.text_search, "text": text, "store_id": store.id, "limit": limit}
                 return [(r[0], r[1]) for r in conn.execute(ALTERNATIVE_SQL, params).fetchall()]
 
         def dense(vector: list[float], limit: int, store: Any = store) -> list[tuple[str, int]]:
             with service.database.connection() as conn, conn.transaction():
-                repository.set_search_options(conn, service.index_knobs)
-                return [c.key for c in repository.nearest_chunks(conn, store, vector, limit, TRUE)]
+                search_sql.set_search_options(conn, service.index_knobs)
+                return [c.key for c in search_sql.nearest_chunks(conn, store, vector, limit, TRUE)]
 
         scores: dict[str, list[float]] = {"bm25": [], "legacy": [], "alternative": []}
         for query_id, text in queries.items():

@@ -57,7 +57,8 @@ def check_set(
 ) -> tuple[int, list[str], dict[str, list[list[Row]]]]:
     """(result lists compared, differences found, the answers) for set `name`'s queries on its store, or
     on `store_name`."""
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
+    from retrieval_core.db.stores import find_store
     from retrieval_core.evaluation import beir
     from retrieval_core.filters.predicate import TRUE
     from retrieval_core.filters.sql import document_ids_in
@@ -67,7 +68,7 @@ def check_set(
     differences: list[str] = []
     answers: dict[str, list[list[Row]]] = {}
     with service.database.connection() as conn:
-        store = repository.find_store(conn, store_name or f"eval-{name}")
+        store = find_store(conn, store_name or f"eval-{name}")
         assert store is not None, f"store {store_name or f'eval-{name}'} is missing: run make eval-all"
         ids = conn.execute("SELECT id FROM documents WHERE store_id = %s ORDER BY id", (store.id,))
         documents = [row[0] for row in ids]
@@ -83,7 +84,7 @@ def check_set(
             for label, predicate, reference in cases:
                 for limit in LIMITS:
                     with conn.transaction():
-                        got = repository.keyword_chunks(conn, store, text, limit, predicate)
+                        got = search_sql.keyword_chunks(conn, store, text, limit, predicate)
                     answers.setdefault(f"{label} {limit} {text}", []).append(got)
                     compared += 1
                     if got != reference[:limit]:

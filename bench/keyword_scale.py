@@ -34,26 +34,31 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
     import numpy as np
     from psycopg import sql
 
-    from retrieval_core.db import repository
-    from retrieval_core.db.documents import DocumentRow
-    from retrieval_core.db.repository import ChunkRow
+    from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+    from retrieval_core.db.stores import (
+        create_index_statement,
+        create_store,
+        drop_store,
+        find_store,
+        index_name,
+    )
 
     with service.database.connection() as conn:
         source_rows: list[tuple[str, int, str, Any, str]] = []
         for name in sources:
-            store = repository.find_store(conn, name)
+            store = find_store(conn, name)
             assert store is not None, f"store {name} is missing: run make eval-all"
             source_rows += conn.execute(
                 "SELECT c.document_id, c.chunk_index, c.content, c.embedding, d.title FROM chunks c"
                 " JOIN documents d ON d.store_id = c.store_id AND d.id = c.document_id WHERE c.store_id = %s",
                 (store.id,),
             ).fetchall()
-        existing = repository.find_store(conn, STORE)
+        existing = find_store(conn, STORE)
         if existing is not None:
-            repository.drop_store(conn, existing)
+            drop_store(conn, existing)
         dimension = len(source_rows[0][3].to_list())
-        store = repository.create_store(conn, STORE, STORE, service.embedder.model, dimension)
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
+        store = create_store(conn, STORE, STORE, service.embedder.model, dimension)
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
         rng = np.random.default_rng(18)
         write_s = 0.0
         written = 0
@@ -78,12 +83,12 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
                 batch.append(DocumentRow(doc, titles[doc], {}, "-", chunks))
                 if sum(len(d.chunks) for d in batch) >= BATCH:
                     started = time.perf_counter()
-                    repository.replace_documents(conn, store, batch)
+                    replace_documents(conn, store, batch)
                     write_s += time.perf_counter() - started
                     batch = []
             if batch:
                 started = time.perf_counter()
-                repository.replace_documents(conn, store, batch)
+                replace_documents(conn, store, batch)
                 write_s += time.perf_counter() - started
             repeat += 1
             print(f"  {written:,} chunks written ({write_s:.0f} s)", flush=True)
@@ -91,7 +96,7 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
         with conn.transaction():
             # HNSW over 200,000 rows outlasts the service's statement timeout (144 s on 2 shared cores).
             conn.execute("SELECT set_config('statement_timeout', '0', true)")
-            conn.execute(repository.create_index_statement(store))
+            conn.execute(create_index_statement(store))
         index_s = time.perf_counter() - started
         conn.execute("VACUUM ANALYZE chunks")
         conn.execute("VACUUM ANALYZE keyword_chunks")
@@ -136,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from retrieval_core.container import get_service
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.filters.predicate import TRUE
 
@@ -161,13 +166,13 @@ def main() -> None:
 
     def keyword(text: str) -> None:
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, service.index_knobs)
-            repository.keyword_chunks(conn, store, text, 10, TRUE)
+            search_sql.set_search_options(conn, service.index_knobs)
+            search_sql.keyword_chunks(conn, store, text, 10, TRUE)
 
     def dense(vector: list[float]) -> None:
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, service.index_knobs)
-            repository.nearest_chunks(conn, store, vector, 10, TRUE)
+            search_sql.set_search_options(conn, service.index_knobs)
+            search_sql.nearest_chunks(conn, store, vector, 10, TRUE)
 
     for text, vector in zip(texts[:20], vectors[:20], strict=True):  # warm the caches of both
         keyword(text)

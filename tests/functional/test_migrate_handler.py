@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from retrieval_core.db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION, run_migrations
+from retrieval_core.db.migrations.runner import MIGRATION_LOCK_KEY, run_migrations
+from retrieval_core.db.migrations.steps import MIGRATIONS, SCHEMA_VERSION
 from retrieval_core.db.schema import schema_version
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.http import FakeHTTPServer, Reply
@@ -389,3 +390,23 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
     s3.reset()
     handler(sent, migrate_context())
     assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11"
+
+
+def test_an_applied_migration_edited_since_is_answered_failed_and_nothing_is_applied(
+    handler: Handler, event: Callable[[str], dict[str, Any]], s3: FakeHTTPServer, dsn: str
+) -> None:
+    run_migrations(dsn, migrations=MIGRATIONS[:3])
+    # What a file edited after the database applied it looks like to the runner: another checksum.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = 2")
+    before = fingerprint(dsn)
+    sent = event("update")
+    handler(sent, migrate_context())
+
+    body = the_answer(s3, sent)
+    assert body["Status"] == "FAILED"
+    assert body["Reason"].startswith(
+        f"MigrationChecksumError: migration 2 ({MIGRATIONS[1].description}) was edited after this database "
+        "applied it"
+    )
+    assert fingerprint(dsn) == before and version_of(dsn) == 3

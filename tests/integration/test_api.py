@@ -238,10 +238,10 @@ def test_service_recovers_when_postgres_restarts(app_on, private_postgres) -> No
 
 
 def test_store_embedded_with_another_model_is_409(client: TestClient, service) -> None:  # type: ignore[no-untyped-def]
-    from retrieval_core.db import repository
+    from retrieval_core.db.stores import create_store
 
     with service.database.connection() as conn:
-        repository.create_store(conn, "other-model", "Other model", "text-embedding-3-small", 384)
+        create_store(conn, "other-model", "Other model", "text-embedding-3-small", 384)
     response = client.post(RETRIEVE, json={"query": "q", "grade": 0.1, "store": "other-model"})
     assert response.status_code == 409
     error = response.json()["error"]

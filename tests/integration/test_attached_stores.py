@@ -359,11 +359,11 @@ def test_through_hnsw_recall_at_10_is_high_with_the_full_k_under_a_1_percent_fil
 
 def _index_rows(database: SingleConnection, store: str, query: np.ndarray, where: dict[str, Any]) -> int:
     from retrieval_core.backends.attached.search import nearest_query, relation_params
-    from retrieval_core.db.repository import set_search_options
+    from retrieval_core.db.index_knobs import IndexKnobs
+    from retrieval_core.db.search_sql import set_search_options
     from retrieval_core.db.stores import find_store
     from retrieval_core.db.vectors import Vector
     from retrieval_core.filters.sql import metadata_equals
-    from retrieval_core.search.index_knobs import IndexKnobs
 
     predicate = metadata_equals(where)
     with database.connection() as conn, conn.transaction():

@@ -9,7 +9,7 @@ import pytest
 
 from retrieval_core.cli.main import main
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.schema import available_pgvector_version
 from tests.servers import free_port
 

@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.db import repository
+from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+from retrieval_core.db.stores import create_store, find_store
 from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filters.expression import Node, parse
 from retrieval_core.grants import OPEN_GRANT
@@ -48,14 +49,12 @@ def filter_store(service) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyp
     for doc_id in documents:
         metadata = _metadata(rng)
         vector = [rng.uniform(0.1, 1.0) for _ in range(DIMENSION)]
-        chunk = repository.ChunkRow(doc_id, 0, f"text of {doc_id}", metadata, vector)
-        rows.append(repository.DocumentRow(doc_id, doc_id, {}, doc_id, [chunk]))
+        chunk = ChunkRow(doc_id, 0, f"text of {doc_id}", metadata, vector)
+        rows.append(DocumentRow(doc_id, doc_id, {}, doc_id, [chunk]))
         stored[f"{doc_id}#0"] = metadata
     with service.database.connection() as conn:
-        store = repository.find_store(conn, STORE) or repository.create_store(
-            conn, STORE, STORE, "filter-test", DIMENSION
-        )
-        repository.replace_documents(conn, store, rows)
+        store = find_store(conn, STORE) or create_store(conn, STORE, STORE, "filter-test", DIMENSION)
+        replace_documents(conn, store, rows)
     return stored
 
 

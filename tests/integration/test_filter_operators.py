@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.db import repository
+from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+from retrieval_core.db.stores import create_store, find_store
 from retrieval_core.filters.expression import Node, parse
 from retrieval_core.filters.predicate import Predicate
 from retrieval_core.filters.sql import metadata_predicate
@@ -158,13 +159,11 @@ def operator_store(service: Any) -> None:
     documents = []
     for i, metadata in enumerate(ROWS):
         vector = [rng.uniform(0.1, 1.0) for _ in range(DIMENSION)]
-        chunk = repository.ChunkRow(f"row-{i}", 0, f"row {i}", metadata, vector)
-        documents.append(repository.DocumentRow(f"row-{i}", f"row-{i}", {}, f"row-{i}", [chunk]))
+        chunk = ChunkRow(f"row-{i}", 0, f"row {i}", metadata, vector)
+        documents.append(DocumentRow(f"row-{i}", f"row-{i}", {}, f"row-{i}", [chunk]))
     with service.database.connection() as conn:
-        store = repository.find_store(conn, STORE) or repository.create_store(
-            conn, STORE, STORE, "filter-test", DIMENSION
-        )
-        repository.replace_documents(conn, store, documents)
+        store = find_store(conn, STORE) or create_store(conn, STORE, STORE, "filter-test", DIMENSION)
+        replace_documents(conn, store, documents)
 
 
 def rows_selected(client: TestClient, metadata_filter: object) -> set[int]:

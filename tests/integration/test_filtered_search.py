@@ -20,16 +20,24 @@ from psycopg import sql
 
 from retrieval_core.api.app import create_app
 from retrieval_core.backends.pgvector.service import RetrievalService
-from retrieval_core.db import repository
+from retrieval_core.db import search_sql
 from retrieval_core.db.connection import SingleConnection
-from retrieval_core.db.documents import DocumentRow
-from retrieval_core.db.repository import ChunkRow
-from retrieval_core.db.stores import Store
+from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+from retrieval_core.db.index_knobs import IndexKnobs
+from retrieval_core.db.storage import Storage
+from retrieval_core.db.stores import (
+    Store,
+    create_index_statement,
+    create_store,
+    drop_store,
+    find_store,
+    index_name,
+    metadata_index_name,
+)
 from retrieval_core.filters.sql import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.schemas.search_options import SearchKnobs
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
-from retrieval_core.search.index_knobs import IndexKnobs
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -120,7 +128,7 @@ ONE_PERCENT_FILTERS = [
 def _write_store(
     service: Any,
     name: str,
-    storage: repository.Storage,
+    storage: Storage,
     metadata: Callable[[str], dict[str, Any]] = _tenant,
 ) -> Corpus:
     vectors, tenants, queries = _synthetic(seed=7)
@@ -134,16 +142,16 @@ def _write_store(
             ids.append(f"d{d:04d}#{c}")
         documents.append(DocumentRow(f"d{d:04d}", "", {}, "-", chunks))
     with service.database.connection() as conn:
-        existing = repository.find_store(conn, name)
+        existing = find_store(conn, name)
         if existing is not None:
-            repository.drop_store(conn, existing)
-        store = repository.create_store(conn, name, name, "synthetic", DIM, storage)
+            drop_store(conn, existing)
+        store = create_store(conn, name, name, "synthetic", DIM, storage)
         # Building the index over the written rows is several times faster than inserting into it.
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(repository.index_name(store))))
-        repository.replace_documents(conn, store, documents)
-        conn.execute(repository.create_index_statement(store))
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
+        replace_documents(conn, store, documents)
+        conn.execute(create_index_statement(store))
         conn.execute("ANALYZE chunks")
-        written = repository.find_store(conn, name)  # with its version and chunk count after the writes
+        written = find_store(conn, name)  # with its version and chunk count after the writes
     assert written is not None
     return Corpus(written, vectors, ids, tenants, queries)
 
@@ -200,7 +208,7 @@ def _index_scans(database: SingleConnection, store: Store, index: str | None = N
         conn.execute("SELECT pg_stat_clear_snapshot()")
         row = conn.execute(
             "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s",
-            (index or repository.index_name(store),),
+            (index or index_name(store),),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -233,20 +241,20 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
 ) -> None:
     # The SQL the service issues, without its fallback: iterative scans are what fill the answer.
     where = metadata_equals({"tenant": tenant})
-    query_sql = repository.nearest_chunks_query(corpus.store, where)
+    query_sql = search_sql.nearest_chunks_query(corpus.store, where)
 
     def rows(iterative_scan: Any, query: np.ndarray) -> int:
         knobs = IndexKnobs(40, iterative_scan, 20_000)
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, knobs)
+            search_sql.set_search_options(conn, knobs)
             plan = "\n".join(
                 r[0]
                 for r in conn.execute(
-                    b"EXPLAIN " + query_sql.as_bytes(conn), repository.search_params(query, K, where)
+                    b"EXPLAIN " + query_sql.as_bytes(conn), search_sql.search_params(query, K, where)
                 )
             )
-            assert repository.index_name(corpus.store) in plan
-            return len(conn.execute(query_sql, repository.search_params(query, K, where)).fetchall())
+            assert index_name(corpus.store) in plan
+            return len(conn.execute(query_sql, search_sql.search_params(query, K, where)).fetchall())
 
     assert [rows("relaxed_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
     assert [rows("strict_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
@@ -288,14 +296,14 @@ def test_an_hnsw_walk_keeps_the_full_k_at_one_percent_with_every_operator(
     # out): iterative scans fill the answer whichever operator filters it.
     corpus = operator_corpus
     where = metadata_predicate(metadata_filter)
-    query_sql = repository.nearest_chunks_query(corpus.store, where)
+    query_sql = search_sql.nearest_chunks_query(corpus.store, where)
     for query in corpus.queries:
-        params = repository.search_params(query, K, where)
+        params = search_sql.search_params(query, K, where)
         with service.database.connection() as conn, conn.transaction():
-            repository.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
+            search_sql.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
             conn.execute("SET LOCAL enable_sort = off")
             plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + query_sql.as_bytes(conn), params))
-            assert repository.index_name(corpus.store) in plan, plan
+            assert index_name(corpus.store) in plan, plan
             rows = conn.execute(query_sql, params).fetchall()
         assert len(rows) == K
 
@@ -310,7 +318,7 @@ def test_the_gin_index_can_serve_the_containment_operators_and_no_other(
     # condition, the filter applied to each row); that is not the index serving the filter.
     expression, tree, indexed = ONE_PERCENT[name]
     store = operator_corpus.store
-    gin = repository.metadata_index_name(store)
+    gin = metadata_index_name(store)
     for form in (expression, tree):
         where = metadata_predicate(form)
         with service.database.connection() as conn, conn.transaction():
@@ -405,7 +413,7 @@ def test_a_filter_is_counted_once_whatever_the_writes_until_its_count_expires(
     clock = [0.0]
     chooser.filter_sizes = FilterSizes(ttl_s=60, clock=lambda: clock[0])
     where = metadata_equals({"tenant": "one"})
-    gin = repository.metadata_index_name(corpus.store)
+    gin = metadata_index_name(corpus.store)
     before = _index_scans(database, corpus.store, gin)
     for version in range(3):  # as if a write came between searches: the count still serves
         store = replace(corpus.store, version=corpus.store.version + version)
@@ -466,7 +474,7 @@ def halfvec_corpus(service: Any) -> Iterator[Corpus]:
     corpus = _write_store(service, "filtered-ann-half", "halfvec")
     yield corpus
     with service.database.connection() as conn:
-        repository.drop_store(conn, corpus.store)
+        drop_store(conn, corpus.store)
 
 
 def test_a_halfvec_store_indexes_and_searches_half_precision(
@@ -475,7 +483,7 @@ def test_a_halfvec_store_indexes_and_searches_half_precision(
     with service.database.connection() as conn:
         row = conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-            (repository.index_name(halfvec_corpus.store),),
+            (index_name(halfvec_corpus.store),),
         ).fetchone()
     assert row is not None and "halfvec_cosine_ops" in row[0] and f"halfvec({DIM})" in row[0]
     hnsw_only = _service(database, service, exact_search_max_rows=0)

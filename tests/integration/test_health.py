@@ -40,7 +40,7 @@ def statuses(body: dict[str, Any]) -> dict[str, str]:
 
 def apply_migrations(dsn: str, last: int) -> None:
     """Migrations 1..`last` only, recorded the way migrate() records them: a database left behind."""
-    from retrieval_core.db.migrations import MIGRATIONS
+    from retrieval_core.db.migrations.steps import MIGRATIONS
 
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
         conn.execute(
@@ -53,7 +53,7 @@ def apply_migrations(dsn: str, last: int) -> None:
 
 
 def assert_schema_not_ready(response: Any, found: int | None) -> None:
-    from retrieval_core.db.migrations import SCHEMA_VERSION
+    from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 
     assert response.status_code == 503, response.text
     assert response.headers["Retry-After"] == "30"
@@ -67,7 +67,7 @@ def assert_schema_not_ready(response: Any, found: int | None) -> None:
 def test_health_on_a_ready_database_reports_each_check_and_head_answers_without_a_body(
     client: TestClient, service: Any
 ) -> None:
-    from retrieval_core.db.migrations import SCHEMA_VERSION
+    from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 
     service.embedder.embed(["warm"], "query")  # as `retrieval serve` does at start
     response = client.get(HEALTH)
@@ -107,7 +107,8 @@ def test_health_is_documented_in_the_openapi_schema(client: TestClient) -> None:
 def test_without_a_schema_health_and_searches_say_to_migrate_then_heal_without_a_restart(
     own_runtime: Any, private_postgres: Any
 ) -> None:
-    from retrieval_core.db.migrations import SCHEMA_VERSION, migrate
+    from retrieval_core.db.migrations.runner import migrate
+    from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 
     dsn = private_postgres.get_uri()
     own_runtime(DATABASE_URL=dsn, AUTO_MIGRATE="false")
@@ -163,7 +164,7 @@ def test_an_old_schema_is_reported_with_both_versions_and_refused_until_migrated
     own_runtime: Any, private_postgres: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from retrieval_core.cli.main import main
-    from retrieval_core.db.migrations import SCHEMA_VERSION
+    from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 
     dsn = private_postgres.get_uri()
     apply_migrations(dsn, 3)

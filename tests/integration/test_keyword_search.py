@@ -19,11 +19,12 @@ from fastapi.testclient import TestClient
 from bench.keyword_exactness import FULL_RANKING
 from retrieval_core.cli.main import main
 from retrieval_core.clients.retry import Deadline
-from retrieval_core.db import repository
-from retrieval_core.db.documents import DocumentRow
+from retrieval_core.db import search_sql
+from retrieval_core.db.documents import ChunkRow, DocumentRow, delete_documents, replace_documents
 from retrieval_core.db.keywords import backfill_keywords
-from retrieval_core.db.migrations import MIGRATIONS, run_migrations
-from retrieval_core.db.repository import ChunkRow
+from retrieval_core.db.migrations.runner import run_migrations
+from retrieval_core.db.migrations.steps import MIGRATIONS
+from retrieval_core.db.stores import create_store, drop_store, find_store, keyword_search_function
 from retrieval_core.filters.predicate import TRUE
 from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT
@@ -56,9 +57,9 @@ def bm25(
 def hits(service: Any, store_name: str, query: str, limit: int = 10, where: Any = TRUE) -> dict[str, float]:
     """document id -> keyword score of its best chunk, through the service's keyword SQL."""
     with service.database.connection() as conn, conn.transaction():
-        store = repository.find_store(conn, store_name)
+        store = find_store(conn, store_name)
         assert store is not None
-        found = repository.keyword_chunks(conn, store, query, limit, where)
+        found = search_sql.keyword_chunks(conn, store, query, limit, where)
     best: dict[str, float] = {}
     for document_id, _, score in found:
         best.setdefault(document_id, score)
@@ -68,7 +69,7 @@ def hits(service: Any, store_name: str, query: str, limit: int = 10, where: Any 
 def assert_consistent(service: Any, store_name: str) -> None:
     """The kept counts equal a recount: chunks, lengths, and every lexeme's document frequency."""
     with service.database.connection() as conn:
-        store = repository.find_store(conn, store_name)
+        store = find_store(conn, store_name)
         assert store is not None
         kept = conn.execute(
             "SELECT chunk_count, keyword_chunk_count, keyword_length_sum FROM stores WHERE id = %s",
@@ -110,7 +111,7 @@ STORED_MAX_WEIGHTS = """
 
 def fresh_store(conn: Any, text_search: str = "english") -> Any:
     name = f"kw-{uuid.uuid4().hex[:8]}"
-    return repository.create_store(conn, name, name, "synthetic", DIM, text_search=text_search)
+    return create_store(conn, name, name, "synthetic", DIM, text_search=text_search)
 
 
 def document(doc_id: str, *texts: str) -> DocumentRow:
@@ -129,7 +130,7 @@ CORPUS = {
 def test_bm25_scores_match_the_formula(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")  # no stemming, no stopwords: tokens are the words
-        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+        replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
     tokens = {k: v.split() for k, v in CORPUS.items()}
     corpus = list(tokens.values())
     for query in ("apple cherry", "banana", "cherry date grape", "fig"):
@@ -156,7 +157,7 @@ def test_the_candidate_pruning_keeps_the_exact_top_k(service: Any) -> None:
         texts[f"doc{i:02d}"] = " ".join(chosen)
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
-        repository.replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+        replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
     corpus = [v.split() for v in texts.values()]
     for query in ("alpha beta omega", "gamma kappa", "alpha beta gamma delta sigma"):
         expected = {k: bm25(query.split(), v.split(), corpus) for k, v in texts.items()}
@@ -176,22 +177,22 @@ def test_the_stores_function_ranks_exactly_as_the_inline_statement(service: Any)
     texts = {f"doc{i:02d}": " ".join(rng.choices(words, k=rng.randint(1, 12))) for i in range(80)}
     with service.database.connection() as conn:
         store = fresh_store(conn)  # english: stems, so "rivers" and "river" share a lexeme
-        repository.replace_documents(conn, store, [document(k, v, "weir " + v) for k, v in texts.items()])
-        function = repository.keyword_search_function(store)
-        assert function in repository.keyword_chunks_query(store, TRUE).as_string(conn)
+        replace_documents(conn, store, [document(k, v, "weir " + v) for k, v in texts.items()])
+        function = keyword_search_function(store)
+        assert function in search_sql.keyword_chunks_query(store, TRUE).as_string(conn)
         every = document_ids_in(list(texts))
-        assert function not in repository.keyword_chunks_query(store, every).as_string(conn)
+        assert function not in search_sql.keyword_chunks_query(store, every).as_string(conn)
     some = sorted(texts)[::3]
     queries = ("river stone", "stony rivers", '"river stone"', "bridge -ford", "weir", "lock quay", "kiwi")
     for query in queries:
         for limit in (3, 10):
             with service.database.connection() as conn, conn.transaction():
-                stored = repository.keyword_chunks(conn, store, query, limit, TRUE)
-                inline = repository.keyword_chunks(conn, store, query, limit, every)
+                stored = search_sql.keyword_chunks(conn, store, query, limit, TRUE)
+                inline = search_sql.keyword_chunks(conn, store, query, limit, every)
                 assert stored == inline, (query, limit)
                 assert stored or query == "kiwi"
-                everything = repository.keyword_chunks(conn, store, query, 1000, TRUE)
-                filtered = repository.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
+                everything = search_sql.keyword_chunks(conn, store, query, 1000, TRUE)
+                filtered = search_sql.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
             assert filtered == [row for row in everything if row[0] in some], query
 
 
@@ -202,9 +203,9 @@ def test_a_store_has_its_keyword_function_until_it_is_dropped(service: Any) -> N
 
     with service.database.connection() as conn:
         store = fresh_store(conn)
-        name = repository.keyword_search_function(store)
+        name = keyword_search_function(store)
         assert functions(conn, name) == 1
-        repository.drop_store(conn, store)
+        drop_store(conn, store)
         assert functions(conn, name) == 0
 
 
@@ -227,7 +228,7 @@ def test_the_pruned_top_k_is_the_top_k_of_the_full_ranking(service: Any) -> None
         texts[f"doc{i:03d}"] = " ".join(rng.sample(words, len(words)))
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
-        repository.replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+        replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
     some = sorted(texts)[::4]
     for _ in range(12):
         query = " ".join(rng.sample(vocabulary, rng.randint(3, 9)))
@@ -246,15 +247,15 @@ def hits_in_order(
     service: Any, store_name: str, query: str, limit: int, where: Any
 ) -> list[tuple[str, int, float]]:
     with service.database.connection() as conn, conn.transaction():
-        store = repository.find_store(conn, store_name)
+        store = find_store(conn, store_name)
         assert store is not None
-        return repository.keyword_chunks(conn, store, query, limit, where)
+        return search_sql.keyword_chunks(conn, store, query, limit, where)
 
 
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
-        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+        replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
     vector = [1.0, 0.0, 0.5, 0.25]
     _, found = service.search_chunks(store.name, vector, 10, grant=OPEN_GRANT, query_text="cherry")
     scores = {c.document_id: c.keyword_score for c in found}
@@ -268,11 +269,11 @@ def test_replacements_deletes_and_drops_keep_scores_and_counts_current(service: 
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
         other = fresh_store(conn, "simple")
-        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
-        repository.replace_documents(conn, other, [document("z", "cherry cherry")])
+        replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+        replace_documents(conn, other, [document("z", "cherry cherry")])
         assert set(hits(service, store.name, "cherry")) == {"b", "c"}
 
-        repository.replace_documents(conn, store, [document("b", "banana split", "kiwi")])  # replaced
+        replace_documents(conn, store, [document("b", "banana split", "kiwi")])  # replaced
         assert set(hits(service, store.name, "cherry")) == {"c"}
         assert set(hits(service, store.name, "kiwi")) == {"b"}
         # N and df moved with it: the single cherry chunk now has df 1 of 5 chunks. Its term weights
@@ -290,12 +291,12 @@ def test_replacements_deletes_and_drops_keep_scores_and_counts_current(service: 
         # The scores changed, so answers cached under the old version must not be served.
         assert service.get_store(store.name).version > before
 
-        repository.delete_documents(conn, store, ["c"])  # chunks go by cascade
+        delete_documents(conn, store, ["c"])  # chunks go by cascade
         assert hits(service, store.name, "cherry") == {}
         assert_consistent(service, store.name)
         assert set(hits(service, other.name, "cherry")) == {"z"}  # another store's index is its own
 
-        repository.drop_store(conn, store)
+        drop_store(conn, store)
         left = conn.execute(
             "SELECT (SELECT count(*) FROM keyword_chunks WHERE store_id = %(s)s),"
             " (SELECT count(*) FROM keyword_terms WHERE store_id = %(s)s)",
@@ -303,15 +304,15 @@ def test_replacements_deletes_and_drops_keep_scores_and_counts_current(service: 
         ).fetchone()
         assert left == (0, 0)
         assert_consistent(service, other.name)
-        repository.drop_store(conn, other)
+        drop_store(conn, other)
 
 
 def test_a_rolled_back_write_leaves_the_keyword_index_as_it_was(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn)
-        repository.replace_documents(conn, store, [document("a", "quarterly revenue report")])
+        replace_documents(conn, store, [document("a", "quarterly revenue report")])
         with pytest.raises(RuntimeError), conn.transaction():
-            repository.replace_documents(conn, store, [document("a", "holiday rota")])
+            replace_documents(conn, store, [document("a", "holiday rota")])
             raise RuntimeError("abort")
     assert set(hits(service, store.name, "revenue")) == {"a"}
     assert hits(service, store.name, "holiday") == {}
@@ -321,7 +322,7 @@ def test_a_rolled_back_write_leaves_the_keyword_index_as_it_was(service: Any) ->
 def test_chunks_are_never_edited_in_place(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn)
-        repository.replace_documents(conn, store, [document("a", "quarterly revenue report")])
+        replace_documents(conn, store, [document("a", "quarterly revenue report")])
         with pytest.raises(psycopg.errors.RaiseException, match="never updated in place"):
             conn.execute("UPDATE chunks SET content = 'other' WHERE store_id = %s", (store.id,))
 
@@ -332,7 +333,7 @@ def test_a_simple_store_matches_a_stopword_and_a_german_store_stems_german(servi
         simple = fresh_store(conn, "simple")
         german = fresh_store(conn, "german")
         for store in (english, simple, german):
-            repository.replace_documents(
+            replace_documents(
                 conn,
                 store,
                 [document("hamlet", "To be, or not to be"), document("haus", "Die Häuser am Fluss")],
@@ -347,7 +348,7 @@ def test_a_simple_store_matches_a_stopword_and_a_german_store_stems_german(servi
 def test_a_quoted_phrase_matches_only_as_a_phrase_and_a_minus_word_excludes(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn)
-        repository.replace_documents(
+        replace_documents(
             conn,
             store,
             [
@@ -512,10 +513,10 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
     dsn = str(private_postgres.get_uri())
     _old_store(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        store = repository.find_store(conn, "old")
+        store = find_store(conn, "old")
         assert store is not None and not store.keyword_ready and store.text_search == "english"
         with conn.transaction():
-            legacy = repository.keyword_chunks(conn, store, "cherry", 10, TRUE)
+            legacy = search_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)
         expected = conn.execute(
             "SELECT document_id, ts_rank_cd(tsv, to_tsquery('english', 'cherry')) FROM chunks"
             " WHERE tsv @@ to_tsquery('english', 'cherry') ORDER BY 2 DESC"
@@ -525,10 +526,10 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
         assert backfill_keywords(conn, Deadline(1.0)).stores_left == ["old"]  # no time for a batch
         done = backfill_keywords(conn, batch_chunks=3)  # 4 chunks: two batches
         assert (done.chunks, done.stores_done, done.stores_left) == (4, ["old"], [])
-        store = repository.find_store(conn, "old")
+        store = find_store(conn, "old")
         assert store is not None and store.keyword_ready
         with conn.transaction():
-            found = {d: s for d, _, s in repository.keyword_chunks(conn, store, "cherry", 10, TRUE)}
+            found = {d: s for d, _, s in search_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)}
         # english stems none of these words. IDF is the store's now (4 chunks); the term weights were
         # stored with the average length their batch saw: a, b, c first (11 tokens / 3).
         corpus = [v.split() for v in CORPUS.values()]
@@ -570,7 +571,7 @@ def titled(doc_id: str, title: str, *texts: str) -> DocumentRow:
 def test_a_documents_title_is_matched_and_counted_with_each_of_its_chunks(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
-        repository.replace_documents(
+        replace_documents(
             conn,
             store,
             [titled("t", "kiwi orchard", "apple banana", "cherry date"), document("u", "banana kiwi fig")],
@@ -579,7 +580,7 @@ def test_a_documents_title_is_matched_and_counted_with_each_of_its_chunks(servic
         corpus = [["kiwi", "orchard", "apple", "banana"], ["kiwi", "orchard", "cherry", "date"]]
         corpus.append(["banana", "kiwi", "fig"])
         with conn.transaction():
-            found = repository.keyword_chunks(conn, store, "kiwi", 10, TRUE)
+            found = search_sql.keyword_chunks(conn, store, "kiwi", 10, TRUE)
         assert {(d, i): pytest.approx(s, rel=1e-5) for d, i, s in found} == {
             ("t", 0): bm25(["kiwi"], corpus[0], corpus),
             ("t", 1): bm25(["kiwi"], corpus[1], corpus),
@@ -588,13 +589,13 @@ def test_a_documents_title_is_matched_and_counted_with_each_of_its_chunks(servic
         assert set(hits(service, store.name, "orchard")) == {"t"}
 
         # A new title comes with the document's chunks, through every writer; the index follows.
-        repository.replace_documents(conn, store, [titled("t", "lemon grove", "apple banana")])
+        replace_documents(conn, store, [titled("t", "lemon grove", "apple banana")])
         assert hits(service, store.name, "orchard") == {} and set(hits(service, store.name, "lemon")) == {"t"}
         assert_consistent(service, store.name)
         # Changed under its chunks, a title would leave their keyword rows stale: refused.
         with pytest.raises(psycopg.errors.RaiseException, match="title changes only with its chunks"):
             conn.execute("UPDATE documents SET title = 'mango' WHERE store_id = %s AND id = 't'", (store.id,))
-        repository.drop_store(conn, store)
+        drop_store(conn, store)
 
 
 def test_migration_8_indexes_titled_stores_again_and_leaves_the_others(private_postgres: Any) -> None:
@@ -632,10 +633,10 @@ def test_migration_8_indexes_titled_stores_again_and_leaves_the_others(private_p
             == plain_rows
         )
         assert backfill_keywords(conn).stores_done == ["titled"]
-        store = repository.find_store(conn, "titled")
+        store = find_store(conn, "titled")
         assert store is not None and store.keyword_ready
         with conn.transaction():
-            assert [d for d, _, _ in repository.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
+            assert [d for d, _, _ in search_sql.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
 
 
 # Per-lexeme bounds and seeds (migration 11).
@@ -649,7 +650,7 @@ def max_weights(conn: Any, store: Any) -> dict[str, float]:
 def test_a_lexemes_bound_is_its_largest_weight_and_follows_writes(service: Any) -> None:
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
-        repository.replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
+        replace_documents(conn, store, [document(k, v) for k, v in CORPUS.items()])
         # One write: the average length is 3 (12 tokens / 4 chunks), and the weights are the formula's.
         tokens = {k: v.split() for k, v in CORPUS.items()}
 
@@ -665,23 +666,23 @@ def test_a_lexemes_bound_is_its_largest_weight_and_follows_writes(service: Any) 
         assert_consistent(service, store.name)
         # A delete leaves the bound (still a bound); once no chunk holds the lexeme (df 0), the next chunk
         # that does sets it anew.
-        repository.delete_documents(conn, store, ["c"])
+        delete_documents(conn, store, ["c"])
         assert max_weights(conn, store)["cherry"] == kept["cherry"]
-        repository.delete_documents(conn, store, ["b"])
-        repository.replace_documents(conn, store, [document("e", "cherry kiwi kiwi kiwi")])
+        delete_documents(conn, store, ["b"])
+        replace_documents(conn, store, [document("e", "cherry kiwi kiwi kiwi")])
         # The store holds a (3 tokens), d (1) and e (4): an average of 8 / 3 at e's write.
         expected = weight("cherry", ["cherry", "kiwi", "kiwi", "kiwi"], 8 / 3)
         assert max_weights(conn, store)["cherry"] == pytest.approx(expected, rel=1e-6)
         assert_consistent(service, store.name)
         # A long chunk raises the average length; reweighing then raises the short chunks' weights, and
         # the bounds grow with them.
-        repository.replace_documents(conn, store, [document("f", " ".join(["lime"] * 30))])
+        replace_documents(conn, store, [document("f", " ".join(["lime"] * 30))])
         before = max_weights(conn, store)
         assert main(["reweigh-keywords", "--store", store.name]) == 0
         after = max_weights(conn, store)
         assert after["grape"] > before["grape"] and after["cherry"] > before["cherry"]
         assert_consistent(service, store.name)
-        repository.drop_store(conn, store)
+        drop_store(conn, store)
 
 
 def test_pruned_keyword_search_equals_the_full_ranking_with_titles(service: Any) -> None:
@@ -700,8 +701,8 @@ def test_pruned_keyword_search_equals_the_full_ranking_with_titles(service: Any)
         documents.append(titled(f"doc{i:03d}", title, *texts))
     with service.database.connection() as conn:
         store = fresh_store(conn, "simple")
-        repository.replace_documents(conn, store, documents[:70])  # two writes: two average lengths
-        repository.replace_documents(conn, store, documents[70:])
+        replace_documents(conn, store, documents[:70])  # two writes: two average lengths
+        replace_documents(conn, store, documents[70:])
     some = {d.id for d in documents[::3]}
     pruned = 0
     for _ in range(15):
@@ -727,8 +728,8 @@ def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
         "WITH {hits} SELECT count(*) FROM keyword_chunks k, keyword_query kq, keyword_candidates kc"
         " WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q"
     ).format(
-        hits=sql.SQL(repository._BM25_KEYWORD_HITS).format(
-            tsquery=sql.SQL(repository._keyword_tsquery("%(text_search)s::regconfig")),
+        hits=sql.SQL(search_sql._BM25_KEYWORD_HITS).format(
+            tsquery=sql.SQL(search_sql._keyword_tsquery("%(text_search)s::regconfig")),
             store_id=sql.Literal(store.id),
             filters=sql.SQL(""),
         ),
@@ -753,7 +754,7 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
         _insert_corpus(conn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert run_migrations(dsn).applied == [11]
-        store = repository.find_store(conn, "old")
+        store = find_store(conn, "old")
         assert store is not None
         stored = {lexeme: w for _, lexeme, w in conn.execute(STORED_MAX_WEIGHTS)}
         kept = max_weights(conn, store)
@@ -765,4 +766,4 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
             params = {"store_id": store.id, "text_search": "simple", "query_text": query}
             full = [(d, i, float(score)) for d, i, score in conn.execute(FULL_RANKING, params)]
             with conn.transaction():
-                assert repository.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]
+                assert search_sql.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]

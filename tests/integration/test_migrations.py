@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from retrieval_core.db.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, run_migrations
+from retrieval_core.db.migrations.runner import migrate, run_migrations
+from retrieval_core.db.migrations.steps import MIGRATIONS, SCHEMA_VERSION
 from retrieval_core.db.schema import (
     available_pgvector_version,
     ensure_pgvector,

@@ -467,7 +467,7 @@ def test_a_job_before_the_schema_is_migrated_is_retried_then_answered_once_it_is
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from retrieval_core.container import get_service
-    from retrieval_core.db.migrations import migrate
+    from retrieval_core.db.migrations.runner import migrate
     from retrieval_core.documents.sample import load_sample_corpus
 
     dsn = private_postgres.get_uri()

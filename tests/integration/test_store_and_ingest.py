@@ -6,8 +6,10 @@ import psycopg
 import pytest
 
 from retrieval_core import ingest
-from retrieval_core.db import repository
-from retrieval_core.db.migrations import MIGRATIONS, migrate
+from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
+from retrieval_core.db.migrations.runner import migrate
+from retrieval_core.db.migrations.steps import MIGRATIONS
+from retrieval_core.db.stores import count_chunks
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 
@@ -126,15 +128,15 @@ def test_delete_removes_documents_and_their_chunks(service) -> None:  # type: ig
     assert chunks_of(service, store, "drop") == []
     assert chunks_of(service, store, "keep") == [(0, "text keep")]
     with service.database.connection() as conn:
-        assert repository.count_chunks(conn, store) == 1
+        assert count_chunks(conn, store) == 1
 
 
 def test_database_rejects_a_vector_of_the_wrong_dimension(service) -> None:  # type: ignore[no-untyped-def]
     # Even a writer that bypassed our checks cannot store a wrong-length vector: the index cast refuses it.
     store = ensure_store(service.database, FixedEmbedder(), "db-guard")
-    row = repository.DocumentRow("d", "", {}, "h", [repository.ChunkRow("d", 0, "x", {}, [0.1] * 3)])
+    row = DocumentRow("d", "", {}, "h", [ChunkRow("d", 0, "x", {}, [0.1] * 3)])
     with (
         pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions"),
         service.database.connection() as conn,
     ):
-        repository.replace_documents(conn, store, [row])
+        replace_documents(conn, store, [row])

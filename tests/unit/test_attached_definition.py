@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.backends.attached.definition import AttachedSource, ColumnMap, RowScope, source_request
+from retrieval_core.backends.attached.definition import source_request
 from retrieval_core.backends.attached.features import features
+from retrieval_core.db.attached_source import AttachedSource, ColumnMap, RowScope
 from retrieval_core.exceptions import InvalidRequestError
 
 

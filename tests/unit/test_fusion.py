@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.search.fusion import (
     fuse,
     max_scaled,
@@ -13,7 +14,6 @@ from retrieval_core.search.fusion import (
     unit_reciprocal_rank_fusion,
     weighted_fusion,
 )
-from retrieval_core.search.ranking import ScoredChunk
 
 A, B, C = ("a", 0), ("b", 0), ("c", 0)
 

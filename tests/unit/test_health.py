@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.embeddings.api_key import embedder_configuration_problem
 from retrieval_core.health.checks import check_pgvector, check_schema
 from retrieval_core.settings import Settings

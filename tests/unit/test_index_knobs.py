@@ -4,10 +4,10 @@ import pytest
 from pydantic import ValidationError
 
 from retrieval_core.cache.cache_keys import search_key
+from retrieval_core.db.index_knobs import IndexKnobs
 from retrieval_core.schemas.retrieve import RetrieveRequest
 from retrieval_core.schemas.search_options import SearchKnobs
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
-from retrieval_core.search.index_knobs import IndexKnobs
 
 DEFAULTS = IndexKnobs(100, "relaxed_order", 20_000)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from retrieval_core.search.ranking import ScoredChunk, apply_threshold, at_least, similarity_from_distance
+from retrieval_core.db.scored_chunk import ScoredChunk, similarity_from_distance
+from retrieval_core.search.ranking import apply_threshold, at_least
 
 
 def chunk(doc: str, index: int, score: float) -> ScoredChunk:

@@ -17,7 +17,8 @@ from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
 from retrieval_core.db.connection import Database, PooledConnections, SingleConnection
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.migrations import SCHEMA_VERSION, migrate, run_keyword_backfill
+from retrieval_core.db.migrations.runner import migrate, run_keyword_backfill
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.schema import schema_version
 from retrieval_core.embeddings import get_embedder
 from retrieval_core.embeddings.base import Embedder
@@ -251,10 +252,10 @@ def current_embedder() -> Embedder:
 def _find_pgvector_store(name: str) -> list[StoreEntry]:
     # The one rule of every path (name, then display name): resolve answers what retrieve would search.
     from retrieval_core.backends.gemini.resolve import StoreEntry
-    from retrieval_core.db import repository
+    from retrieval_core.db import stores as store_sql
 
     with database_errors("looking up the store"), get_service().database.connection() as conn:
-        store = repository.find_store(conn, name)
+        store = store_sql.find_store(conn, name)
     return [StoreEntry(store.name, store.display_name)] if store else []
 
 

@@ -119,7 +119,8 @@ class SchemaObjectMissingError(SchemaNotReadyError):
 
 
 class MigrationError(DatabaseUnavailableError):
-    """The schema could not be migrated. The run was one transaction: nothing of it was applied.
+    """The schema could not be migrated. The message says what of the run stays applied: nothing, or the
+    steps it committed before the failure (db/migrations/__init__.py).
 
     A DatabaseUnavailableError, so that whatever treats an unusable database (health, the service
     built on first use) treats this one alike.
@@ -133,6 +134,12 @@ class MigrationTimeoutError(MigrationError):
     """A migration run would have outlasted its time budget (a Lambda's remaining time); rolled back."""
 
     code = "migration_timeout"
+
+
+class MigrationChecksumError(MigrationError):
+    """An applied migration was edited since: its file's checksum differs from the recorded one."""
+
+    code = "migration_checksum_mismatch"
 
 
 class PgvectorVersionError(MigrationError):

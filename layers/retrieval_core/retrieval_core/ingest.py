@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval_core.db import repository
+from retrieval_core.db import documents as document_rows
 from retrieval_core.db.connection import Database
-from retrieval_core.db.documents import DocumentRow
+from retrieval_core.db.documents import ChunkRow, DocumentRow, existing_hashes, replace_documents
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.repository import ChunkRow
-from retrieval_core.db.stores import Store
+from retrieval_core.db.storage import Storage
+from retrieval_core.db.stores import Store, create_store, find_store
 from retrieval_core.documents.chunking import chunk_text
 from retrieval_core.embeddings.base import Embedder
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
@@ -58,16 +58,16 @@ def ensure_store(
     embedder: Embedder,
     name: str,
     display_name: str | None = None,
-    storage: repository.Storage = "vector",
+    storage: Storage = "vector",
 ) -> Store:
     """The store called `name`, created for this embedder (with `storage`) if it does not exist."""
     from retrieval_core.documents.prepare import check_store_name
 
     check_store_name(name)
     with database_errors("creating the store"), database.connection() as conn:
-        store = repository.find_store(conn, name)
+        store = find_store(conn, name)
         if store is None:
-            store = repository.create_store(
+            store = create_store(
                 conn, name, display_name or name, embedder.model, embedder.dimension, storage
             )
     if store.embedding_model != embedder.model:
@@ -111,7 +111,7 @@ def ingest_documents(
     for batch in _batched(documents, 256):
         fingerprints = {d.id: _fingerprint(d, store.embedding_model, chunk_size, overlap) for d in batch}
         with database_errors("reading document hashes"), database.connection() as conn:
-            stored = repository.existing_hashes(conn, store, list(fingerprints))
+            stored = existing_hashes(conn, store, list(fingerprints))
         for doc in batch:
             if stored.get(doc.id) == fingerprints[doc.id]:
                 report.documents_unchanged += 1
@@ -157,7 +157,7 @@ def _write_batch(
             chunk_rows.append(ChunkRow(doc.id, index, content, metadata, vector))
         rows.append(DocumentRow(doc.id, doc.title, doc.metadata, fingerprint, chunk_rows))
     with database_errors("writing documents"), database.connection() as conn:
-        version = repository.replace_documents(conn, store, rows)
+        version = replace_documents(conn, store, rows)
     report.documents_written += len(rows)
     report.chunks_written += sum(len(r.chunks) for r in rows)
     return version
@@ -168,7 +168,7 @@ def delete_documents(
 ) -> list[str]:
     """Delete documents by id; return those that existed."""
     with database_errors("deleting documents"), database.connection() as conn:
-        deleted, version = repository.delete_documents(conn, store, document_ids)
+        deleted, version = document_rows.delete_documents(conn, store, document_ids)
     if on_version is not None and version is not None:
         on_version(store, version)
     return deleted

@@ -10,8 +10,6 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from retrieval_core.search.index_knobs import MAX_SCAN_TUPLES_MAX, MAX_SCAN_TUPLES_MIN, IterativeScan
-
 EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
 # Runtimes of the local model (embeddings/local.py describes each).
 LocalRuntime = Literal["onnx", "onnx-w8", "onnx-int8", "numpy", "torch"]
@@ -24,6 +22,15 @@ DEFAULT_MODELS: dict[str, tuple[str, int]] = {
     "gemini": ("gemini-embedding-001", 768),
     "bedrock": ("amazon.titan-embed-text-v2:0", 1024),
 }
+
+
+IterativeScan = Literal["off", "relaxed_order", "strict_order"]
+
+# The HNSW knobs' values and bounds, for settings and per-request overrides alike (db/index_knobs.py).
+# ef_search 1000 is pgvector's maximum. max_scan_tuples is capped so that a request cannot make a
+# filtered scan walk an unbounded share of a large store (20,000 is pgvector's default).
+EF_SEARCH_MIN, EF_SEARCH_MAX = 1, 1000
+MAX_SCAN_TUPLES_MIN, MAX_SCAN_TUPLES_MAX = 100, 200_000
 
 
 class Settings(BaseSettings):
@@ -157,7 +164,10 @@ class Settings(BaseSettings):
     # Retrieval.
     default_store: str = Field(default="sample", description="store used when a request names none")
     hnsw_ef_search: int = Field(
-        default=100, ge=1, le=1000, description="HNSW candidate list size per query (1-1,000)"
+        default=100,
+        ge=EF_SEARCH_MIN,
+        le=EF_SEARCH_MAX,
+        description="HNSW candidate list size per query (1-1,000)",
     )
     # pgvector 0.8 iterative index scans: keep scanning the HNSW graph until k rows pass the filter,
     # visiting at most hnsw_max_scan_tuples index tuples. Requests may override these (models.SearchKnobs).

@@ -22,7 +22,7 @@ def _migrate(args: argparse.Namespace) -> int:
     """Migrate whatever AUTO_MIGRATE says, with no time limit: long migrations run here, not in Lambda."""
     from retrieval_core.container import database_conninfo
     from retrieval_core.db.errors import database_errors
-    from retrieval_core.db.migrations import run_keyword_backfill, run_migrations
+    from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
     from retrieval_core.settings import get_settings
 
     settings = get_settings()

@@ -125,12 +125,12 @@ def _drop_store(args: argparse.Namespace) -> int:
     """`drop-store`: delete the store's row, documents and chunks, and forget its cached version."""
     from retrieval_core.backends.pgvector.service import BACKEND
     from retrieval_core.container import get_service
-    from retrieval_core.db import repository
+    from retrieval_core.db import stores as store_sql
 
     service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
     store = service.get_store(args.store)
     with service.database.connection() as conn:
-        repository.drop_store(conn, store)
+        store_sql.drop_store(conn, store)
     if service.cache is not None:
         # A store created later under this name gets a new version; until then nothing may
         # trust the cached version of the dropped one.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from retrieval_core.backends.attached.definition import DISTANCES, PRESETS
+from retrieval_core.db.attached_source import DISTANCES, PRESETS
 
 if TYPE_CHECKING:
     from retrieval_core.documents.models import StoreInfo
@@ -90,16 +90,16 @@ def _add_attach_arguments(p_attach: argparse.ArgumentParser) -> None:
 def _list_stores(args: argparse.Namespace) -> int:
     """`stores` and `stores list`: one line per store with what it holds."""
     from retrieval_core.container import get_service
-    from retrieval_core.db import repository
+    from retrieval_core.db import stores as store_sql
 
     service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
     with service.database.connection() as conn:
-        for store in repository.list_stores(conn):
+        for store in store_sql.list_stores(conn):
             columns = (store.name, store.display_name, store.embedding_model, store.dimension)
             if store.source is not None:  # rows as last inspected: counting a team's table may be slow
                 held = f"{store.source.rows} rows of {store.source.schema}.{store.source.table} (attached)"
             else:
-                held = f"{repository.count_chunks(conn, store)} chunks"
+                held = f"{store_sql.count_chunks(conn, store)} chunks"
             print("\t".join(map(str, columns)) + f"\t{held}")
     return 0
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import psycopg
 
-from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.exceptions import (
     DatabaseMisconfiguredError,
     DatabaseOverloadedError,

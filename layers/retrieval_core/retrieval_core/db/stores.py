@@ -9,17 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 from psycopg import sql
 
-from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
+from retrieval_core.db.storage import STORAGE_TYPES, Storage
 from retrieval_core.exceptions import ConflictError, InvalidRequestError
-
-# How a store's index holds its embeddings: 4-byte floats, or 2-byte floats (half the index size).
-Storage = Literal["vector", "halfvec"]
-STORAGE_TYPES: tuple[Storage, ...] = get_args(Storage)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,13 @@ from contextlib import contextmanager
 
 from psycopg import errors
 
-from retrieval_core.backends.attached.definition import AttachedSource
 from retrieval_core.backends.attached.exceptions import ReadOnlyStoreError, SourceUnavailableError
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.backends.attached.writes import ChunkRow, delete_document, insert_document
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
+from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store

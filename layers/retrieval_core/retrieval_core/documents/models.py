@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from retrieval_core.backends.attached.definition import SourceRequest
-from retrieval_core.db.stores import Storage
+from retrieval_core.db.storage import Storage
 
 # created: the document did not exist; updated: its chunks or metadata changed; unchanged: same
 # content, same chunking, same metadata (nothing re-embedded, nothing written).

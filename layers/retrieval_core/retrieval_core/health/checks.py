@@ -13,7 +13,7 @@ from typing import Literal
 
 from retrieval_core import container
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.migrations import SCHEMA_VERSION
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.schema import PGVECTOR_MINIMUM, at_least, pgvector_version, schema_version
 from retrieval_core.embeddings.api_key import embedder_configuration_problem
 from retrieval_core.embeddings.base import Embedder

@@ -26,7 +26,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from retrieval_core.clients.retry import Deadline
 from retrieval_core.container import database_conninfo
-from retrieval_core.db.migrations import SCHEMA_VERSION, run_keyword_backfill, run_migrations
+from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
+from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.exceptions import DatabaseUnavailableError
 from retrieval_core.lambdas.custom_resource import Outcome, Request, answer
 from retrieval_core.lambdas.setup import instrumented, powertools

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from retrieval_core.backends.attached.definition import Distance, Preset, SourceRequest, source_request
-from retrieval_core.db.stores import Storage
+from retrieval_core.backends.attached.definition import SourceRequest, source_request
+from retrieval_core.db.attached_source import Distance, Preset
+from retrieval_core.db.storage import Storage
 from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.schemas.common import RequestModel, ResponseModel, Text

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, TypeAdapter, WrapValidator
 from retrieval_core.filters.predicate import MetadataValue
 from retrieval_core.filters.tree import is_tree
 from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES, RequestModel, document_id, no_nul
-from retrieval_core.search.index_knobs import (
+from retrieval_core.settings import (
     EF_SEARCH_MAX,
     EF_SEARCH_MIN,
     MAX_SCAN_TUPLES_MAX,

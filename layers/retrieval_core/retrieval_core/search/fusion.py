@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from retrieval_core.search.ranking import ScoredChunk
+from retrieval_core.db.scored_chunk import ScoredChunk
 
 Fusion = Literal["rrf", "weighted"]
 Normalization = Literal["minmax", "max"]

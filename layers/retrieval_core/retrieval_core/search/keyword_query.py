@@ -11,7 +11,7 @@ phrases", `-word` / `-"phrase"` exclusions, and `or` between terms. Two things a
 - A query with no positive term (only `-word` exclusions, or only punctuation) can match nothing
   but everything-except: it is not sent at all, and hybrid fuses the vector list with an empty
   keyword list. Stopwords depend on the store's text search configuration, so a query of stopwords
-  only is caught in SQL, with the store lookup (repository.find_store_with_lexemes).
+  only is caught in SQL, with the store lookup (search_sql.find_store_with_lexemes).
 """
 
 from __future__ import annotations

@@ -16,19 +16,13 @@ from typing import Any
 
 from psycopg import sql
 
-from retrieval_core.backends.attached.definition import (
-    LANGCHAIN_V1_COLLECTIONS,
-    AttachedSource,
-    MetadataKind,
-    RowScope,
-    SourceRequest,
-    VectorType,
-)
+from retrieval_core.backends.attached.definition import LANGCHAIN_V1_COLLECTIONS, SourceRequest
 from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.search import query_vector, relation, relation_params
 from retrieval_core.backends.attached.writes import check_writable
+from retrieval_core.db.attached_source import AttachedSource, MetadataKind, RowScope, VectorType
 from retrieval_core.db.connection import Connection
-from retrieval_core.db.migrations import MIGRATIONS
+from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.db.stores import text_search_config
 from retrieval_core.db.vectors import Vector
 from retrieval_core.exceptions import InvalidRequestError

@@ -1,64 +1,22 @@
-"""What an attached store is: a table or view the service reads but does not own. Pure: no database client.
+"""How an attached store is asked for: a table or view the service reads but does not own. Pure.
 
 A caller's `source` block (`SourceRequest`, after presets are expanded) names a relation and maps its
-columns; `attached.catalog` checks it against the catalog and records what it found as an `AttachedSource`,
-kept as JSON in `stores.source`. Names here are only ever compared with the catalog as values and then
-quoted as identifiers (`attached.search`): never interpolated.
+columns; `attached.catalog` checks it against the catalog and records what it found as an `AttachedSource`
+(db/attached_source.py), kept as JSON in `stores.source`. Names here are only ever compared with the
+catalog as values and then quoted as identifiers (`attached.search`): never interpolated.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, get_args
+from dataclasses import dataclass, replace
+from typing import Any
 
+from retrieval_core.db.attached_source import AttachedSource, ColumnMap, Distance, Preset
 from retrieval_core.exceptions import InvalidRequestError
-
-Distance = Literal["cosine", "l2", "inner_product"]
-DISTANCES: tuple[Distance, ...] = get_args(Distance)
-Preset = Literal["langchain-postgres", "langchain-postgres-v2", "llamaindex"]
-PRESETS: tuple[Preset, ...] = get_args(Preset)
-VectorType = Literal["vector", "halfvec"]
-# How metadata reaches results: a jsonb column as it is, a json column cast per row, plain columns
-# gathered into an object per row, or none at all.
-MetadataKind = Literal["jsonb", "json", "columns", "none"]
-# How a writable store fills the id column of the rows it writes: the column's own default (serial,
-# identity, gen_random_uuid()), `{documentId}#{chunkIndex}` for a text column, or a uuid5 of that text.
-IdFill = Literal["default", "text", "uuid"]
 
 # PostgreSQL truncates longer identifiers; a longer name can only be a mistake (or an attack).
 MAX_IDENTIFIER_BYTES = 63
 MAX_METADATA_COLUMNS = 64
-
-
-@dataclass(frozen=True, slots=True)
-class ColumnMap:
-    """Which column holds what. Only `id`, `content` and `embedding` are required."""
-
-    id: str
-    content: str
-    embedding: str
-    metadata: str | None = None  # a json or jsonb column
-    metadata_columns: tuple[str, ...] = ()  # plain columns, each exposed as a metadata key of its name
-    document_id: str | None = None
-    title: str | None = None
-    fulltext: str | None = None  # a tsvector column: keyword and hybrid search (ts_rank_cd)
-    # A writable preset keeps the document id in this key of the metadata column (no column of its own).
-    document_key: str | None = None
-
-    def names(self) -> list[tuple[str, str]]:
-        """(role, column) of every mapped column."""
-        pairs = [("id", self.id), ("content", self.content), ("embedding", self.embedding)]
-        pairs += [(role, name) for role, name in self._optional() if name is not None]
-        pairs += [("metadata", name) for name in self.metadata_columns]
-        return pairs
-
-    def _optional(self) -> list[tuple[str, str | None]]:
-        return [
-            ("metadata", self.metadata),
-            ("documentId", self.document_id),
-            ("title", self.title),
-            ("fulltext", self.fulltext),
-        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,91 +39,30 @@ class SourceRequest:
     writable: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RowScope:
-    """Only rows whose `column` equals `value` belong to the store (a langchain-postgres collection)."""
-
-    column: str
-    value: str
-
-
-@dataclass(frozen=True, slots=True)
-class AttachedSource:
-    """A source as validated against the catalog: how to read it, and what it supports.
-
-    Hashable (frozen, tuples only), since queries are composed once per store and filter shape.
-    """
-
-    schema: str
-    table: str
-    relation_kind: str  # table, view, materialized view, partitioned table, foreign table
-    columns: ColumnMap
-    distance: Distance
-    vector_type: VectorType
-    dimension: int
-    # The untyped vector column is read as column::vector(dimension), the expression its index is on.
-    embedding_cast: bool
-    metadata_kind: MetadataKind
-    embedding_model: str
-    accepts_text_queries: bool  # False: the vectors were made by another model; vector queries only
-    scope: RowScope | None = None
-    preset: Preset | None = None
-    collection: str | None = None
-    vector_index: str | None = None  # the HNSW index that serves cosine ordering (found with EXPLAIN)
-    other_vector_indexes: tuple[str, ...] = ()  # vector indexes that cannot serve it (other operator)
-    metadata_index: str | None = None  # a GIN index on the metadata column
-    rows: int = 0  # rows of the store when it was inspected
-    inspected_at: str = ""
-    read_only: bool = True
-    text_search: str = "english"
-    fulltext_index: str | None = None  # a GIN index on the fulltext column
-    id_fill: IdFill = "default"  # writable stores only: how the id column of a written row is filled
-
-    def to_json(self) -> dict[str, Any]:
-        """As stored in `stores.source`."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, value: dict[str, Any]) -> AttachedSource:
-        """From `stores.source`. Keys this code does not know (written by a newer version) are skipped, so a
-        rolled-back deploy still reads the stores a newer one attached."""
-        known = {f.name for f in fields(cls)}
-        columns = {k: v for k, v in value["columns"].items() if k in {f.name for f in fields(ColumnMap)}}
-        columns["metadata_columns"] = tuple(columns.get("metadata_columns") or ())
-        scope = value.get("scope")
-        return cls(
-            **{
-                **{k: v for k, v in value.items() if k in known},
-                "columns": ColumnMap(**columns),
-                "scope": RowScope(**scope) if scope else None,
-                "other_vector_indexes": tuple(value.get("other_vector_indexes") or ()),
-            }
-        )
-
-    def same_request(self, request: SourceRequest) -> bool:
-        """Whether `request` asks for this very source (PUT again: nothing to do)."""
-        mine = SourceRequest(
-            self.schema,
-            self.table,
-            self.columns,
-            self.distance,
-            request.dimension if request.dimension in (None, self.dimension) else self.dimension,
-            request.embedding_model
-            if request.embedding_model in (None, self.embedding_model)
-            else self.embedding_model,
-            self.preset,
-            self.collection,
-            self.text_search,
-            request.add_fulltext,
-            not self.read_only,
-        )
-        # A column added by an earlier attach with add_fulltext is in the mapping now.
-        asked = (
-            request
-            if request.columns.fulltext or not request.add_fulltext
-            else replace(request, columns=replace(request.columns, fulltext=self.columns.fulltext))
-        )
-        return mine == asked
+def same_request(source: AttachedSource, request: SourceRequest) -> bool:
+    """Whether `request` asks for `source` as it is attached (PUT again: nothing to do)."""
+    mine = SourceRequest(
+        source.schema,
+        source.table,
+        source.columns,
+        source.distance,
+        request.dimension if request.dimension in (None, source.dimension) else source.dimension,
+        request.embedding_model
+        if request.embedding_model in (None, source.embedding_model)
+        else source.embedding_model,
+        source.preset,
+        source.collection,
+        source.text_search,
+        request.add_fulltext,
+        not source.read_only,
+    )
+    # A column added by an earlier attach with add_fulltext is in the mapping now.
+    asked = (
+        request
+        if request.columns.fulltext or not request.add_fulltext
+        else replace(request, columns=replace(request.columns, fulltext=source.columns.fulltext))
+    )
+    return mine == asked
 
 
 # Preset layouts, as the libraries create them (see docs/existing-tables.md for the DDL they run).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.db.attached_source import AttachedSource
 
 
 def relation_name(source: AttachedSource) -> str:

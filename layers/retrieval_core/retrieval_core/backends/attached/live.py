@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
-from retrieval_core.backends.attached.definition import AttachedSource
 from retrieval_core.backends.attached.exceptions import SourceUnavailableError, UnusableSourceError
 from retrieval_core.backends.attached.features import relation_name
+from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
 

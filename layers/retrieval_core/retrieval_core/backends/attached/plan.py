@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from psycopg import errors
 
-from retrieval_core.backends.attached.definition import AttachedSource
 from retrieval_core.backends.attached.exceptions import (
     ExactScanRefusedError,
     SourceUnavailableError,
@@ -16,12 +15,13 @@ from retrieval_core.backends.attached.exceptions import (
 from retrieval_core.backends.attached.features import no_index_reason, relation_name
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.attached.search import count_matching, hybrid, nearest
+from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
+from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.db.stores import Store
 from retrieval_core.exceptions import DimensionMismatchError, InvalidRequestError
 from retrieval_core.filters.predicate import Predicate
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
-from retrieval_core.search.ranking import ScoredChunk
 
 
 def search_attached(

@@ -18,11 +18,11 @@ from typing import Any
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from retrieval_core.backends.attached.definition import AttachedSource
+from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
+from retrieval_core.db.scored_chunk import ScoredChunk, similarity_from_distance
 from retrieval_core.db.vectors import Vector, as_floats
 from retrieval_core.filters.predicate import Predicate
-from retrieval_core.search.ranking import ScoredChunk, similarity_from_distance
 
 
 def relation(source: AttachedSource, embedding_cast: bool | None = None) -> sql.Composed:
@@ -116,7 +116,7 @@ def _filters(where_sql: str) -> sql.Composable:
 
 @lru_cache(maxsize=256)
 def nearest_query(source: AttachedSource, where_sql: str, exact: bool, with_embeddings: bool) -> sql.Composed:
-    """The top-k query, as `repository.nearest_chunks_query` for our own chunks.
+    """The top-k query, as `search_sql.nearest_chunks_query` for our own chunks.
 
     Approximate: the HNSW index (iterative scan) inside a materialised CTE, then an exact re-sort.
     Exact: every matching row's distance, the k nearest kept; OFFSET 0 keeps the inner query apart so
@@ -170,7 +170,7 @@ def nearest(
     return [_scored(row) for row in rows]
 
 
-# The query's words ORed, phrases and -exclusions kept: the keyword query of db/repository.py.
+# The query's words ORed, phrases and -exclusions kept: the keyword query of db/search_sql.py.
 _KEYWORD_QUERY = (
     "regexp_replace(websearch_to_tsquery(%(text_search)s::regconfig, %(query_text)s)::text,"
     " ' & (?!!)', ' | ', 'g')::tsquery"
@@ -187,7 +187,7 @@ _EXACT_VECTOR_HITS = """SELECT row_key FROM (
 @lru_cache(maxsize=256)
 def hybrid_query(source: AttachedSource, where_sql: str, exact: bool, with_embeddings: bool) -> sql.Composed:
     """Vector hits and keyword hits (ts_rank_cd on the mapped tsvector column) in one round trip, each list
-    `limit` long, as `repository.hybrid_chunks_query` for our own chunks. Rows: the union, each with its
+    `limit` long, as `search_sql.hybrid_chunks_query` for our own chunks. Rows: the union, each with its
     exact distance, its keyword score (NULL when not a keyword hit) and whether it is a vector hit."""
     vector_hits = _EXACT_VECTOR_HITS if exact else _VECTOR_HITS
     template = """WITH vector_hits AS MATERIALIZED ({vector_hits}),

@@ -7,7 +7,7 @@ from dataclasses import replace
 from psycopg.types.json import Jsonb
 
 from retrieval_core.backends.attached.catalog import inspect_indexes, inspect_source, relation_oid
-from retrieval_core.backends.attached.definition import SourceRequest
+from retrieval_core.backends.attached.definition import SourceRequest, same_request
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import (
@@ -45,7 +45,7 @@ def attach_store(
                     "source", f"store '{name}' holds its own documents; attach the table as another store"
                 )
             same = (
-                existing.source.same_request(request)
+                same_request(existing.source, request)
                 and allowed_metadata_keys == existing.allowed_metadata_keys
             )
             if not same or display_name not in (None, existing.display_name):

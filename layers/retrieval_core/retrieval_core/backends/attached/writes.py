@@ -18,8 +18,8 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from retrieval_core.backends.attached.definition import AttachedSource, IdFill
 from retrieval_core.backends.attached.exceptions import UnusableSourceError
+from retrieval_core.db.attached_source import AttachedSource, IdFill
 from retrieval_core.db.connection import Connection
 from retrieval_core.exceptions import InvalidRequestError
 

@@ -16,10 +16,12 @@ from retrieval_core.backends.prompt_context import formatted_if_asked
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
 from retrieval_core.cache.json_cache import CacheStatus
 from retrieval_core.cache.search_cache import SearchCache, StoreRef
-from retrieval_core.db import repository
+from retrieval_core.db import search_sql
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.stores import Store
+from retrieval_core.db.index_knobs import IndexKnobs
+from retrieval_core.db.scored_chunk import ScoredChunk
+from retrieval_core.db.stores import Store, find_store
 from retrieval_core.embeddings.base import Embedder
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
@@ -43,7 +45,6 @@ from retrieval_core.schemas.search_options import SearchKnobs
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.fusion import fuse
-from retrieval_core.search.index_knobs import IndexKnobs, IterativeScan
 from retrieval_core.search.keyword_query import (
     NO_KEYWORD_TERM,
     KeywordQuery,
@@ -51,8 +52,9 @@ from retrieval_core.search.keyword_query import (
     normalise_keyword_query,
 )
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
-from retrieval_core.search.ranking import ScoredChunk, apply_threshold, at_least, unit_vector
+from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
+from retrieval_core.settings import IterativeScan
 
 if TYPE_CHECKING:
     from retrieval_core.rerank.base import Reranker
@@ -130,7 +132,7 @@ class RetrievalService:
         """The store called `name` (or the default one); StoreNotFoundError if there is none."""
         name = name or self.default_store
         with database_errors("looking up the store"), self.database.connection() as conn:
-            store = repository.find_store(conn, name)
+            store = find_store(conn, name)
         if store is None:
             raise StoreNotFoundError(name)
         return store
@@ -545,7 +547,7 @@ class RetrievalService:
             # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"
             # would then match every chunk without "ab"): checked with the store lookup, no extra trip.
             positive = KeywordQuery(query_text).positive_text if query_text is not None else None
-            store, has_lexemes = repository.find_store_with_lexemes(
+            store, has_lexemes = search_sql.find_store_with_lexemes(
                 conn, name, knobs or self.index_knobs, statement_timeout_ms, positive
             )
             if store is None:
@@ -575,11 +577,11 @@ class RetrievalService:
             if len(query_vector) != store.dimension:
                 raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
             if query_text is not None:
-                return store, repository.hybrid_chunks(
+                return store, search_sql.hybrid_chunks(
                     conn, store, query_vector, query_text, limit, where, with_embeddings
                 )
             exact = self.scans_exactly(conn, store, where, limit)
-            found = repository.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+            found = search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
             return store, found
 
     def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
@@ -595,7 +597,7 @@ class RetrievalService:
             return most > 0
         key = (store.id, where.sql, _hashable(where.params))
         return self.filter_sizes.at_most(
-            key, most, lambda up_to: repository.count_matching(conn, store, where, up_to)
+            key, most, lambda up_to: search_sql.count_matching(conn, store, where, up_to)
         )
 
 

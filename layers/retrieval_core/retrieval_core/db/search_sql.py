@@ -4,8 +4,7 @@ Two integers are composed into SQL text with `sql.Literal`: a store's id and its
 dimension. Both come from our own `stores` table, never from a request, and must be
 literals so the planner can match the store's partial HNSW index.
 
-Store SQL lives in `db.stores`, document writes and reads in `db.documents`; their names are
-re-exported here so `repository.find_store` and friends keep working.
+Store SQL lives in `db.stores`, document writes and reads in `db.documents`.
 """
 
 from __future__ import annotations
@@ -19,74 +18,18 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from retrieval_core.db.connection import Connection
-from retrieval_core.db.documents import (
-    ChunkRow,
-    DocumentRow,
-    delete_documents,
-    existing_hashes,
-    replace_documents,
-)
+from retrieval_core.db.index_knobs import IndexKnobs
+from retrieval_core.db.scored_chunk import ScoredChunk, similarity_from_distance
 from retrieval_core.db.stores import (
-    STORAGE_TYPES,
     STORE_BY_NAME,
     STORE_COLUMNS,
-    Storage,
     Store,
-    bump_version,
-    count_chunks,
-    create_index_statement,
-    create_metadata_index_statement,
-    create_store,
-    drop_store,
     embedding_expression,
-    find_store,
-    index_name,
     keyword_search_function,
-    list_stores,
-    metadata_index_name,
     store_from_row,
 )
 from retrieval_core.db.vectors import Vector, as_floats
 from retrieval_core.filters.predicate import Predicate
-from retrieval_core.search.index_knobs import IndexKnobs
-from retrieval_core.search.ranking import ScoredChunk, similarity_from_distance
-
-__all__ = [
-    "STORAGE_TYPES",
-    "ChunkRow",
-    "DocumentRow",
-    "Storage",
-    "Store",
-    "allow_bitmap_scans",
-    "bump_version",
-    "count_chunks",
-    "count_matching",
-    "create_index_statement",
-    "create_metadata_index_statement",
-    "create_store",
-    "delete_documents",
-    "drop_store",
-    "embedding_expression",
-    "existing_hashes",
-    "find_store",
-    "find_store_for_search",
-    "find_store_with_lexemes",
-    "hybrid_chunks",
-    "index_name",
-    "keyword_chunks",
-    "keyword_chunks_query",
-    "keyword_params",
-    "keyword_search_function",
-    "list_stores",
-    "metadata_index_name",
-    "nearest_chunks",
-    "nearest_chunks_query",
-    "ping",
-    "replace_documents",
-    "search_params",
-    "set_search_options",
-    "set_statement_timeout",
-]
 
 
 def _query_vector(store: Store) -> sql.Composable:

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
-IterativeScan = Literal["off", "relaxed_order", "strict_order"]
-
-# Bounds of the knobs, for settings and per-request overrides alike. ef_search 1000 is pgvector's
-# maximum. max_scan_tuples is capped so that a request cannot make a filtered scan walk an
-# unbounded share of a large store (20,000 is pgvector's default).
-EF_SEARCH_MIN, EF_SEARCH_MAX = 1, 1000
-MAX_SCAN_TUPLES_MIN, MAX_SCAN_TUPLES_MAX = 100, 200_000
+from retrieval_core.settings import (
+    IterativeScan,
+)
 
 
 @dataclass(frozen=True, slots=True)
