@@ -3,25 +3,3 @@
 The documents routes, the S3 ingest function and the `retrieval` CLI all write through
 `DocumentService`, so every way in parses, chunks, embeds, versions and invalidates the same way.
 """
-
-from retrieval_core.documents.models import (
-    DocumentInfo,
-    DocumentWrite,
-    Sequence,
-    SourceInput,
-    SourceWrite,
-    StoreDefinition,
-    StoreInfo,
-    WriteStatus,
-)
-
-__all__ = [
-    "DocumentInfo",
-    "DocumentWrite",
-    "Sequence",
-    "SourceInput",
-    "SourceWrite",
-    "StoreDefinition",
-    "StoreInfo",
-    "WriteStatus",
-]

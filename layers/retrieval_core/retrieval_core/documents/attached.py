@@ -25,7 +25,7 @@ from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
-from retrieval_core.documents.models import DocumentWrite, SourceWrite, WriteStatus
+from retrieval_core.documents.models import DocumentWrite, SourceWrite
 from retrieval_core.documents.prepare import PreparedSource
 from retrieval_core.exceptions import (
     ConflictError,
@@ -34,6 +34,7 @@ from retrieval_core.exceptions import (
     InvalidRequestError,
     StoreNotFoundError,
 )
+from retrieval_core.schemas.common import WriteStatus
 
 
 def writable_source(store: Store) -> AttachedSource:

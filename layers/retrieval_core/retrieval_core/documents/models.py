@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from retrieval_core.backends.attached.definition import SourceRequest
 from retrieval_core.db.storage import Storage
-
-# created: the document did not exist; updated: its chunks or metadata changed; unchanged: same
-# content, same chunking, same metadata (nothing re-embedded, nothing written).
-WriteStatus = Literal["created", "updated", "unchanged"]
+from retrieval_core.schemas.common import WriteStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ document ids, the cache TTL option, the error body, and the 422 a validation err
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -45,6 +45,12 @@ def document_id(value: str) -> str:
 
 # Gemini File Search store resource names start with this.
 GEMINI_STORE_PREFIX = "fileSearchStores/"
+
+
+# What a document write did, in the API and on the write side: created, the document did not exist;
+# updated, its chunks or metadata changed; unchanged, same content, chunking and metadata (nothing
+# re-embedded, nothing written).
+WriteStatus = Literal["created", "updated", "unchanged"]
 
 
 class RequestModel(BaseModel):

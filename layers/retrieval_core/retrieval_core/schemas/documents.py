@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.db.attached_source import Distance, Preset
 from retrieval_core.db.storage import Storage
-from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWrite, StoreInfo, WriteStatus
-from retrieval_core.exceptions import InvalidRequestError
-from retrieval_core.schemas.common import RequestModel, ResponseModel, Text
+from retrieval_core.schemas.common import RequestModel, ResponseModel, Text, WriteStatus
 
 MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
 
@@ -87,23 +82,6 @@ class SourceBlock(RequestModel):
         "delete its rows through the mapped columns); checked against the catalog. Default: read-only.",
     )
 
-    def request(self) -> SourceRequest:
-        """The SourceRequest (a 422 naming the field when something is missing)."""
-        columns = self.columns.model_dump(exclude_none=True, by_alias=True) if self.columns else None
-        return source_request(
-            self.table,
-            columns,
-            schema=self.schema_name,
-            distance=self.distance,
-            dimension=self.dimension,
-            embedding_model=self.embedding_model,
-            preset=self.preset,
-            collection=self.collection,
-            text_search=self.text_search or "english",
-            add_fulltext=self.add_fulltext,
-            writable=self.writable,
-        )
-
 
 class StorePutRequest(RequestModel):
     """A store definition. Dimension and embedding model come from the service's embedder."""
@@ -162,24 +140,6 @@ class StoreResponse(ResponseModel):
                 data.pop(key, None)
         return data
 
-    @classmethod
-    def of(cls, info: StoreInfo) -> StoreResponse:
-        """From the service's StoreInfo."""
-        keys = list(info.allowed_metadata_keys) if info.allowed_metadata_keys is not None else None
-        return cls(
-            name=info.name,
-            display_name=info.display_name,
-            storage=info.storage,
-            embedding_model=info.embedding_model,
-            dimension=info.dimension,
-            allowed_metadata_keys=keys,
-            text_search=info.text_search,
-            document_count=info.document_count,
-            chunk_count=info.chunk_count,
-            source=info.source,
-            features=info.features,
-        )
-
 
 class StoreListResponse(ResponseModel):
     """The stores the caller may read, oldest first."""
@@ -211,22 +171,6 @@ class DocumentPutRequest(RequestModel):
             raise ValueError("give exactly one of text and content")
         return self
 
-    def source(self, document_id: str) -> SourceInput:
-        """The SourceInput of this body; a 422 naming `content` when it is not base64."""
-        if self.text is not None:
-            return SourceInput(
-                document_id,
-                self.text.encode("utf-8"),
-                self.content_type or "text/plain",
-                self.file_name,
-                self.metadata,
-            )
-        try:
-            data = base64.b64decode(self.content or "", validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidRequestError.for_field("content", "is not valid base64", "base64") from None
-        return SourceInput(document_id, data, self.content_type, self.file_name, self.metadata)
-
 
 class DocumentWriteItem(ResponseModel):
     """One record of a row source (CSV, JSONL)."""
@@ -249,23 +193,6 @@ class DocumentWriteResponse(ResponseModel):
     )
     removed: list[str] | None = Field(default=None, description="Records the source no longer holds.")
 
-    @classmethod
-    def of(cls, document_id: str, written: SourceWrite, records: bool) -> DocumentWriteResponse:
-        """From the service's SourceWrite; `records` adds the per-record lists."""
-        items = [
-            DocumentWriteItem(document_id=d.document_id, status=d.status, chunk_count=d.chunk_count)
-            for d in written.documents
-        ]
-        return cls(
-            document_id=document_id,
-            status=written.status,
-            chunk_count=written.chunk_count,
-            content_sha256=written.content_sha256,
-            content_type=written.content_type,
-            documents=items if records else None,
-            removed=list(written.removed) if records else None,
-        )
-
 
 class DocumentResponse(ResponseModel):
     """A stored document, without its chunks."""
@@ -279,21 +206,6 @@ class DocumentResponse(ResponseModel):
     chunk_count: int
     created_at: datetime
     updated_at: datetime
-
-    @classmethod
-    def of(cls, info: DocumentInfo) -> DocumentResponse:
-        """From the service's DocumentInfo."""
-        return cls(
-            document_id=info.id,
-            source=info.source,
-            title=info.title,
-            metadata=info.metadata,
-            content_type=info.content_type,
-            content_sha256=info.content_sha256,
-            chunk_count=info.chunk_count,
-            created_at=info.created_at,
-            updated_at=info.updated_at,
-        )
 
 
 class DocumentListResponse(ResponseModel):

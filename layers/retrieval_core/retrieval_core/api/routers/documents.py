@@ -8,14 +8,17 @@ Store names and document ids are `Text`: a NUL, which PostgreSQL text cannot hol
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
-from retrieval_core.documents.models import StoreDefinition
+from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWrite, StoreDefinition, StoreInfo
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
 from retrieval_core.parsers.detect import CSV, JSONL
@@ -24,7 +27,9 @@ from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
+    DocumentWriteItem,
     DocumentWriteResponse,
+    SourceBlock,
     StoreListResponse,
     StorePutRequest,
     StoreResponse,
@@ -44,7 +49,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
 async def list_stores(documents: DocumentsDep, grant: GrantDep) -> StoreListResponse:
     """The stores the caller's grant covers, oldest first (scope read)."""
     stores = await run_in_threadpool(documents.list_stores, grant)
-    return StoreListResponse(stores=[StoreResponse.of(s) for s in stores])
+    return StoreListResponse(stores=[_store_response(s) for s in stores])
 
 
 @router.put(
@@ -70,7 +75,7 @@ async def put_store(
         if body.allowed_metadata_keys is not None
         else None,
         text_search=body.text_search,
-        source=body.source.request() if body.source is not None else None,
+        source=_source_request(body.source) if body.source is not None else None,
     )
     if body.source is not None and body.text_search is not None:
         raise InvalidRequestError.for_field(
@@ -80,20 +85,20 @@ async def put_store(
         )
     info, created = await run_in_threadpool(documents.put_store, store, definition, grant)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-    return StoreResponse.of(info)
+    return _store_response(info)
 
 
 @router.get("/{store}", response_model=StoreResponse, responses=_errors())
 async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """One store with its document and chunk counts (scope read)."""
-    return StoreResponse.of(await run_in_threadpool(documents.get_store, store, grant))
+    return _store_response(await run_in_threadpool(documents.get_store, store, grant))
 
 
 @router.post("/{store}/refresh", response_model=StoreResponse, responses=_errors(409))
 async def refresh_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """An attached store: inspect its table again (indexes, rows) and stop serving answers cached before
     (scope admin). The service does not see writes to a table it does not own: call this after one."""
-    return StoreResponse.of(await run_in_threadpool(documents.refresh_store, store, grant))
+    return _store_response(await run_in_threadpool(documents.refresh_store, store, grant))
 
 
 @router.delete("/{store}", status_code=204, responses=_errors())
@@ -117,7 +122,7 @@ async def list_documents(
     Pass `nextCursor` back as `cursor` for the next page; it is null on the last one.
     """
     page, next_cursor = await run_in_threadpool(documents.list_documents, store, prefix, limit, cursor, grant)
-    return DocumentListResponse(documents=[DocumentResponse.of(d) for d in page], next_cursor=next_cursor)
+    return DocumentListResponse(documents=[_document_response(d) for d in page], next_cursor=next_cursor)
 
 
 @router.put(
@@ -141,11 +146,11 @@ async def put_document(
     A CSV or JSONL file is a row source: one document per record, listed in `documents`, and the
     records it no longer holds in `removed`. The store must exist (PUT it first: 404 otherwise).
     """
-    source = body.source(document_id)
+    source = _source_input(body, document_id)
     written = await run_in_threadpool(documents.write_source, store, source, grant)
     records = written.content_type in ROW_FORMATS
     response.status_code = status.HTTP_201_CREATED if written.status == "created" else status.HTTP_200_OK
-    return DocumentWriteResponse.of(document_id, written, records)
+    return _write_response(document_id, written, records)
 
 
 @router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, responses=_errors())
@@ -153,7 +158,7 @@ async def get_document(
     store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep
 ) -> DocumentResponse:
     """One document without its chunks (scope read); 404 `document_not_found` when absent."""
-    return DocumentResponse.of(await run_in_threadpool(documents.get_document, store, document_id, grant))
+    return _document_response(await run_in_threadpool(documents.get_document, store, document_id, grant))
 
 
 @router.delete("/{store}/documents/{document_id:path}", status_code=204, responses=_errors())
@@ -165,3 +170,91 @@ async def delete_document(
     if not deleted:
         raise DocumentNotFoundError(store, document_id)
     return Response(status_code=204)
+
+
+# The HTTP bodies and the write side's own values, each way.
+
+
+def _source_request(block: SourceBlock) -> SourceRequest:
+    """The SourceRequest of a store's `source` block (a 422 naming the field when something is missing)."""
+    columns = block.columns.model_dump(exclude_none=True, by_alias=True) if block.columns else None
+    return source_request(
+        block.table,
+        columns,
+        schema=block.schema_name,
+        distance=block.distance,
+        dimension=block.dimension,
+        embedding_model=block.embedding_model,
+        preset=block.preset,
+        collection=block.collection,
+        text_search=block.text_search or "english",
+        add_fulltext=block.add_fulltext,
+        writable=block.writable,
+    )
+
+
+def _store_response(info: StoreInfo) -> StoreResponse:
+    """A store as the service shows it, as the HTTP body."""
+    keys = list(info.allowed_metadata_keys) if info.allowed_metadata_keys is not None else None
+    return StoreResponse(
+        name=info.name,
+        display_name=info.display_name,
+        storage=info.storage,
+        embedding_model=info.embedding_model,
+        dimension=info.dimension,
+        allowed_metadata_keys=keys,
+        text_search=info.text_search,
+        document_count=info.document_count,
+        chunk_count=info.chunk_count,
+        source=info.source,
+        features=info.features,
+    )
+
+
+def _source_input(body: DocumentPutRequest, document_id: str) -> SourceInput:
+    """The SourceInput of a PUT body; a 422 naming `content` when it is not base64."""
+    if body.text is not None:
+        return SourceInput(
+            document_id,
+            body.text.encode("utf-8"),
+            body.content_type or "text/plain",
+            body.file_name,
+            body.metadata,
+        )
+    try:
+        data = base64.b64decode(body.content or "", validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequestError.for_field("content", "is not valid base64", "base64") from None
+    return SourceInput(document_id, data, body.content_type, body.file_name, body.metadata)
+
+
+def _write_response(document_id: str, written: SourceWrite, records: bool) -> DocumentWriteResponse:
+    """What a write did, as the HTTP body; `records` adds the per-record lists."""
+    items = [
+        DocumentWriteItem(document_id=d.document_id, status=d.status, chunk_count=d.chunk_count)
+        for d in written.documents
+    ]
+    return DocumentWriteResponse(
+        document_id=document_id,
+        status=written.status,
+        chunk_count=written.chunk_count,
+        content_sha256=written.content_sha256,
+        content_type=written.content_type,
+        documents=items if records else None,
+        removed=list(written.removed) if records else None,
+    )
+
+
+def _document_response(info: DocumentInfo) -> DocumentResponse:
+    """A stored document, as the HTTP body."""
+    return DocumentResponse(
+        document_id=info.id,
+        source=info.source,
+        title=info.title,
+        metadata=info.metadata,
+        content_type=info.content_type,
+        content_sha256=info.content_sha256,
+        chunk_count=info.chunk_count,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+    )
