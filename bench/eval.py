@@ -1,10 +1,11 @@
 """Retrieval quality on BEIR-format sets: `make eval [DATASET=folder]`, `make eval-all`; writes
 docs/quality.md.
 
-Each set is loaded into store `eval-<folder name>` of the embedded PostgreSQL under .data (unchanged
-documents are skipped on a re-run, and every vector comes from the cache under .data/vectors when it
-was embedded before), then `retrieval_core.evaluation` runs every method, the same code as
-`retrieval eval`, with one extra row: the BM25 anchor computed by bm25s (bench/bm25_anchor.py).
+Each set is loaded into store `eval-<folder name>` of the embedded PostgreSQL under .data, through the
+production write path (unchanged documents are skipped on a re-run, and every vector comes from the
+cache under .data/vectors when it was embedded before), then `retrieval_core.evaluation` runs every
+method, the same code as `retrieval eval`, with one extra row: the BM25 anchor computed by bm25s
+(bench/bm25_anchor.py).
 
 The weighted-fusion sweep is reported on the same queries it sweeps (the sets have no held-out split).
 """
@@ -40,13 +41,17 @@ def qrels_file(folder: Path) -> Path:
 
 
 def load(folder: Path, fresh: bool) -> tuple[str, float]:
-    """Load the set's corpus into its store (through the vector cache); the store name and seconds taken."""
+    """Load the set's corpus into its store (through the vector cache); the store name and seconds taken.
+
+    Each record is written as its own source through DocumentService, the write path of the HTTP API,
+    the CLI and S3 sync (tests/writing.py).
+    """
     from bench.vector_cache import CachedEmbedder
     from retrieval_core.container import get_document_service, get_service
     from retrieval_core.evaluation.beir import read_corpus
     from retrieval_core.exceptions import StoreNotFoundError
-    from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
     from retrieval_core.settings import get_settings
+    from tests.writing import TextDocument, ensure_store, write_documents
 
     service = get_service()
     settings = get_settings()
@@ -56,11 +61,9 @@ def load(folder: Path, fresh: bool) -> tuple[str, float]:
             get_document_service().delete_store(name)
     embedder = CachedEmbedder(service.embedder, VECTORS)
     start = time.perf_counter()
-    store = ensure_store(service.database, embedder, name)
-    documents = (SourceDocument(i, text, title) for i, title, text in read_corpus(folder / "corpus.jsonl"))
-    report = ingest_documents(
-        service.database, embedder, store, documents, settings.chunk_size, settings.chunk_overlap
-    )
+    ensure_store(service, name, embedder)
+    documents = (TextDocument(i, text, title) for i, title, text in read_corpus(folder / "corpus.jsonl"))
+    report = write_documents(service, name, documents, settings.chunk_size, settings.chunk_overlap, embedder)
     seconds = time.perf_counter() - start
     print(
         f"{name}: {report.documents_written} documents written ({report.chunks_written} chunks), "

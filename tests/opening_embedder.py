@@ -15,7 +15,7 @@ class OpeningEmbedder:
     The local model reads at most 256 tokens of a text (about 1,000 characters), and embedding those is
     what made the stores of long chunks slow to write (seconds per 100 texts on 2 cores); 40 tokens cost a
     fraction of that. The vectors are still the model's, of each chunk's own opening words, and are
-    written through the same ingest path; the stored content is the full text.
+    written through the production write path (tests/writing.py); the stored content is the full text.
     """
 
     def __init__(self, embedder: Any) -> None:

@@ -23,7 +23,7 @@ WORDS = ["basalt", "estuary", "lantern", "meridian", "orchard", "quarry", "tundr
 
 @pytest.fixture(scope="module")
 def huge_store(sample_store: Any, service: Any) -> str:
-    from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+    from tests.writing import TextDocument, ensure_store, write_documents
 
     rng = random.Random(7)
 
@@ -34,9 +34,9 @@ def huge_store(sample_store: Any, service: Any) -> str:
 
     # Embedded from each text's opening words: this test measures answers, not their order.
     embedder = OpeningEmbedder(service.embedder)
-    store = ensure_store(service.database, embedder, STORE)
-    documents = [SourceDocument(id=f"survey-{i:03}", text=text(i)) for i in range(100)]
-    ingest_documents(service.database, embedder, store, documents, CHUNK_CHARS + 100, 0, progress=False)
+    store = ensure_store(service, STORE, embedder)
+    documents = [TextDocument(id=f"survey-{i:03}", text=text(i)) for i in range(100)]
+    write_documents(service, store, documents, CHUNK_CHARS + 100, 0, embedder)
     return STORE
 
 

@@ -14,13 +14,14 @@ from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.fakes.bedrock_rerank import FakeBedrockAgentRuntime
 from tests.fakes.gemini_rerank import FakeGeminiRerank
 from tests.fakes.openai_embeddings import FakeOpenAIEmbeddings
 from tests.fakes.rerank_scoring import overlap_score
 from tests.fakes.reranker import FakeReranker
+from tests.writing import TextDocument, ensure_store, write_documents
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
@@ -179,9 +180,9 @@ def openai_service(service: RetrievalService) -> Iterator[tuple[RetrievalService
             embedding_dimension=8,
         )
         embedder = build_embedder(settings)
-        store = ensure_store(service.database, embedder, "batch-openai")
-        documents = [SourceDocument(id=f"doc-{i}", text=f"passage number {i}") for i in range(6)]
-        ingest_documents(service.database, embedder, store, documents, 1000, 0, progress=False)
+        store = ensure_store(service, "batch-openai", embedder)
+        documents = [TextDocument(id=f"doc-{i}", text=f"passage number {i}") for i in range(6)]
+        write_documents(service, store, documents, 1000, 0, embedder)
         yield RetrievalService(service.database, embedder, "batch-openai", service.ef_search), fake
 
 
@@ -306,14 +307,14 @@ def test_bedrock_strategy_calls_the_rerank_api(
 
 def test_mmr_prefers_a_different_chunk_over_a_near_duplicate(service: RetrievalService) -> None:
     embedder = service.embedder
-    store = ensure_store(service.database, embedder, "mmr-duplicates")
+    store = ensure_store(service, "mmr-duplicates", embedder)
     texts = {
         "copy-a": "Replace the air filters of the air handling units every three months.",
         "copy-b": "Replace the air filters of the air handling units every three months!",
         "other": "Filter replacement is logged in the maintenance system with the pressure reading.",
     }
-    documents = [SourceDocument(id=doc_id, text=text) for doc_id, text in texts.items()]
-    ingest_documents(service.database, embedder, store, documents, 1000, 0, progress=False)
+    documents = [TextDocument(id=doc_id, text=text) for doc_id, text in texts.items()]
+    write_documents(service, store, documents, 1000, 0, embedder)
     query = {"query": "how often are air filters replaced", "store": "mmr-duplicates"}
     plain = retrieve(service_client(), **query, rerank={"strategy": "mmr", "topK": 2}, mmrLambda=1.0)
     diverse = retrieve(service_client(), **query, rerank={"strategy": "mmr", "topK": 2}, mmrLambda=0.5)

@@ -1,4 +1,4 @@
-"""Nothing lost. Concurrent upserts never mix versions; a failed ingest keeps the old one."""
+"""Nothing lost: concurrent upserts never mix versions; a failed write keeps the old one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from retrieval_core.exceptions import DatabaseUnavailableError, EmbeddingProviderError
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+from tests.writing import TextDocument, ensure_store, write_documents
 
 CHUNK_SIZE = 60
 
@@ -67,16 +67,8 @@ def assert_one_whole_version(count: int | None, chunks: list[tuple[int, str]]) -
 
 def test_nothing_lost_concurrent_upserts_of_the_same_document_never_mix_versions(service: Any) -> None:
     embedder = TaggedEmbedder()
-    store = ensure_store(service.database, embedder, "concurrent-upserts")
-    ingest_documents(
-        service.database,
-        embedder,
-        store,
-        [SourceDocument("doc", version_text(0))],
-        CHUNK_SIZE,
-        0,
-        progress=False,
-    )
+    store = ensure_store(service, "concurrent-upserts", embedder)
+    write_documents(service, store, [TextDocument("doc", version_text(0))], CHUNK_SIZE, 0, embedder)
     writers, rounds = 5, 6
     errors: list[BaseException] = []
     seen_versions: set[int] = set()
@@ -87,15 +79,7 @@ def test_nothing_lost_concurrent_upserts_of_the_same_document_never_mix_versions
             for round_ in range(rounds):
                 # Alternate with a neighbour's text so each round really rewrites the document.
                 text = version_text(version if round_ % 2 == 0 else (version + 1) % writers + writers)
-                ingest_documents(
-                    service.database,
-                    embedder,
-                    store,
-                    [SourceDocument("doc", text)],
-                    CHUNK_SIZE,
-                    0,
-                    progress=False,
-                )
+                write_documents(service, store, [TextDocument("doc", text)], CHUNK_SIZE, 0, embedder)
         except BaseException as exc:
             errors.append(exc)
 
@@ -153,44 +137,37 @@ def test_nothing_lost_an_ingest_failing_inside_its_transaction_leaves_the_previo
     service: Any,
 ) -> None:
     embedder = TaggedEmbedder()
-    store = ensure_store(service.database, embedder, "fails-mid-write")
-    old = [SourceDocument("a", version_text(1)), SourceDocument("b", version_text(2))]
-    ingest_documents(service.database, embedder, store, old, CHUNK_SIZE, 0, progress=False)
+    store = ensure_store(service, "fails-mid-write", embedder)
+    old = [TextDocument("a", version_text(1)), TextDocument("b", version_text(2))]
+    write_documents(service, store, old, CHUNK_SIZE, 0, embedder)
     before = {d.id: stored(service, store, d.id) for d in old}
     version_before = store_version(service, store)
 
     # a's new chunks are written first, then PostgreSQL refuses one of b's: the whole batch rolls back.
-    new = [SourceDocument("a", version_text(4)), SourceDocument("b", version_text(5) + " poison-pill")]
+    new = [TextDocument("a", version_text(4)), TextDocument("b", version_text(5) + " poison-pill")]
     with pytest.raises(DatabaseUnavailableError, match="writing documents"):
-        ingest_documents(service.database, embedder, store, new, CHUNK_SIZE, 0, progress=False)
+        write_documents(service, store, new, CHUNK_SIZE, 0, embedder)
     assert {d.id: stored(service, store, d.id) for d in old} == before
     assert store_version(service, store) == version_before  # caches were not told of a change
 
 
 def test_nothing_lost_an_ingest_failing_between_batches_leaves_every_document_whole(service: Any) -> None:
-    store = ensure_store(service.database, TaggedEmbedder(), "fails-between-batches")
+    store = ensure_store(service, "fails-between-batches", TaggedEmbedder())
     ids = ["d0", "d1", "d2", "d3"]
-    ingest_documents(
-        service.database,
-        TaggedEmbedder(),
-        store,
-        [SourceDocument(i, version_text(1)) for i in ids],
-        CHUNK_SIZE,
-        0,
-        progress=False,
+    write_documents(
+        service, store, [TextDocument(i, version_text(1)) for i in ids], CHUNK_SIZE, 0, TaggedEmbedder()
     )
-    # One document per batch; the provider fails on the third batch.
+    # One document per write; the provider fails on the third.
     failing = TaggedEmbedder(fail_from=3)
     with pytest.raises(EmbeddingProviderError):
-        ingest_documents(
-            service.database,
-            failing,
+        write_documents(
+            service,
             store,
-            [SourceDocument(i, version_text(3)) for i in ids],
+            [TextDocument(i, version_text(3)) for i in ids],
             CHUNK_SIZE,
             0,
-            batch_chunks=1,
-            progress=False,
+            failing,
+            per_write=1,
         )
     versions = [assert_one_whole_version(*stored(service, store, i)) for i in ids]
     assert versions == [3, 3, 1, 1]  # committed batches are new, the rest keep the old version whole

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from retrieval_core.cli.main import main
 from retrieval_core.evaluation.runner import DEFAULT_METHODS, MethodSpec, Query, service_method
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.schemas.retrieve import RetrieveRequest
+from tests.writing import TextDocument, ensure_store, write_documents
 
 STORE = "eval-tiny"
 DOCUMENTS = {
@@ -33,9 +33,9 @@ QRELS = "query-id\tcorpus-id\tscore\nq1\tvolcano\t1\nq2\tbread\t2\nq3\ttides\t1\
 
 @pytest.fixture(scope="module")
 def tiny_store(service: Any) -> str:
-    store = ensure_store(service.database, service.embedder, STORE)
-    documents = [SourceDocument(doc_id, text) for doc_id, text in DOCUMENTS.items()]
-    ingest_documents(service.database, service.embedder, store, documents, 1000, 0, progress=False)
+    store = ensure_store(service, STORE)
+    documents = [TextDocument(doc_id, text) for doc_id, text in DOCUMENTS.items()]
+    write_documents(service, store, documents, 1000, 0)
     return STORE
 
 
@@ -102,9 +102,9 @@ def test_eval_refuses_options_a_retrieve_request_refuses(
 
 
 def test_depth_goes_past_the_api_cap_which_stays_100(service: Any) -> None:
-    store = ensure_store(service.database, service.embedder, "eval-deep")
-    documents = [SourceDocument(f"d{i:03}", f"note number {i} about rivers and lakes") for i in range(110)]
-    ingest_documents(service.database, service.embedder, store, documents, 1000, 0, progress=False)
+    store = ensure_store(service, "eval-deep")
+    documents = [TextDocument(f"d{i:03}", f"note number {i} about rivers and lakes") for i in range(110)]
+    write_documents(service, store, documents, 1000, 0)
     request = RetrieveRequest(query="rivers", grade=0.0, store="eval-deep", engine_name="naive")
     response, _ = service.retrieve(request, grant=OPEN_GRANT, depth=110)
     assert len(response.results) == 110

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from tests.fakes.gemini import FakeGemini
 from tests.integration.knowledge_support import HVAC_DISPLAY, HVAC_STORE, knowledge_client
 from tests.integration.test_search_cache import make_harness
 from tests.servers import MotoServer
+from tests.writing import TextDocument, ensure_store, write_documents
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
@@ -57,14 +57,14 @@ def as_key(key: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def other_store(service: Any) -> Any:
     """A second pgvector store, with a display name, beside `sample`."""
-    store = ensure_store(service.database, service.embedder, OTHER, OTHER_DISPLAY)
+    store = ensure_store(service, OTHER, display_name=OTHER_DISPLAY)
     documents = [
-        SourceDocument(id="g-1", text="Quarterly budget review for the grants team.", metadata={"team": "a"}),
-        SourceDocument(
+        TextDocument(id="g-1", text="Quarterly budget review for the grants team.", metadata={"team": "a"}),
+        TextDocument(
             id="g-2", text="Espresso machine descaling schedule.", metadata={"team": "b", "year": 2024}
         ),
     ]
-    ingest_documents(service.database, service.embedder, store, documents, 1000, 0, progress=False)
+    write_documents(service, store, documents, 1000, 0)
     return service.get_store(OTHER)
 
 

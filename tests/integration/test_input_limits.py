@@ -169,29 +169,18 @@ UNICODE = ["日本語のドキュメント", "مرحبا بالعالم", "emoji
 
 def test_limits_unicode_works_in_every_field(client: TestClient, service) -> None:  # type: ignore[no-untyped-def]
     from retrieval_core.exceptions import InvalidRequestError
-    from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+    from tests.writing import TextDocument, ensure_store, write_documents
 
     # Store names are ASCII identifiers (they appear in URLs and logs); the display name is free text.
     with pytest.raises(InvalidRequestError, match="store name must be"):
-        ensure_store(service.database, service.embedder, "ユニコード")
+        ensure_store(service, "ユニコード")
     store_name = "unicode-store"
-    store = ensure_store(service.database, service.embedder, store_name, "Магазин ✓ 🚀")
+    store = ensure_store(service, store_name, display_name="Магазин ✓ 🚀")
     docs = [
-        SourceDocument(
-            id=f"{word}#{i}", text=f"{word} — a note about {word}", metadata={"tag": word, word: i}
-        )
+        TextDocument(id=f"{word}#{i}", text=f"{word} — a note about {word}", metadata={"tag": word, word: i})
         for i, word in enumerate(UNICODE)
     ]
-    ingest_documents(
-        service.database,
-        service.embedder,
-        store,
-        docs,
-        1000,
-        100,
-        progress=False,
-        on_version=service.publish_store_version,
-    )
+    write_documents(service, store, docs, 1000, 100)
     for i, word in enumerate(UNICODE):
         body = client.post(
             RETRIEVE,

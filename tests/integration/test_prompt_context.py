@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from tokenizers import Tokenizer
 
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from tests.integration.wide_store import WIDE_CHUNKS, wide_store  # noqa: F401 (a fixture)
+from tests.writing import TextDocument, ensure_store, write_documents
 
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
@@ -118,21 +118,19 @@ def test_similarity_search_and_batch_items_get_the_same_context(client: TestClie
 
 
 def test_a_near_duplicate_chunk_is_returned_but_cited_once(client: TestClient, service: Any) -> None:
-    store = ensure_store(service.database, service.embedder, "near-duplicates")
+    store = ensure_store(service, "near-duplicates")
     text = (
         "Badges are renewed every year at the front desk of the main building; bring the old badge "
         "and a photo ID, and allow ten minutes for the new photo to be taken and printed."
     )
     documents = [
-        SourceDocument(id="policy-2025", text=text, title="Badge policy 2025"),
-        SourceDocument(
-            id="policy-copy", text=text.replace("ten minutes", "10 minutes").upper(), title="Copy"
-        ),
-        SourceDocument(
+        TextDocument(id="policy-2025", text=text, title="Badge policy 2025"),
+        TextDocument(id="policy-copy", text=text.replace("ten minutes", "10 minutes").upper(), title="Copy"),
+        TextDocument(
             id="parking", text="Parking permits are issued by the security office.", title="Parking"
         ),
     ]
-    ingest_documents(service.database, service.embedder, store, documents, 1000, 0, progress=False)
+    write_documents(service, store, documents, 1000, 0)
     body = post(
         client,
         RETRIEVE,

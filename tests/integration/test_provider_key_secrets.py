@@ -27,7 +27,6 @@ from retrieval_core.exceptions import (
     RerankerUnavailableError,
     RetrievalError,
 )
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.rerank import build_reranker, clear_reranker_cache
 from retrieval_core.settings import Settings
 from tests.fakes.gemini import FakeGemini
@@ -35,6 +34,7 @@ from tests.fakes.gemini_rerank import FakeGeminiRerank
 from tests.fakes.openai_embeddings import FakeOpenAIEmbeddings
 from tests.fakes.reranker import FakeReranker
 from tests.servers import MotoServer
+from tests.writing import TextDocument, ensure_store, write_documents
 
 RETRIEVE = "/api/v1/rag/retrieve"
 DOCUMENTS = ["The scheduler places pods on nodes.", "Bananas are rich in potassium."]
@@ -366,9 +366,9 @@ def test_keys_from_secrets_through_the_api_never_reach_a_log_or_a_response(
             reranker_api_key_secret_arn=rerank_arn,
         )
         embedder = build_embedder(settings)
-        documents = [SourceDocument(id=f"doc-{i}", text=text) for i, text in enumerate(DOCUMENTS)]
-        target = ensure_store(service.database, embedder, "key-secrets")
-        ingest_documents(service.database, embedder, target, documents, 1000, 0, progress=False)
+        documents = [TextDocument(id=f"doc-{i}", text=text) for i, text in enumerate(DOCUMENTS)]
+        target = ensure_store(service, "key-secrets", embedder)
+        write_documents(service, target, documents, 1000, 0, embedder)
 
         with _api(service, embedder, settings) as client:
 
@@ -398,7 +398,7 @@ def test_keys_from_secrets_through_the_api_never_reach_a_log_or_a_response(
 
     assert [b.removeprefix("Bearer ") for b in _bearers(reranker)] == [rerank_first, rerank_second]
     sent = [b.removeprefix("Bearer ") for b in _bearers(embeddings)]
-    assert sent[-3:] == [embed_first, embed_first, embed_second]  # ingest embedded with the first too
+    assert sent[-3:] == [embed_first, embed_first, embed_second]  # the write embedded with the first too
     out, err = capsys.readouterr()
     logged = "\n".join(
         [record.getMessage() for record in caplog.records]

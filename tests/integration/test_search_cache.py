@@ -18,9 +18,9 @@ from retrieval_core.cache.backends import DynamoDBBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.container import get_service
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
 from retrieval_core.observability import metrics
 from tests.servers import MotoServer, create_cache_table
+from tests.writing import TextDocument, ensure_store, write_documents
 
 RETRIEVE = "/api/v1/rag/retrieve"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -210,46 +210,28 @@ def test_similarity_search_is_cached_too(harness: Harness, service) -> None:  # 
 
 
 def test_a_write_invalidates_cached_answers(harness: Harness) -> None:
-    store = ensure_store(harness.service.database, harness.service.embedder, "cache-invalidation")
-    doc = SourceDocument(id="policy", text="Badges are renewed every year at the front desk.")
-    ingest_documents(
-        harness.service.database,
-        harness.service.embedder,
-        store,
-        [doc],
-        500,
-        50,
-        progress=False,
-        on_version=harness.service.publish_store_version,
-    )
+    store = ensure_store(harness.service, "cache-invalidation")
+    doc = TextDocument(id="policy", text="Badges are renewed every year at the front desk.")
+    write_documents(harness.service, store, [doc], 500, 50)
     query = {"query": "When are badges renewed?", "grade": 0.0, "store": "cache-invalidation"}
     assert post(harness, query)[0] == "miss"
     assert post(harness, query)[0] == "hit"
 
-    updated = SourceDocument(id="policy", text="Badges are renewed every two years by the security team.")
-    ingest_documents(
-        harness.service.database,
-        harness.service.embedder,
-        store,
-        [updated],
-        500,
-        50,
-        progress=False,
-        on_version=harness.service.publish_store_version,
-    )
+    updated = TextDocument(id="policy", text="Badges are renewed every two years by the security team.")
+    write_documents(harness.service, store, [updated], 500, 50)
     status, body = post(harness, query)
     assert status == "miss"
     assert body["results"][0]["content"] == updated.text
 
 
 def test_an_answer_too_large_to_cache_is_still_served(harness: Harness, service) -> None:  # type: ignore[no-untyped-def]
-    store = ensure_store(service.database, service.embedder, "cache-oversize")
+    store = ensure_store(service, "cache-oversize")
     # The model reads only the first 256 tokens, so the leading sentence decides the similarity.
     docs = [
-        SourceDocument(id=f"big{i}", text="Everything about archive exports. " + os.urandom(100_000).hex())
+        TextDocument(id=f"big{i}", text="Everything about archive exports. " + os.urandom(100_000).hex())
         for i in range(5)
     ]
-    ingest_documents(service.database, service.embedder, store, docs, 250_000, 0, progress=False)
+    write_documents(service, store, docs, 250_000, 0)
     before = metrics.counters["CacheValueTooLarge"]
     query = {"query": "archive exports", "grade": 0.0, "similarityTopK": 5, "store": "cache-oversize"}
     response = harness.client.post(RETRIEVE, json=query)

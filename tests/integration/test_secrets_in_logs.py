@@ -40,7 +40,7 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
     from retrieval_core.api.lambda_handler import build_handler
     from retrieval_core.api.routers import health, retrieve
     from retrieval_core.container import get_service
-    from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+    from tests.writing import TextDocument, ensure_store, write_documents
 
     password = f"pw-{uuid.uuid4().hex}"
     api_key = f"key-{uuid.uuid4().hex}"
@@ -73,16 +73,9 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
     }
     own_runtime(DATABASE_URL=dsn, **common)
     service = get_service()
-    store = ensure_store(service.database, service.embedder, "secrets-session")
-    ingest_documents(
-        service.database,
-        service.embedder,
-        store,
-        [SourceDocument("note", "The espresso machine is descaled monthly.")],
-        1000,
-        100,
-        progress=False,
-        on_version=service.publish_store_version,
+    store = ensure_store(service, "secrets-session")
+    write_documents(
+        service, store, [TextDocument("note", "The espresso machine is descaled monthly.")], 1000, 100
     )
     with TestClient(create_app()) as client:
         headers = {"x-api-key": api_key}

@@ -33,13 +33,12 @@ def wide_text(index: int) -> str:
 def wide_store(service: Any) -> str:
     """WIDE_STORE, written once per session: one chunk per document, embedded from its opening words
     (OpeningEmbedder: the tests using it count and measure results; none asserts which ranks first)."""
-    from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+    from tests.writing import TextDocument, ensure_store, write_documents
 
     embedder = OpeningEmbedder(service.embedder)
-    store = ensure_store(service.database, embedder, WIDE_STORE)
+    store = ensure_store(service, WIDE_STORE, embedder)
     documents = [
-        SourceDocument(id=f"wide-{i:03}", text=wide_text(i), title=f"Wide note {i}")
-        for i in range(WIDE_CHUNKS)
+        TextDocument(id=f"wide-{i:03}", text=wide_text(i), title=f"Wide note {i}") for i in range(WIDE_CHUNKS)
     ]
-    ingest_documents(service.database, embedder, store, documents, CHUNK_CHARS + 100, 0, progress=False)
+    write_documents(service, store, documents, CHUNK_CHARS + 100, 0, embedder)
     return WIDE_STORE

@@ -83,19 +83,8 @@ class DocumentService:
         """
         grant.require("admin", name)
         check_store_name(name)
-        embedder = self.retrieval.embedder
         if definition.source is not None:
-            with database_errors("attaching the store"), self._connection() as conn:
-                attached, created = attach_store(
-                    conn,
-                    name,
-                    definition.display_name,
-                    definition.source,
-                    embedder.model,
-                    embedder.dimension,
-                    definition.allowed_metadata_keys,
-                )
-                return self._info(conn, attached), created
+            return self._attach(name, definition)
         version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
             store_sql.lock_store_names(conn)
@@ -105,11 +94,12 @@ class DocumentService:
                     "source",
                     f"store '{name}' is attached to a table; PUT it with its source block, or DELETE it",
                 )
+            created = store is None
             display_name = definition.display_name or (store.display_name if store else name)
-            store_sql.check_names_free(conn, name, display_name, creating=store is None)
-            keys = definition.allowed_metadata_keys
+            store_sql.check_names_free(conn, name, display_name, creating=created)
             text_search = store_sql.text_search_config(conn, definition.text_search)
             if store is None:
+                embedder = self.retrieval.embedder
                 store = store_sql.create_store(
                     conn,
                     name,
@@ -117,31 +107,31 @@ class DocumentService:
                     embedder.model,
                     embedder.dimension,
                     definition.storage,
-                    keys,
+                    definition.allowed_metadata_keys,
                     text_search or "english",
                 )
-                created = True
             else:
-                created = False
-                if store.storage != definition.storage:
-                    raise ConflictError.for_field(
-                        "storage", f"the store holds {store.storage} embeddings; it cannot change"
-                    )
-                if text_search is not None and text_search != store.text_search:
-                    raise ConflictError.for_field(
-                        "textSearch",
-                        f"the store's keyword index uses the text search configuration '{store.text_search}';"
-                        " it cannot change (create a new store and write the documents again)",
-                    )
-                if (display_name, keys) != (store.display_name, store.allowed_metadata_keys):
-                    keys_changed = keys != store.allowed_metadata_keys
-                    store = store_sql.update_store(conn, store, display_name, keys)
-                    if keys_changed:  # answers depend on which keys a filter may name
-                        version = store_sql.bump_version(conn, store)
+                store, version = _redefine(conn, store, display_name, definition, text_search)
             info = self._info(conn, store)
         if version is not None:
             self.retrieval.publish_store_version(store, version)
         return info, created
+
+    def _attach(self, name: str, definition: StoreDefinition) -> tuple[StoreInfo, bool]:
+        """`put_store` of an attached store: the table of `definition.source`, inspected."""
+        assert definition.source is not None
+        embedder = self.retrieval.embedder
+        with database_errors("attaching the store"), self._connection() as conn:
+            attached, created = attach_store(
+                conn,
+                name,
+                definition.display_name,
+                definition.source,
+                embedder.model,
+                embedder.dimension,
+                definition.allowed_metadata_keys,
+            )
+            return self._info(conn, attached), created
 
     def ensure_store(self, name: str) -> Store:
         """The store `name`, created with the default definition if missing (S3 sync, CLI)."""
@@ -473,6 +463,29 @@ def _store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) 
         source=describe(source) if source is not None else None,
         features=features(source, exact_max_rows) if source is not None else None,
     )
+
+
+def _redefine(
+    conn: Connection, store: Store, display_name: str, definition: StoreDefinition, text_search: str | None
+) -> tuple[Store, int | None]:
+    """Apply `definition` to an existing store; the store, and its new version when answers may change."""
+    if store.storage != definition.storage:
+        raise ConflictError.for_field(
+            "storage", f"the store holds {store.storage} embeddings; it cannot change"
+        )
+    if text_search is not None and text_search != store.text_search:
+        raise ConflictError.for_field(
+            "textSearch",
+            f"the store's keyword index uses the text search configuration '{store.text_search}';"
+            " it cannot change (create a new store and write the documents again)",
+        )
+    keys = definition.allowed_metadata_keys
+    if (display_name, keys) == (store.display_name, store.allowed_metadata_keys):
+        return store, None
+    keys_changed = keys != store.allowed_metadata_keys
+    store = store_sql.update_store(conn, store, display_name, keys)
+    # Answers depend on which keys a filter may name.
+    return store, (store_sql.bump_version(conn, store) if keys_changed else None)
 
 
 def _with_sidecar(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -23,6 +23,7 @@ from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents.attached import not_through_documents_api, writable_source, write_attached
 from retrieval_core.documents.models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
+from retrieval_core.schemas.common import WriteStatus
 from retrieval_core.documents.prepare import PreparedDocument, PreparedSource, newer_sequencer
 from retrieval_core.exceptions import (
     ConflictError,
@@ -183,57 +184,8 @@ class SourceWriter:
         ]
         if missing:
             return missing
-        writes: list[DocumentWrite] = []
-        rewrite: list[NewDocument] = []
-        rehashed: list[str] = []
-        for doc in prepared.documents:
-            state = states.get(doc.id)
-            metadata = prepared.document_metadata(doc, sidecar)
-            chunk_metadata = doc.chunk_metadata(metadata)
-            if state is None or not same_content(prepared, doc, state):
-                chunks = [
-                    ChunkRow(doc.id, i, chunk.text, chunk_metadata[i], vector)
-                    for i, (chunk, vector) in enumerate(zip(doc.chunks, vectors[(n, doc.id)], strict=True))
-                ]
-                rewrite.append(
-                    NewDocument(
-                        doc.id,
-                        prepared.source_id,
-                        prepared.source_sha256,
-                        doc.title,
-                        metadata,
-                        prepared.content_type,
-                        doc.content_sha256,
-                        prepared.fingerprint,
-                        chunks,
-                        doc.metadata,
-                        prepared.caller_metadata,
-                    )
-                )
-                writes.append(DocumentWrite(doc.id, "created" if state is None else "updated", len(chunks)))
-            elif (
-                state.metadata != metadata
-                or state.source != prepared.source_id
-                or _layers_moved(prepared, doc, state)
-            ):
-                sql.update_metadata(
-                    conn,
-                    store,
-                    doc.id,
-                    prepared.source_id,
-                    prepared.source_sha256,
-                    metadata,
-                    chunk_metadata,
-                    prepared.caller_metadata,
-                    doc.metadata,
-                )
-                writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
-            else:
-                writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
-                if state.source_sha256 != prepared.source_sha256:
-                    rehashed.append(doc.id)  # another record of its file changed
-        sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
-        sql.write_documents(conn, store, rewrite)
+        fresh = {d.id: vectors[(n, d.id)] for d in prepared.documents if (n, d.id) in vectors}
+        writes = _write_documents(conn, store, prepared, states, sidecar, fresh)
         deleted = sql.remove_documents(conn, store, removed)
         if sequence is not None:
             sql.record_sequencer(conn, store, sequence.key, sequence.sequencer, False)
@@ -286,6 +238,80 @@ class SourceWriter:
             raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedder.model)
         if store.dimension != embedder.dimension:
             raise DimensionMismatchError(store.name, store.dimension, embedder.dimension, "ingest")
+
+
+def _write_documents(
+    conn: Connection,
+    store: Store,
+    prepared: PreparedSource,
+    states: dict[str, sql.DocumentState],
+    sidecar: dict[str, Any] | None,
+    vectors: dict[str, list[list[float]]],
+) -> list[DocumentWrite]:
+    """Rewrite the source's documents whose content changed (with `vectors`, by document id), update the
+    metadata of those whose metadata alone changed, and leave the rest; what happened to each."""
+    writes: list[DocumentWrite] = []
+    rewrite: list[NewDocument] = []
+    rehashed: list[str] = []
+    for doc in prepared.documents:
+        state = states.get(doc.id)
+        metadata = prepared.document_metadata(doc, sidecar)
+        chunk_metadata = doc.chunk_metadata(metadata)
+        if state is None or not same_content(prepared, doc, state):
+            rewrite.append(_new_document(prepared, doc, metadata, chunk_metadata, vectors[doc.id]))
+            status: WriteStatus = "created" if state is None else "updated"
+            writes.append(DocumentWrite(doc.id, status, len(doc.chunks)))
+        elif (
+            state.metadata != metadata
+            or state.source != prepared.source_id
+            or _layers_moved(prepared, doc, state)
+        ):
+            sql.update_metadata(
+                conn,
+                store,
+                doc.id,
+                prepared.source_id,
+                prepared.source_sha256,
+                metadata,
+                chunk_metadata,
+                prepared.caller_metadata,
+                doc.metadata,
+            )
+            writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
+        else:
+            writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
+            if state.source_sha256 != prepared.source_sha256:
+                rehashed.append(doc.id)  # another record of its file changed
+    sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
+    sql.write_documents(conn, store, rewrite)
+    return writes
+
+
+def _new_document(
+    prepared: PreparedSource,
+    doc: PreparedDocument,
+    metadata: dict[str, Any],
+    chunk_metadata: list[dict[str, Any]],
+    vectors: list[list[float]],
+) -> NewDocument:
+    """The document as written anew: its chunks with their metadata and vectors."""
+    chunks = [
+        ChunkRow(doc.id, i, chunk.text, chunk_metadata[i], vector)
+        for i, (chunk, vector) in enumerate(zip(doc.chunks, vectors, strict=True))
+    ]
+    return NewDocument(
+        doc.id,
+        prepared.source_id,
+        prepared.source_sha256,
+        doc.title,
+        metadata,
+        prepared.content_type,
+        doc.content_sha256,
+        prepared.fingerprint,
+        chunks,
+        doc.metadata,
+        prepared.caller_metadata,
+    )
 
 
 def same_content(prepared: PreparedSource, doc: PreparedDocument, state: sql.DocumentState | None) -> bool:

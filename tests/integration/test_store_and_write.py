@@ -1,17 +1,16 @@
-"""Write path and schema against the real embedded PostgreSQL."""
+"""The write path (through `DocumentService`) and the schema, against the real embedded PostgreSQL."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from retrieval_core import ingest
 from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
 from retrieval_core.db.migrations.runner import migrate
 from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.db.stores import count_chunks
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
-from retrieval_core.ingest import SourceDocument, ensure_store, ingest_documents
+from tests.writing import TextDocument, document_service, ensure_store, write_documents
 
 
 class FixedEmbedder:
@@ -48,7 +47,7 @@ def test_migrations_are_idempotent_and_versioned(service, postgres_dsn: str) -> 
 
 
 def test_new_store_gets_a_partial_hnsw_cosine_index(service) -> None:  # type: ignore[no-untyped-def]
-    store = ensure_store(service.database, FixedEmbedder(model="idx-test"), "index-check")
+    store = ensure_store(service, "index-check", FixedEmbedder(model="idx-test"))
     with service.database.connection() as conn:
         (definition,) = conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
@@ -58,73 +57,89 @@ def test_new_store_gets_a_partial_hnsw_cosine_index(service) -> None:  # type: i
     assert "vector(8)" in definition and f"store_id = {store.id}" in definition
 
 
-def test_reingest_replaces_all_chunks_and_bumps_version(service) -> None:  # type: ignore[no-untyped-def]
+def test_a_rewrite_replaces_all_chunks_and_bumps_version(service) -> None:  # type: ignore[no-untyped-def]
     embedder = FixedEmbedder()
-    store = ensure_store(service.database, embedder, "reingest")
-    long_doc = SourceDocument(id="d", text=" ".join(f"word{i}." for i in range(400)))
-    ingest_documents(service.database, embedder, store, [long_doc], 200, 20, progress=False)
+    store = ensure_store(service, "reingest", embedder)
+    long_doc = TextDocument(id="d", text=" ".join(f"word{i}." for i in range(400)))
+    write_documents(service, store, [long_doc], 200, 20, embedder)
     before = chunks_of(service, store, "d")
     assert len(before) > 5
     version_before = service.get_store("reingest").version
 
-    ingest_documents(
-        service.database, embedder, store, [SourceDocument(id="d", text="short now")], 200, 20, progress=False
-    )
+    write_documents(service, store, [TextDocument(id="d", text="short now")], 200, 20, embedder)
     assert chunks_of(service, store, "d") == [(0, "short now")]
     assert service.get_store("reingest").version > version_before
 
 
 def test_unchanged_documents_are_not_reembedded(service) -> None:  # type: ignore[no-untyped-def]
     embedder = FixedEmbedder()
-    store = ensure_store(service.database, embedder, "unchanged")
-    docs = [SourceDocument(id=f"d{i}", text=f"text {i}") for i in range(3)]
-    ingest_documents(service.database, embedder, store, docs, 200, 20, progress=False)
+    store = ensure_store(service, "unchanged", embedder)
+    docs = [TextDocument(id=f"d{i}", text=f"text {i}") for i in range(3)]
+    write_documents(service, store, docs, 200, 20, embedder)
     calls = len(embedder.calls)
-    report = ingest_documents(service.database, embedder, store, docs, 200, 20, progress=False)
+    report = write_documents(service, store, docs, 200, 20, embedder)
     assert report.documents_unchanged == 3 and report.documents_written == 0
     assert len(embedder.calls) == calls
 
 
+def test_documents_without_text_are_counted_empty_and_the_others_written(service) -> None:  # type: ignore[no-untyped-def]
+    embedder = FixedEmbedder()
+    store = ensure_store(service, "empties", embedder)
+    docs = [TextDocument(id="blank", text=" \n\n "), TextDocument(id="full", text="some text")]
+    report = write_documents(service, store, docs, 200, 20, embedder)
+    assert (report.documents_written, report.documents_empty, report.chunks_written) == (1, 1, 1)
+    assert chunks_of(service, store, "blank") == []
+    assert chunks_of(service, store, "full") == [(0, "some text")]
+
+
+def test_what_shapes_the_chunks_is_fingerprinted(service) -> None:  # type: ignore[no-untyped-def]
+    # Another chunking or title re-embeds; the same text under the same settings does not.
+    embedder = FixedEmbedder()
+    store = ensure_store(service, "fingerprints", embedder)
+    doc = TextDocument(id="d", text=" ".join(f"word{i}." for i in range(100)))
+    write_documents(service, store, [doc], 200, 20, embedder)
+    calls = len(embedder.calls)
+    assert write_documents(service, store, [doc], 200, 20, embedder).documents_unchanged == 1
+    assert len(embedder.calls) == calls
+    rechunked = write_documents(service, store, [doc], 300, 20, embedder)
+    assert rechunked.documents_written == 1 and len(embedder.calls) == calls + 1
+    assert len(chunks_of(service, store, "d")) == rechunked.chunks_written
+    titled = TextDocument(id="d", text=doc.text, title="A title")
+    assert write_documents(service, store, [titled], 300, 20, embedder).documents_written == 1
+    assert len(embedder.calls) == calls + 2
+
+
 def test_same_id_twice_in_one_input_keeps_the_later(service) -> None:  # type: ignore[no-untyped-def]
     embedder = FixedEmbedder()
-    store = ensure_store(service.database, embedder, "dupes")
-    docs = [SourceDocument(id="x", text="first"), SourceDocument(id="x", text="second")]
-    ingest_documents(service.database, embedder, store, docs, 200, 20, progress=False)
+    store = ensure_store(service, "dupes", embedder)
+    docs = [TextDocument(id="x", text="first"), TextDocument(id="x", text="second")]
+    write_documents(service, store, docs, 200, 20, embedder)
     assert chunks_of(service, store, "x") == [(0, "second")]
 
 
-def test_failed_ingest_leaves_previous_version_intact(service) -> None:  # type: ignore[no-untyped-def]
+def test_failed_write_leaves_previous_version_intact(service) -> None:  # type: ignore[no-untyped-def]
     embedder = FixedEmbedder()
-    store = ensure_store(service.database, embedder, "atomic")
-    ingest_documents(
-        service.database, embedder, store, [SourceDocument(id="a", text="old text")], 200, 20, progress=False
-    )
+    store = ensure_store(service, "atomic", embedder)
+    write_documents(service, store, [TextDocument(id="a", text="old text")], 200, 20, embedder)
     broken = FixedEmbedder(returns=5)  # the provider answers with the wrong dimension
     with pytest.raises(DimensionMismatchError, match="5 dimensions but store 'atomic' declares 8"):
-        ingest_documents(
-            service.database,
-            broken,
-            store,
-            [SourceDocument(id="a", text="new text")],
-            200,
-            20,
-            progress=False,
-        )
+        write_documents(service, store, [TextDocument(id="a", text="new text")], 200, 20, broken)
     assert chunks_of(service, store, "a") == [(0, "old text")]
 
 
-def test_ingest_with_another_model_is_refused(service) -> None:  # type: ignore[no-untyped-def]
-    ensure_store(service.database, FixedEmbedder(model="model-a"), "model-pinned")
+def test_writing_with_another_model_is_refused(service) -> None:  # type: ignore[no-untyped-def]
+    ensure_store(service, "model-pinned", FixedEmbedder(model="model-a"))
     with pytest.raises(EmbeddingModelMismatchError, match="model-a"):
-        ensure_store(service.database, FixedEmbedder(model="model-b"), "model-pinned")
+        ensure_store(service, "model-pinned", FixedEmbedder(model="model-b"))
 
 
 def test_delete_removes_documents_and_their_chunks(service) -> None:  # type: ignore[no-untyped-def]
     embedder = FixedEmbedder()
-    store = ensure_store(service.database, embedder, "deletes")
-    docs = [SourceDocument(id=i, text=f"text {i}") for i in ("keep", "drop")]
-    ingest_documents(service.database, embedder, store, docs, 200, 20, progress=False)
-    assert ingest.delete_documents(service.database, store, ["drop", "missing"]) == ["drop"]
+    store = ensure_store(service, "deletes", embedder)
+    docs = [TextDocument(id=i, text=f"text {i}") for i in ("keep", "drop")]
+    write_documents(service, store, docs, 200, 20, embedder)
+    documents = document_service(service, embedder)
+    assert [documents.delete_source(store.name, i) for i in ("drop", "missing")] == [["drop"], []]
     assert chunks_of(service, store, "drop") == []
     assert chunks_of(service, store, "keep") == [(0, "text keep")]
     with service.database.connection() as conn:
@@ -133,7 +148,7 @@ def test_delete_removes_documents_and_their_chunks(service) -> None:  # type: ig
 
 def test_database_rejects_a_vector_of_the_wrong_dimension(service) -> None:  # type: ignore[no-untyped-def]
     # Even a writer that bypassed our checks cannot store a wrong-length vector: the index cast refuses it.
-    store = ensure_store(service.database, FixedEmbedder(), "db-guard")
+    store = ensure_store(service, "db-guard", FixedEmbedder())
     row = DocumentRow("d", "", {}, "h", [ChunkRow("d", 0, "x", {}, [0.1] * 3)])
     with (
         pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions"),
