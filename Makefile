@@ -83,7 +83,7 @@ layering: $(VENV)/.dev-installed ## the import contracts: layers import downward
 # session fixtures of its own (embedded PostgreSQL, moto_server, `retrieval serve`), stopped when it ends.
 # No test collected is exit code 5, which fails the target like any other.
 TEST_WORKERS ?= 2
-test: lint typecheck validate ## lint, typecheck, validate, then the whole suite on TEST_WORKERS xdist workers
+test: lint typecheck layering validate ## lint, typecheck, layering, validate, then the whole suite on TEST_WORKERS xdist workers
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The retrieval core on msmarco-5k (query embedding, retrieve against raw SQL), then: the

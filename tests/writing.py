@@ -16,14 +16,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db.stores import Store
 from retrieval_core.documents.models import SourceInput, StoreDefinition
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.embeddings.base import Embedder
-from retrieval_core.parsers.exceptions import EmptyDocumentError
 from retrieval_core.exceptions import RetrievalError
 from retrieval_core.parsers.detect import JSONL
-from retrieval_core.backends.pgvector.service import RetrievalService
+from retrieval_core.parsers.exceptions import EmptyDocumentError
 
 
 @dataclass(frozen=True, slots=True)

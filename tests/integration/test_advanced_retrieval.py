@@ -14,7 +14,6 @@ from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.grants import OPEN_GRANT
-from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.settings import Settings
 from tests.fakes.bedrock_rerank import FakeBedrockAgentRuntime
 from tests.fakes.gemini_rerank import FakeGeminiRerank

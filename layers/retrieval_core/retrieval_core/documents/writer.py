@@ -23,7 +23,6 @@ from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents.attached import not_through_documents_api, writable_source, write_attached
 from retrieval_core.documents.models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
-from retrieval_core.schemas.common import WriteStatus
 from retrieval_core.documents.prepare import PreparedDocument, PreparedSource, newer_sequencer
 from retrieval_core.exceptions import (
     ConflictError,
@@ -32,6 +31,7 @@ from retrieval_core.exceptions import (
     EmbeddingModelMismatchError,
     StoreNotFoundError,
 )
+from retrieval_core.schemas.common import WriteStatus
 
 _ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
 
