@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from retrieval_core.evaluation.beir import read_corpus
-from retrieval_core.evaluation.metrics import documents_of
+from retrieval_core.evaluation.ranking_metrics import documents_of
 from retrieval_core.evaluation.runner import DEPTH, Method, Query
 
 NAME = "BM25 anchor (bm25s)"

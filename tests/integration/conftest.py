@@ -55,7 +55,7 @@ def gemini_client(gemini: FakeGemini, sample_store: Any) -> Iterator[TestClient]
 def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Set environment variables for one test: `configure(NAME="value", ...)` returns the settings rebuilt
     from them. Undone after: settings, cached secrets and the rate limiter follow the environment again."""
-    from retrieval_core.clients.secrets import forget_cached_secrets
+    from retrieval_core.clients.secret_store import forget_cached_secrets
     from retrieval_core.ratelimit.limiter import replace_rate_limiter
     from retrieval_core.settings import get_settings
 

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.backends.pgvector.service import RetrievalService
-from retrieval_core.clients.secrets import forget_cached_secrets
+from retrieval_core.clients.secret_store import forget_cached_secrets
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.embeddings.api_key import embedder_configuration_problem
 from retrieval_core.exceptions import (

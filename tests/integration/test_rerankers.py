@@ -14,7 +14,7 @@ from retrieval_core.exceptions import RerankerUnavailableError, RetrievalError
 from retrieval_core.rerank import build_reranker, clear_reranker_cache, get_reranker
 from retrieval_core.rerank.base import RerankScore
 from retrieval_core.rerank.bedrock import BedrockReranker
-from retrieval_core.rerank.http import HTTPReranker
+from retrieval_core.rerank.http_service import HTTPReranker
 from retrieval_core.rerank.llm import GeminiReranker
 from retrieval_core.settings import Settings
 from tests.fakes.bedrock_rerank import FakeBedrockAgentRuntime

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from retrieval_core.evaluation.beir import read_qrels
-from retrieval_core.evaluation.metrics import (
+from retrieval_core.evaluation.ranking_metrics import (
     documents_of,
     interval_of,
     ndcg_at,

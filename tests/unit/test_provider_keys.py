@@ -18,7 +18,7 @@ from retrieval_core.clients.provider_keys import (
     openai_embedding_key,
     reranker_key,
 )
-from retrieval_core.clients.secrets import read_secret, secret_service
+from retrieval_core.clients.secret_store import read_secret, secret_service
 from retrieval_core.embeddings.api_key import embedder_configuration_problem
 from retrieval_core.exceptions import ConfigurationError, RerankerUnavailableError, RetrievalError
 from retrieval_core.settings import Settings

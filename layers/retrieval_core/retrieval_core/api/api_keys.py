@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from retrieval_core.clients.secrets import read_secret
+from retrieval_core.clients.secret_store import read_secret
 from retrieval_core.exceptions import AuthenticationUnavailableError, ConfigurationError
 from retrieval_core.grants import ALL_STORES, SCOPES, Grant, Scope
 from retrieval_core.ratelimit.window import RateLimit, parse_rate_limit

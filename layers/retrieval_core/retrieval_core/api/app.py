@@ -7,7 +7,7 @@ from fastapi.routing import APIRoute
 
 from retrieval_core import __version__
 from retrieval_core.api.auth import ApiKeyAuth, document_api_key
-from retrieval_core.api.deadline import RequestDeadlineMiddleware
+from retrieval_core.api.deadline_middleware import RequestDeadlineMiddleware
 from retrieval_core.api.docs import app_with_docs
 from retrieval_core.api.errors import install_error_handlers
 from retrieval_core.api.limits import BodySizeLimit

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from retrieval_core.clients.secrets import read_secret, secret_service
+from retrieval_core.clients.secret_store import read_secret, secret_service
 from retrieval_core.exceptions import ConfigurationError, RetrievalError
 from retrieval_core.settings import Settings
 

@@ -13,7 +13,7 @@ from typing import Any
 from psycopg.conninfo import make_conninfo
 
 from retrieval_core.clients.aws import aws_client
-from retrieval_core.clients.secrets import read_secret
+from retrieval_core.clients.secret_store import read_secret
 from retrieval_core.exceptions import ConfigurationError, DatabaseUnavailableError
 from retrieval_core.settings import Settings
 

@@ -12,7 +12,7 @@ import httpx
 from pydantic import SecretStr
 
 from retrieval_core.clients.deadline import attempt_timeout_s, request_deadline, time_for_retry
-from retrieval_core.clients.http import bearer, json_client
+from retrieval_core.clients.httpx_client import bearer, json_client
 from retrieval_core.clients.provider_keys import ProviderKey, openai_embedding_key
 from retrieval_core.clients.retry import (
     MAX_DETAIL_CHARS,

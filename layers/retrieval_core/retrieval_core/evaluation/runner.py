@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from retrieval_core.evaluation.metrics import (
+from retrieval_core.evaluation.ranking_metrics import (
     Difference,
     documents_of,
     ndcg_at,

@@ -20,7 +20,7 @@ from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from retrieval_core import container
 from retrieval_core.clients.aws import AwsClientOptions, aws_client
-from retrieval_core.clients.secrets import forget_cached_secrets
+from retrieval_core.clients.secret_store import forget_cached_secrets
 from retrieval_core.lambdas.events import split_sqs_event
 from retrieval_core.lambdas.tracing import LambdaHandler as LambdaHandler
 from retrieval_core.lambdas.tracing import traced

@@ -25,7 +25,7 @@ from retrieval_core.parsers.detect import (
 )
 from retrieval_core.parsers.docx import read_docx
 from retrieval_core.parsers.exceptions import EmptyDocumentError
-from retrieval_core.parsers.html import read_html
+from retrieval_core.parsers.html_page import read_html
 from retrieval_core.parsers.markdown import read_markdown
 from retrieval_core.parsers.pdf import read_pdf
 from retrieval_core.parsers.records import read_csv, read_jsonl

@@ -79,7 +79,7 @@ def build_reranker(strategy: RerankStrategy, settings: Settings) -> Reranker | N
     if _config_key(strategy, settings) is None:
         return None
     if strategy == "bge":
-        from retrieval_core.rerank.http import HTTPReranker
+        from retrieval_core.rerank.http_service import HTTPReranker
 
         return HTTPReranker.from_settings(settings)
     if strategy == "llm":

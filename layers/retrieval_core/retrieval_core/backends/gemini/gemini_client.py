@@ -25,7 +25,7 @@ from retrieval_core.clients.retry import (
     RETRYABLE_STATUSES,
     backoff_delay,
 )
-from retrieval_core.clients.secrets import forget_cached_secrets
+from retrieval_core.clients.secret_store import forget_cached_secrets
 from retrieval_core.exceptions import (
     BackendNotConfiguredError,
     ConfigurationError,

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import SecretStr
 
-from retrieval_core.clients.http import bearer, json_client
+from retrieval_core.clients.httpx_client import bearer, json_client
 from retrieval_core.clients.provider_keys import ProviderKey, reranker_key
 from retrieval_core.clients.retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, is_retryable_status
 from retrieval_core.exceptions import RerankerUnavailableError
