@@ -14,7 +14,7 @@ from retrieval_core.backends.pgvector.service import Rerankers, RetrievalService
 from retrieval_core.cache.backends import DynamoDBBackend, MemoryBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
-from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
+from retrieval_core.clients.aws import fail_open_options, lazy_aws_client
 from retrieval_core.db.connection import Database, PooledConnections, SingleConnection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.migrations.runner import migrate, run_keyword_backfill
@@ -85,19 +85,9 @@ def build_database(settings: Settings, conninfo: str) -> Database:
 def build_cache(settings: Settings) -> SearchCache:
     """DynamoDB when CACHE_TABLE_NAME is set (shared by every instance); an in-process LRU otherwise."""
     if settings.cache_table_name:
-        # Short timeouts and few attempts: a slow cache must cost little, since it fails open; after a
+        # Fail-open: a slow cache must cost little, since it fails open; after a
         # failure the backend pauses (cache/backends.py).
-        dynamodb_client = lazy_aws_client(
-            "dynamodb",
-            AwsClientOptions(
-                endpoint_url=settings.dynamodb_endpoint_url,
-                connect_timeout_s=1,
-                read_timeout_s=1,
-                retry_mode="standard",
-                # The first attempt and one retry.
-                attempts=2,
-            ),
-        )
+        dynamodb_client = lazy_aws_client("dynamodb", fail_open_options(settings.dynamodb_endpoint_url))
         table = DynamoDBBackend(settings.cache_table_name, dynamodb_client)
         return SearchCache(
             JsonCache(table, "search"),

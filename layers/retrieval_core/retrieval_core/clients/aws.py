@@ -43,6 +43,14 @@ class AwsClientOptions:
     own_session: bool = False
 
 
+def fail_open_options(endpoint_url: str | None) -> AwsClientOptions:
+    """For calls whose failure lets the request through (the cache, the rate-limit counters): 1 s
+    timeouts and one retry, since a slow answer would cost more than a missed one."""
+    return AwsClientOptions(
+        endpoint_url=endpoint_url, connect_timeout_s=1, read_timeout_s=1, retry_mode="standard", attempts=2
+    )
+
+
 def aws_client(service: str, options: AwsClientOptions | None = None) -> Any:
     """A boto3 client for `service` (e.g. "dynamodb"), configured by `options`; boto3 imported here."""
     import boto3

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 
-from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
+from retrieval_core.clients.aws import fail_open_options, lazy_aws_client
 from retrieval_core.exceptions import RateLimitedError
 from retrieval_core.observability import metrics
 from retrieval_core.ratelimit.counters import (
@@ -75,19 +75,8 @@ def build_rate_limiter(settings: Settings, clock: Clock = time.time) -> RateLimi
     default = RateLimit(settings.rate_limit_requests, settings.rate_limit_window_s)
     if not settings.cache_table_name:
         return RateLimiter(MemoryCounter(clock), default, shared=False, clock=clock)
-    # Short timeouts and few attempts: a failed check lets the request through anyway, so retries would
-    # only add latency.
-    dynamodb_client = lazy_aws_client(
-        "dynamodb",
-        AwsClientOptions(
-            endpoint_url=settings.dynamodb_endpoint_url,
-            connect_timeout_s=1,
-            read_timeout_s=1,
-            retry_mode="standard",
-            # The first attempt and one retry.
-            attempts=2,
-        ),
-    )
+    # Fail-open: a failed check lets the request through anyway.
+    dynamodb_client = lazy_aws_client("dynamodb", fail_open_options(settings.dynamodb_endpoint_url))
     counter = DynamoDBCounter(settings.cache_table_name, dynamodb_client)
     return RateLimiter(counter, default, shared=True, clock=clock)
 
