@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from retrieval_core.backends.attached.live import LiveSources
-from retrieval_core.backends.attached.plan import search_attached
+from retrieval_core.backends.pgvector import chunk_search
 from retrieval_core.backends.pgvector.reranking import Rerankers, rerank_strategy, reranked
 from retrieval_core.backends.pgvector.results import chunk_result, fused_scores, is_complete, search_pipeline
 from retrieval_core.backends.pgvector.timings import stopwatch
@@ -25,8 +24,6 @@ from retrieval_core.db.stores import Store, find_store
 from retrieval_core.embeddings.base import Embedder
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
-    DimensionMismatchError,
-    EmbeddingModelMismatchError,
     InvalidRequestError,
     ResponseTooLargeError,
     RetrievalError,
@@ -47,7 +44,7 @@ from retrieval_core.search.keyword_query import (
     KeywordQuery,
     normalise_keyword_query,
 )
-from retrieval_core.search.plan import FilterSizes, exact_scan_limit
+from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from retrieval_core.settings import IterativeScan
@@ -463,48 +460,23 @@ class RetrievalService:
                 query_text = None
                 if warnings is not None:
                     warnings.append(NO_KEYWORD_TERM)
-            if store.source is not None:
-                return store, search_attached(
-                    conn,
-                    store,
-                    query_vector,
-                    limit,
-                    where,
-                    embedded_by=embedded_by,
-                    query_text=query_text,
-                    with_embeddings=with_embeddings,
-                    filter_sizes=self.filter_sizes,
-                    exact_max_rows=self.exact_search_max_rows,
-                    live=self.live_sources,
-                )
-            if embedded_by is not None and store.embedding_model != embedded_by:
-                raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
-            if len(query_vector) != store.dimension:
-                raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
-            if query_text is not None:
-                return store, search_sql.hybrid_chunks(
-                    conn, store, query_vector, query_text, limit, where, with_embeddings
-                )
-            exact = self.scans_exactly(conn, store, where, limit)
-            found = search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+            found = chunk_search.search_store(
+                conn,
+                store,
+                query_vector,
+                limit,
+                where,
+                embedded_by=embedded_by,
+                query_text=query_text,
+                with_embeddings=with_embeddings,
+                filter_sizes=self.filter_sizes,
+                exact_max_rows=self.exact_search_max_rows,
+                live_sources=self.live_sources,
+            )
             return store, found
 
     def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
-        """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
-
-        Yes when the filter matches at most `exact_scan_limit` chunks, as counted at most a minute ago
-        (search_plan.py has the cost model). Never for an unfiltered search.
-        """
-        if not where.sql:
-            return False
-        most = exact_scan_limit(store.chunk_count, limit, self.exact_search_max_rows)
-        if most == 0 or store.chunk_count <= most:
-            return most > 0
-        key = (store.id, where.sql, _hashable(where.params))
-        return self.filter_sizes.at_most(
-            key, most, lambda up_to: search_sql.count_matching(conn, store, where, up_to)
+        """Whether the top `limit` of `where` come from an exact scan, not HNSW (chunk_search.py)."""
+        return chunk_search.scans_exactly(
+            conn, store, where, limit, self.filter_sizes, self.exact_search_max_rows
         )
-
-
-def _hashable(params: Mapping[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
