@@ -409,7 +409,7 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
 
 def python_steps(query: np.ndarray) -> dict[str, float]:
     """Microseconds of each step the service takes in Python that the raw SQL path does not."""
-    from retrieval_core.backends.pgvector.service import _result
+    from retrieval_core.backends.pgvector.results import chunk_result
     from retrieval_core.db.search_sql import _scored
     from retrieval_core.filters.sql import document_ids_in, metadata_predicate
     from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
@@ -424,14 +424,14 @@ def python_steps(query: np.ndarray) -> dict[str, float]:
         "distance": 0.25,
     }
     chunks = [_scored(row) for _ in range(K)]
-    results = [_result(c) for c in chunks]
+    results = [chunk_result(c) for c in chunks]
     steps: dict[str, Callable[[], object]] = {
         "request validation (384 floats, a filter)": lambda: SimilaritySearchRequest(
             query_embedding=values, top_k=K, store="s", metadata_filter={"tenant": "t10"}
         ),
         "filter to SQL": lambda: document_ids_in(None) & metadata_predicate({"tenant": "t10"}, None),
         "unit_vector": lambda: unit_vector(values),
-        "10 rows to results": lambda: [_result(_scored(row)) for _ in range(K)],
+        "10 rows to results": lambda: [chunk_result(_scored(row)) for _ in range(K)],
         "response model": lambda: SimilaritySearchResponse(results=results, total_results=K, store="s"),
     }
     timings = {}

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retrieval_core.documents.cursors import decode_cursor, encode_cursor
 from retrieval_core.documents.models import SourceInput
 from retrieval_core.documents.prepare import (
     check_document_id,
@@ -17,7 +18,6 @@ from retrieval_core.documents.prepare import (
     newer_sequencer,
     prepare_source,
 )
-from retrieval_core.documents.service import decode_cursor, encode_cursor
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.parsers.exceptions import EmptyDocumentError
 from tests.files import jsonl_bytes

@@ -10,7 +10,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from retrieval_core.backends.pgvector.service import Rerankers, RetrievalService
+from retrieval_core.backends.pgvector.reranking import Rerankers
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.cache.backends import DynamoDBBackend, MemoryBackend
 from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache

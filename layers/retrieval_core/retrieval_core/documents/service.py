@@ -9,15 +9,12 @@ documents in `prepare.py`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
 from retrieval_core.backends.attached.exceptions import UnusableSourceError
-from retrieval_core.backends.attached.features import describe, features
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
 from retrieval_core.backends.pgvector.service import BACKEND, RetrievalService
 from retrieval_core.db import documents as sql
@@ -26,6 +23,7 @@ from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
+from retrieval_core.documents.cursors import decode_cursor, encode_cursor
 from retrieval_core.documents.models import (
     DocumentInfo,
     Sequence,
@@ -41,6 +39,7 @@ from retrieval_core.documents.prepare import (
     newer_sequencer,
     prepare_source,
 )
+from retrieval_core.documents.store_definitions import redefined, store_info
 from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_deadlock
 from retrieval_core.exceptions import (
     ConflictError,
@@ -111,7 +110,7 @@ class DocumentService:
                     text_search or "english",
                 )
             else:
-                store, version = _redefine(conn, store, display_name, definition, text_search)
+                store, version = redefined(conn, store, display_name, definition, text_search)
             info = self._info(conn, store)
         if version is not None:
             self.retrieval.publish_store_version(store, version)
@@ -160,7 +159,7 @@ class DocumentService:
             stores = [s for s in store_sql.list_stores(conn) if grant.can_access(s.name)]
             counts = store_sql.store_counts(conn, [s.id for s in stores])
         max_rows = self.retrieval.exact_search_max_rows
-        return [_store_info(s, counts.get(s.id, (0, 0)), max_rows) for s in stores]
+        return [store_info(s, counts.get(s.id, (0, 0)), max_rows) for s in stores]
 
     def refresh_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
         """Inspect an attached store's table again (indexes, rows) and retire its cached answers.
@@ -444,48 +443,7 @@ class DocumentService:
 
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])
-        return _store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
-
-
-def _store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) -> StoreInfo:
-    source = store.source
-    return StoreInfo(
-        name=store.name,
-        display_name=store.display_name,
-        storage=store.storage,
-        embedding_model=store.embedding_model,
-        dimension=store.dimension,
-        allowed_metadata_keys=store.allowed_metadata_keys,
-        document_count=counts[0],
-        chunk_count=counts[1],
-        version=store.version,
-        text_search=store.text_search,
-        source=describe(source) if source is not None else None,
-        features=features(source, exact_max_rows) if source is not None else None,
-    )
-
-
-def _redefine(
-    conn: Connection, store: Store, display_name: str, definition: StoreDefinition, text_search: str | None
-) -> tuple[Store, int | None]:
-    """Apply `definition` to an existing store; the store, and its new version when answers may change."""
-    if store.storage != definition.storage:
-        raise ConflictError.for_field(
-            "storage", f"the store holds {store.storage} embeddings; it cannot change"
-        )
-    if text_search is not None and text_search != store.text_search:
-        raise ConflictError.for_field(
-            "textSearch",
-            f"the store's keyword index uses the text search configuration '{store.text_search}';"
-            " it cannot change (create a new store and write the documents again)",
-        )
-    keys = definition.allowed_metadata_keys
-    if (display_name, keys) == (store.display_name, store.allowed_metadata_keys):
-        return store, None
-    keys_changed = keys != store.allowed_metadata_keys
-    store = store_sql.update_store(conn, store, display_name, keys)
-    # Answers depend on which keys a filter may name.
-    return store, (store_sql.bump_version(conn, store) if keys_changed else None)
+        return store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
 
 
 def _with_sidecar(
@@ -497,17 +455,3 @@ def _with_sidecar(
     # Written before the layers were kept: what remains when the old sidecar's keys are taken away.
     base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
     return {**base, **(sidecar or {})}
-
-
-def encode_cursor(last_id: str) -> str:
-    """The opaque cursor of the page after `last_id`."""
-    return base64.urlsafe_b64encode(last_id.encode("utf-8")).decode("ascii").rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    """The id a cursor continues after; a 422 naming `cursor` when it is not one of ours."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):
-        raise InvalidRequestError.for_field("cursor", "not a cursor of this service", "value_error") from None

@@ -145,27 +145,7 @@ class KnowledgeService:
         `grant` is checked as in `search`. `embed_query` is not used: Gemini embeds the query itself.
         """
         grant.require_scope("read")
-        sent = request.model_fields_set
-        rerank = request.rerank
-        # Each option Gemini would ignore; hybrid and MMR options are refused with useHybrid and rerank.
-        unsupported = {
-            "docIds": "use metadataFilter" if request.doc_ids else None,
-            "useHybrid": "Gemini runs its own retrieval" if request.use_hybrid else None,
-            "rerank": "Gemini ranks its own chunks" if rerank is not None and rerank.enabled else None,
-            "rerank.topK": "every graded chunk is returned"
-            if rerank is not None and "top_k" in rerank.model_fields_set
-            else None,
-            "engineName": "Gemini File Search is the engine" if "engine_name" in sent else None,
-            "search": "the index knobs are pgvector's" if request.search is not None else None,
-        }
-        for field, hint in unsupported.items():
-            if hint is not None:
-                raise InvalidRequestError.for_field(
-                    field,
-                    "not supported by Gemini",
-                    "unsupported",
-                    f"not supported for Gemini File Search stores; {hint}",
-                )
+        refuse_unsupported_options(request)
         check_filter_keys(request.metadata_filter, self.allowed_metadata_keys)
         metadata_filter = gemini_filter(request.metadata_filter)
         name = request.store
@@ -307,6 +287,31 @@ def parse_generate_response(raw: bytes | str) -> tuple[str, dict[str, Any] | Non
     )
     grounding = candidate.get("groundingMetadata")
     return text, grounding if isinstance(grounding, dict) else None
+
+
+def refuse_unsupported_options(request: RetrieveRequest) -> None:
+    """Refuse (422 `unsupported`) each retrieve option that Gemini File Search would ignore."""
+    sent = request.model_fields_set
+    rerank = request.rerank
+    # Each option Gemini would ignore; hybrid and MMR options are refused with useHybrid and rerank.
+    unsupported = {
+        "docIds": "use metadataFilter" if request.doc_ids else None,
+        "useHybrid": "Gemini runs its own retrieval" if request.use_hybrid else None,
+        "rerank": "Gemini ranks its own chunks" if rerank is not None and rerank.enabled else None,
+        "rerank.topK": "every graded chunk is returned"
+        if rerank is not None and "top_k" in rerank.model_fields_set
+        else None,
+        "engineName": "Gemini File Search is the engine" if "engine_name" in sent else None,
+        "search": "the index knobs are pgvector's" if request.search is not None else None,
+    }
+    for field, hint in unsupported.items():
+        if hint is not None:
+            raise InvalidRequestError.for_field(
+                field,
+                "not supported by Gemini",
+                "unsupported",
+                f"not supported for Gemini File Search stores; {hint}",
+            )
 
 
 def check_filter_keys(

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import logging
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from typing import TypeVar
 
 from retrieval_core.backends.attached.live import LiveSources
-from retrieval_core.backends.attached.plan import search_attached
+from retrieval_core.backends.pgvector import chunk_search
+from retrieval_core.backends.pgvector.reranking import Rerankers, rerank_strategy, reranked
+from retrieval_core.backends.pgvector.results import chunk_result, fused_scores, is_complete, search_pipeline
+from retrieval_core.backends.pgvector.timings import stopwatch
 from retrieval_core.backends.prompt_context import formatted_if_asked
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
 from retrieval_core.cache.json_cache import CacheStatus
@@ -25,10 +24,7 @@ from retrieval_core.db.stores import Store, find_store
 from retrieval_core.embeddings.base import Embedder
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
-    DimensionMismatchError,
-    EmbeddingModelMismatchError,
     InvalidRequestError,
-    RerankerUnavailableError,
     ResponseTooLargeError,
     RetrievalError,
     StoreNotFoundError,
@@ -39,43 +35,26 @@ from retrieval_core.grants import Grant
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.schemas.common import ErrorBody
-from retrieval_core.schemas.results import ChunkResult
-from retrieval_core.schemas.retrieve import BatchItem, Pipeline, RetrieveRequest, RetrieveResponse, Timings
+from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse, Timings
 from retrieval_core.schemas.search_options import SearchKnobs
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
-from retrieval_core.search.fusion import fuse
 from retrieval_core.search.keyword_query import (
     NO_KEYWORD_TERM,
     KeywordQuery,
-    is_keyword_note,
     normalise_keyword_query,
 )
-from retrieval_core.search.plan import FilterSizes, exact_scan_limit
+from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from retrieval_core.settings import IterativeScan
 
-if TYPE_CHECKING:
-    from retrieval_core.rerank.base import Reranker
-
-logger = logging.getLogger(__name__)
 debug = DebugLog(__name__)
 
 BACKEND = "pgvector"
 
 Request = TypeVar("Request", RetrieveRequest, SimilaritySearchRequest)
 Response = TypeVar("Response", RetrieveResponse, SimilaritySearchResponse)
-
-
-@dataclass(frozen=True)
-class Rerankers:
-    """The rerankers a service may call: `get(strategy)` gives one, or None when it is not configured."""
-
-    get: Callable[[str], Reranker | None]
-    default_strategy: str | None
-    # Which models answer; part of cache keys, so changing a reranker never serves old rankings.
-    identity: str
 
 
 class RetrievalService:
@@ -297,7 +276,7 @@ class RetrievalService:
         debug("%s on %s: cache miss (ttl %.0f s)", operation, store.name, ttl_s)
         metrics.count("CacheMiss")
         response = compute(request)
-        if _complete(response):
+        if is_complete(response):
             self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
         return response, CacheStatus.MISS
 
@@ -314,17 +293,17 @@ class RetrievalService:
         keyword = normalise_keyword_query(request.query) if request.use_hybrid else KeywordQuery(None)
         if keyword.warning is not None:
             warnings.append(keyword.warning)
-        strategy = self._rerank_strategy(request)
+        strategy = rerank_strategy(request, self.rerankers)
         mmr_depth = (depth or request.result_count) if strategy == "mmr" else None
         expensive = is_expensive(len(request.query), keyword.terms, mmr_depth)
         with self.expensive_slots.hold() if expensive else nullcontext():
             # Embed before touching the database, so a pooled connection is never held during a provider call.
-            with _stopwatch(timings, "embed"):
+            with stopwatch(timings, "embed"):
                 query_vector = (embed_query or self._embed_query)(request.query)
             debug(
                 "embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed
             )
-            with _stopwatch(timings, "search"):
+            with stopwatch(timings, "search"):
                 store, candidates = self.search_chunks(
                     request.store,
                     query_vector,
@@ -352,18 +331,7 @@ class RetrievalService:
         depth: int | None,
     ) -> RetrieveResponse:
         """Fuse, threshold and rerank the candidates of a search into the response."""
-        fused = (
-            fuse(
-                candidates,
-                request.fusion,
-                request.vector_weight,
-                request.keyword_weight,
-                rrf_k=request.rrf_k,
-                normalization=request.normalization,
-            )
-            if request.use_hybrid
-            else {}
-        )
+        fused = fused_scores(request, candidates)
         debug(
             "search %s: %d candidates (%s) in %.1f ms",
             store.name,
@@ -375,31 +343,21 @@ class RetrievalService:
         kept = apply_threshold(ranked, request.grade)
         if request.min_fused_score is not None:
             kept = at_least(kept, fused, request.min_fused_score)
-        pipeline = Pipeline(
-            candidates_considered=len(candidates),
-            hybrid=request.use_hybrid,
-            fusion=request.fusion if request.use_hybrid else None,
-            # An attached table's own text column: ts_rank_cd (no IDF statistics of a table we do not write).
-            keyword_scorer=(
-                ("bm25" if store.keyword_ready and store.source is None else "ts_rank_cd")
-                if request.use_hybrid
-                else None
-            ),
-            timings_ms=timings,
-            warnings=warnings,
-        )
+        pipeline = search_pipeline(request, store, candidates, timings, warnings)
         rerank_scores: dict[tuple[str, int], float] = {}
         if request.engine_name == "default":
             if strategy is not None and kept:
-                with _stopwatch(timings, "rerank"):
-                    kept = self._rerank(request, strategy, query_vector, kept, pipeline, rerank_scores, depth)
+                with stopwatch(timings, "rerank"):
+                    kept = reranked(
+                        request, strategy, query_vector, kept, pipeline, rerank_scores, self.rerankers, depth
+                    )
                 debug("rerank %s: %d chunks kept in %.1f ms", strategy, len(kept), timings.rerank)
             else:
                 debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
             kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
         return RetrieveResponse(
-            results=[_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
+            results=[chunk_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
             query=request.query,
             total_results=len(kept),
             engine_used="advanced" if request.engine_name == "default" else "naive",
@@ -409,62 +367,6 @@ class RetrievalService:
 
     def _embed_query(self, query: str) -> Sequence[float]:
         return self.embedder.embed([query], "query")[0]
-
-    def _rerank_strategy(self, request: RetrieveRequest) -> str | None:
-        """The strategy this request reranks with: asked for, else the configured default, else none."""
-        if request.engine_name == "naive":
-            return None
-        if request.rerank is not None:
-            return request.rerank.strategy if request.rerank.enabled else None
-        return self.rerankers.default_strategy if self.rerankers is not None else None
-
-    def _rerank(
-        self,
-        request: RetrieveRequest,
-        strategy: str,
-        query_vector: Sequence[float],
-        chunks: list[ScoredChunk],
-        pipeline: Pipeline,
-        scores: dict[tuple[str, int], float],
-        depth: int | None = None,
-    ) -> list[ScoredChunk]:
-        """`chunks` in reranked order, recording scores and what happened in `pipeline`.
-
-        A model reranker that is not configured or fails leaves the order as it was, with a warning:
-        reranking improves an answer, it is never the reason there is none.
-        """
-        if strategy == "mmr":
-            from retrieval_core.rerank.mmr import maximal_marginal_relevance
-
-            vectors = [c.embedding for c in chunks if c.embedding is not None]
-            assert len(vectors) == len(chunks), "mmr needs the stored embeddings"
-            order = maximal_marginal_relevance(
-                query_vector, vectors, depth or request.result_count, request.mmr_lambda
-            )
-            pipeline.reranked, pipeline.rerank_strategy = True, "mmr"
-            return [chunks[i] for i in order]
-        reranker = self.rerankers.get(strategy) if self.rerankers is not None else None
-        if reranker is None:
-            pipeline.warnings.append(f"reranker '{strategy}' is not configured; results keep search order")
-            return chunks
-        try:
-            ranked = reranker.rerank(request.query, [c.content for c in chunks])
-        except RerankerUnavailableError as exc:
-            logger.warning("reranker %s failed, keeping search order: %s", strategy, exc.message)
-            metrics.count("RerankFallback")
-            pipeline.warnings.append(
-                f"reranker '{strategy}' failed ({exc.message}); results keep search order"
-            )
-            return chunks
-        pipeline.reranked, pipeline.rerank_strategy = True, strategy
-        minimum = request.rerank.score if request.rerank is not None else None
-        reordered = []
-        for item in ranked:
-            if minimum is None or item.score >= minimum:
-                chunk = chunks[item.index]
-                scores[chunk.key] = item.score
-                reordered.append(chunk)
-        return reordered
 
     def _similarity_search(
         self, request: SimilaritySearchRequest, where: Predicate, grant: Grant
@@ -481,7 +383,7 @@ class RetrievalService:
         )
         debug("similarity search %s: %d chunks", store.name, len(found))
         return SimilaritySearchResponse(
-            results=[_result(c) for c in found], total_results=len(found), store=store.name
+            results=[chunk_result(c) for c in found], total_results=len(found), store=store.name
         )
 
     def search_chunks(
@@ -558,93 +460,23 @@ class RetrievalService:
                 query_text = None
                 if warnings is not None:
                     warnings.append(NO_KEYWORD_TERM)
-            if store.source is not None:
-                return store, search_attached(
-                    conn,
-                    store,
-                    query_vector,
-                    limit,
-                    where,
-                    embedded_by=embedded_by,
-                    query_text=query_text,
-                    with_embeddings=with_embeddings,
-                    filter_sizes=self.filter_sizes,
-                    exact_max_rows=self.exact_search_max_rows,
-                    live=self.live_sources,
-                )
-            if embedded_by is not None and store.embedding_model != embedded_by:
-                raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
-            if len(query_vector) != store.dimension:
-                raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
-            if query_text is not None:
-                return store, search_sql.hybrid_chunks(
-                    conn, store, query_vector, query_text, limit, where, with_embeddings
-                )
-            exact = self.scans_exactly(conn, store, where, limit)
-            found = search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+            found = chunk_search.search_store(
+                conn,
+                store,
+                query_vector,
+                limit,
+                where,
+                embedded_by=embedded_by,
+                query_text=query_text,
+                with_embeddings=with_embeddings,
+                filter_sizes=self.filter_sizes,
+                exact_max_rows=self.exact_search_max_rows,
+                live_sources=self.live_sources,
+            )
             return store, found
 
     def scans_exactly(self, conn: Connection, store: Store, where: Predicate, limit: int) -> bool:
-        """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
-
-        Yes when the filter matches at most `exact_scan_limit` chunks, as counted at most a minute ago
-        (search_plan.py has the cost model). Never for an unfiltered search.
-        """
-        if not where.sql:
-            return False
-        most = exact_scan_limit(store.chunk_count, limit, self.exact_search_max_rows)
-        if most == 0 or store.chunk_count <= most:
-            return most > 0
-        key = (store.id, where.sql, _hashable(where.params))
-        return self.filter_sizes.at_most(
-            key, most, lambda up_to: search_sql.count_matching(conn, store, where, up_to)
+        """Whether the top `limit` of `where` come from an exact scan, not HNSW (chunk_search.py)."""
+        return chunk_search.scans_exactly(
+            conn, store, where, limit, self.filter_sizes, self.exact_search_max_rows
         )
-
-
-def _hashable(params: Mapping[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
-
-
-def _result(
-    chunk: ScoredChunk, fused_score: float | None = None, rerank_score: float | None = None
-) -> ChunkResult:
-    # A row of an attached table has its own id and no chunk index.
-    place = (
-        {"documentId": chunk.document_id, "chunkIndex": chunk.chunk_index}
-        if chunk.row_id is None
-        else {"documentId": chunk.document_id}
-    )
-    return ChunkResult(
-        id=chunk.chunk_id,
-        content=chunk.content,
-        score=chunk.score,
-        metadata={**chunk.metadata, **place},
-        keyword_score=chunk.keyword_score if fused_score is not None else None,
-        fused_score=fused_score,
-        rerank_score=rerank_score,
-    )
-
-
-def _complete(response: RetrieveResponse | SimilaritySearchResponse) -> bool:
-    """False for an answer a failing stage degraded: it is not cached, so the next request tries again.
-
-    A note on how the keyword query was bounded is no failure: the same request gets it every time.
-    """
-    if not isinstance(response, RetrieveResponse):
-        return True
-    return all(is_keyword_note(warning) for warning in response.pipeline.warnings)
-
-
-# The metric each stage's time is reported as (the stack's dashboard plots them).
-_STAGE_METRICS = {"embed": "EmbedTime", "search": "SearchTime", "rerank": "RerankTime"}
-
-
-@contextmanager
-def _stopwatch(timings: Timings, stage: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        elapsed_ms = (time.perf_counter() - start) * 1000
-        setattr(timings, stage, round(getattr(timings, stage) + elapsed_ms, 3))
-        metrics.milliseconds(_STAGE_METRICS[stage], elapsed_ms)

@@ -1,0 +1,86 @@
+"""The SQL side of a search on a store already found and checked: attached, hybrid, exact or HNSW."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from retrieval_core.backends.attached.live import LiveSources
+from retrieval_core.backends.attached.plan import search_attached
+from retrieval_core.db import search_sql
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.scored_chunk import ScoredChunk
+from retrieval_core.db.stores import Store
+from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
+from retrieval_core.filters.predicate import Predicate
+from retrieval_core.search.plan import FilterSizes, exact_scan_limit
+
+
+def search_store(
+    conn: Connection,
+    store: Store,
+    query_vector: Sequence[float],
+    limit: int,
+    where: Predicate,
+    *,
+    embedded_by: str | None,
+    query_text: str | None,
+    with_embeddings: bool,
+    filter_sizes: FilterSizes,
+    exact_max_rows: int,
+    live_sources: LiveSources,
+) -> list[ScoredChunk]:
+    """The chunks of `store` nearest to `query_vector` under `where`, nearest first.
+
+    An attached table is searched by its own plan. With `query_text`, a hybrid search; otherwise a
+    filter matching few enough chunks is answered by an exact scan (`scans_exactly`).
+    """
+    if store.source is not None:
+        return search_attached(
+            conn,
+            store,
+            query_vector,
+            limit,
+            where,
+            embedded_by=embedded_by,
+            query_text=query_text,
+            with_embeddings=with_embeddings,
+            filter_sizes=filter_sizes,
+            exact_max_rows=exact_max_rows,
+            live=live_sources,
+        )
+    if embedded_by is not None and store.embedding_model != embedded_by:
+        raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
+    if len(query_vector) != store.dimension:
+        raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
+    if query_text is not None:
+        return search_sql.hybrid_chunks(conn, store, query_vector, query_text, limit, where, with_embeddings)
+    exact = scans_exactly(conn, store, where, limit, filter_sizes, exact_max_rows)
+    return search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+
+
+def scans_exactly(
+    conn: Connection,
+    store: Store,
+    where: Predicate,
+    limit: int,
+    filter_sizes: FilterSizes,
+    exact_max_rows: int,
+) -> bool:
+    """Whether the top `limit` of `where` come from an exact scan rather than the HNSW index.
+
+    Yes when the filter matches at most `exact_scan_limit` chunks, as counted at most a minute ago
+    (search/plan.py has the cost model). Never for an unfiltered search.
+    """
+    if not where.sql:
+        return False
+    most = exact_scan_limit(store.chunk_count, limit, exact_max_rows)
+    if most == 0 or store.chunk_count <= most:
+        return most > 0
+    key = (store.id, where.sql, _hashable(where.params))
+    return filter_sizes.at_most(key, most, lambda up_to: search_sql.count_matching(conn, store, where, up_to))
+
+
+def _hashable(params: Mapping[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)

@@ -1,0 +1,52 @@
+"""A store's row under a new definition, and a row shown as StoreInfo (with its counts and features)."""
+
+from __future__ import annotations
+
+from retrieval_core.backends.attached.features import describe, features
+from retrieval_core.db import stores as store_sql
+from retrieval_core.db.connection import Connection
+from retrieval_core.db.stores import Store
+from retrieval_core.documents.models import StoreDefinition, StoreInfo
+from retrieval_core.exceptions import ConflictError
+
+
+def store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) -> StoreInfo:
+    """The store as the documents API shows it; `counts` are its documents and chunks."""
+    source = store.source
+    return StoreInfo(
+        name=store.name,
+        display_name=store.display_name,
+        storage=store.storage,
+        embedding_model=store.embedding_model,
+        dimension=store.dimension,
+        allowed_metadata_keys=store.allowed_metadata_keys,
+        document_count=counts[0],
+        chunk_count=counts[1],
+        version=store.version,
+        text_search=store.text_search,
+        source=describe(source) if source is not None else None,
+        features=features(source, exact_max_rows) if source is not None else None,
+    )
+
+
+def redefined(
+    conn: Connection, store: Store, display_name: str, definition: StoreDefinition, text_search: str | None
+) -> tuple[Store, int | None]:
+    """Apply `definition` to an existing store; the store, and its new version when answers may change."""
+    if store.storage != definition.storage:
+        raise ConflictError.for_field(
+            "storage", f"the store holds {store.storage} embeddings; it cannot change"
+        )
+    if text_search is not None and text_search != store.text_search:
+        raise ConflictError.for_field(
+            "textSearch",
+            f"the store's keyword index uses the text search configuration '{store.text_search}';"
+            " it cannot change (create a new store and write the documents again)",
+        )
+    keys = definition.allowed_metadata_keys
+    if (display_name, keys) == (store.display_name, store.allowed_metadata_keys):
+        return store, None
+    keys_changed = keys != store.allowed_metadata_keys
+    store = store_sql.update_store(conn, store, display_name, keys)
+    # Answers depend on which keys a filter may name.
+    return store, (store_sql.bump_version(conn, store) if keys_changed else None)
