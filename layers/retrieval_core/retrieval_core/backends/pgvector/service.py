@@ -8,8 +8,8 @@ from typing import TypeVar
 
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.pgvector import chunk_search
+from retrieval_core.backends.pgvector.answer import chunk_result, fused_scores, is_complete, search_pipeline
 from retrieval_core.backends.pgvector.reranking import Rerankers, rerank_strategy, reranked
-from retrieval_core.backends.pgvector.results import chunk_result, fused_scores, is_complete, search_pipeline
 from retrieval_core.backends.pgvector.timings import stopwatch
 from retrieval_core.backends.prompt_context import formatted_if_asked
 from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
