@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db.stores import Store
 from retrieval_core.documents.models import SourceInput, StoreDefinition
 from retrieval_core.documents.service import DocumentService
-from retrieval_core.embeddings.base import Embedder
+from retrieval_core.embeddings.base import Embedder, EmbeddingKind
 from retrieval_core.exceptions import RetrievalError
 from retrieval_core.parsers.detect import JSONL
 from retrieval_core.parsers.exceptions import EmptyDocumentError
@@ -39,6 +39,21 @@ class TextDocument:
         """The document as the one record of a JSON Lines source named by its id."""
         record = {"_id": self.id, "title": self.title, "text": self.text, "metadata": self.metadata}
         return SourceInput(self.id, json.dumps(record).encode(), content_type=JSONL)
+
+
+@dataclass(frozen=True, slots=True)
+class GivenVectors:
+    """An embedder that returns the vector given for each text: for tests that place chunks exactly
+    (synthetic vectors) while writing through the production writer."""
+
+    model: str
+    dimension: int
+    vectors: dict[str, list[float]]
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        missing = [text for text in texts if text not in self.vectors]
+        assert not missing, f"no vector given for {missing[0]!r}"
+        return [self.vectors[text] for text in texts]
 
 
 @dataclass(slots=True)

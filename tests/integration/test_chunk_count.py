@@ -1,4 +1,6 @@
-"""stores.chunk_count follows every write of chunks: the exact-or-index choice reads it."""
+"""stores.chunk_count follows every write of chunks: the exact-or-index choice reads it.
+
+The subject is db/'s own bookkeeping, so the tests call its write functions directly."""
 
 from __future__ import annotations
 

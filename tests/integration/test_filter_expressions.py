@@ -11,14 +11,13 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
-from retrieval_core.db.stores import create_store, find_store
 from retrieval_core.filters.exceptions import FilterKeyNotAllowedError, FilterSyntaxError
 from retrieval_core.filters.expression import Node, parse
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.schemas.retrieve import RetrieveRequest
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest
 from tests.filter_strategies import INJECTIONS, STRINGS, expressions, holds, quote, render
+from tests.writing import GivenVectors, TextDocument, ensure_store, write_documents
 
 SEARCH = "/api/v1/chunks/similarity-search"
 STORE = "filter-expressions"
@@ -43,18 +42,18 @@ def _metadata(rng: random.Random) -> dict[str, Any]:
 def filter_store(service) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
     """A store of 40 one-chunk documents with varied metadata; returns chunk id -> metadata."""
     rng = random.Random(20231122)
-    documents = [f"doc-{i:02d}" for i in range(40)]
-    rows = []
+    documents = []
+    vectors: dict[str, list[float]] = {}
     stored: dict[str, dict[str, Any]] = {}
-    for doc_id in documents:
+    for doc_id in (f"doc-{i:02d}" for i in range(40)):
         metadata = _metadata(rng)
-        vector = [rng.uniform(0.1, 1.0) for _ in range(DIMENSION)]
-        chunk = ChunkRow(doc_id, 0, f"text of {doc_id}", metadata, vector)
-        rows.append(DocumentRow(doc_id, doc_id, {}, doc_id, [chunk]))
+        text = f"text of {doc_id}"
+        vectors[text] = [rng.uniform(0.1, 1.0) for _ in range(DIMENSION)]
+        documents.append(TextDocument(doc_id, text, metadata=metadata))
         stored[f"{doc_id}#0"] = metadata
-    with service.database.connection() as conn:
-        store = find_store(conn, STORE) or create_store(conn, STORE, STORE, "filter-test", DIMENSION)
-        replace_documents(conn, store, rows)
+    embedder = GivenVectors("filter-test", DIMENSION, vectors)
+    ensure_store(service, STORE, embedder)
+    write_documents(service, STORE, documents, 1000, 0, embedder=embedder)
     return stored
 
 

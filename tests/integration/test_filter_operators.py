@@ -18,13 +18,12 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
-from retrieval_core.db.stores import create_store, find_store
 from retrieval_core.filters.expression import Node, parse
 from retrieval_core.filters.predicate import Predicate
 from retrieval_core.filters.sql import metadata_predicate
 from retrieval_core.filters.tree import parse_tree
 from tests.filter_strategies import KEYS, STRINGS, TEXTS, expressions, holds, numbers, render, to_tree
+from tests.writing import GivenVectors, TextDocument, ensure_store, write_documents
 
 # --- random filters over random metadata, in SQL --------------------------------------------------
 
@@ -157,13 +156,13 @@ CASES: list[tuple[str, dict[str, Any], set[int]]] = [
 def operator_store(service: Any) -> None:
     rng = random.Random(20)
     documents = []
+    vectors: dict[str, list[float]] = {}
     for i, metadata in enumerate(ROWS):
-        vector = [rng.uniform(0.1, 1.0) for _ in range(DIMENSION)]
-        chunk = ChunkRow(f"row-{i}", 0, f"row {i}", metadata, vector)
-        documents.append(DocumentRow(f"row-{i}", f"row-{i}", {}, f"row-{i}", [chunk]))
-    with service.database.connection() as conn:
-        store = find_store(conn, STORE) or create_store(conn, STORE, STORE, "filter-test", DIMENSION)
-        replace_documents(conn, store, documents)
+        vectors[f"row {i}"] = [rng.uniform(0.1, 1.0) for _ in range(DIMENSION)]
+        documents.append(TextDocument(f"row-{i}", f"row {i}", metadata=metadata))
+    embedder = GivenVectors("filter-test", DIMENSION, vectors)
+    ensure_store(service, STORE, embedder)
+    write_documents(service, STORE, documents, 1000, 0, embedder=embedder)
 
 
 def rows_selected(client: TestClient, metadata_filter: object) -> set[int]:

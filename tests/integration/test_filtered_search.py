@@ -1,6 +1,8 @@
 """Filtered ANN returns k: iterative HNSW scans, the exact path for selective filters, the index knobs.
 
-A store of 6,000 synthetic 32-dimensional chunks (clusters plus noise) is written directly;
+A store of 6,000 synthetic 32-dimensional chunks (clusters plus noise) is written directly with db/'s
+own functions, and its HNSW index built after the load: the subject is the SQL plan over that index,
+while the production writer inserts into an existing index row by row;
 tenant `one` holds 1% of the chunks, tenant `ten` 10%. A second store of the same chunks also names
 each chunk's tenant in a list and a title, and only tenant `one` has a `marker`, so that every
 filter operator can select exactly tenant `one`. The expected answers are computed by brute force

@@ -1,5 +1,8 @@
 """BM25 keyword search on the embedded PostgreSQL: the scores, every write path, the text
-search configuration of a store, websearch syntax, and the backfill of chunks older than migration 7."""
+search configuration of a store, websearch syntax, and the backfill of chunks older than migration 7.
+
+Most tests write chunks with db/'s `replace_documents` and `delete_documents` themselves: their subject
+is the keyword index those functions keep (weights, document frequencies, bounds), written exactly."""
 
 from __future__ import annotations
 
