@@ -85,6 +85,30 @@ def broken_model(own_runtime: Any, tmp_path: Path) -> Iterator[None]:
     get_embedder.cache_clear()  # services built later get a good one; the shared service keeps its own
 
 
+def test_a_full_lock_table_is_database_resources_exhausted_naming_it(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import psycopg
+
+    from retrieval_core.db.errors import database_errors
+    from retrieval_core.exceptions import DatabaseResourcesExhaustedError
+
+    # Advisory locks live in the shared lock table: far more of them than max_locks_per_transaction
+    # allows fill it, as many stores' indexes do. The transaction fails and gives them all back.
+    with (
+        psycopg.connect(postgres_dsn) as conn,
+        caplog.at_level(logging.WARNING, logger="retrieval_core.db.errors"),
+        pytest.raises(DatabaseResourcesExhaustedError) as caught,
+        database_errors("searching"),
+    ):
+        conn.execute("SELECT count(pg_advisory_xact_lock(i)) FROM generate_series(1, 200000) AS i")
+    error = caught.value
+    assert (error.status_code, error.code, error.retry_after_s) == (503, "database_resources_exhausted", 1)
+    assert error.details == {"operation": "searching", "sqlstate": "53200"}
+    assert "lock table" in error.message and "could not reach" not in error.message
+    assert any("SQLSTATE 53200" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
 def test_a_broken_local_model_is_502_embedding_provider_error_and_fails_health(
     broken_model: None, sample_store: Any
 ) -> None:

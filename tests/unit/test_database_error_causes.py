@@ -54,6 +54,18 @@ def raised_by(error: psycopg.Error) -> RetrievalError:
             None,
         ),
         (
+            psycopg.errors.OutOfMemory("out of shared memory"),
+            503,
+            "database_resources_exhausted",
+            1,
+        ),
+        (
+            psycopg.errors.ConfigurationLimitExceeded("configuration limit exceeded"),
+            503,
+            "database_resources_exhausted",
+            1,
+        ),
+        (
             psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
             500,
             "database_unavailable",
@@ -107,3 +119,10 @@ def test_an_unreachable_server_stays_an_outage_with_retry_after() -> None:
     )
     ours = raised_by(down)
     assert (ours.status_code, ours.code, ours.retry_after_s) == (500, "database_unavailable", 5)
+
+
+def test_out_of_shared_memory_names_the_lock_table_not_an_unreachable_server() -> None:
+    ours = raised_by(psycopg.errors.OutOfMemory("out of shared memory"))
+    assert "SQLSTATE 53200" in ours.message and "lock table" in ours.message
+    assert "could not reach" not in ours.message
+    assert ours.details == {"operation": "searching", "sqlstate": "53200"}

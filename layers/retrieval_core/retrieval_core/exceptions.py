@@ -156,6 +156,16 @@ class DatabaseOverloadedError(RetrievalError):
     retry_after_s = 1
 
 
+class DatabaseResourcesExhaustedError(RetrievalError):
+    """PostgreSQL ran out of a resource while answering (SQLSTATE 53000, 53200, 53400): most often its
+    lock table ("out of shared memory": max_locks_per_transaction). Not an outage: the server is up."""
+
+    status_code = 503
+    code = "database_resources_exhausted"
+    # Locks and memory come back as other transactions end.
+    retry_after_s = 1
+
+
 class EmbeddingProviderError(RetrievalError):
     """The embedding provider failed or answered with something unusable."""
 

@@ -13,6 +13,7 @@ from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.exceptions import (
     DatabaseMisconfiguredError,
     DatabaseOverloadedError,
+    DatabaseResourcesExhaustedError,
     DatabaseStorageFullError,
     DatabaseUnavailableError,
     QueryTimeoutError,
@@ -24,6 +25,13 @@ logger = logging.getLogger(__name__)
 TOO_MANY_CONNECTIONS = "53300"
 QUERY_CANCELED = "57014"  # statement_timeout (or a cancel request)
 DISK_FULL = "53100"
+# Class 53 but for disk (53100) and connections (53300): insufficient_resources, out_of_memory (also
+# "out of shared memory", the lock table) and configuration_limit_exceeded.
+RESOURCES_EXHAUSTED = {
+    "53000": "insufficient resources",
+    "53200": "out of memory (shared memory: most often the lock table, max_locks_per_transaction)",
+    "53400": "a configured limit exceeded",
+}
 # invalid_authorization_specification (28000, 28P01: wrong user or password), invalid_catalog_name (3D000:
 # no such database), insufficient_privilege (42501: the role may not use it).
 MISCONFIGURED_CLASSES = ("28", "3D")
@@ -49,7 +57,8 @@ def database_errors(operation: str) -> Iterator[None]:
 
     Every connection busy (the pool's or the server's): DatabaseOverloadedError. A statement timeout:
     QueryTimeoutError. Credentials or database refused: DatabaseMisconfiguredError. Out of disk:
-    DatabaseStorageFullError. A missing table or column: SchemaObjectMissingError. Anything else:
+    DatabaseStorageFullError. Out of locks or memory: DatabaseResourcesExhaustedError. A missing table
+    or column: SchemaObjectMissingError. Anything else:
     DatabaseUnavailableError. The SQLSTATE is logged (the driver's message is not: it can name the host,
     the role and values).
     """
@@ -58,8 +67,13 @@ def database_errors(operation: str) -> Iterator[None]:
     except psycopg.Error as exc:
         sqlstate = sqlstate_of(exc)
         error = classify(exc, sqlstate, operation)
-        # Busy, slow or behind: the caller is told; an unusable database is for the operator's eyes.
-        level = logging.ERROR if isinstance(error, DatabaseUnavailableError) else logging.DEBUG
+        # Busy, slow or behind: the caller is told; an unusable database is for the operator's eyes, and
+        # so is a server out of locks or memory (a capacity setting to raise).
+        level = logging.DEBUG
+        if isinstance(error, DatabaseUnavailableError):
+            level = logging.ERROR
+        elif isinstance(error, DatabaseResourcesExhaustedError):
+            level = logging.WARNING
         logger.log(
             level,
             "database error while %s: SQLSTATE %s (%s)",
@@ -84,7 +98,13 @@ def sqlstate_of(exc: psycopg.Error) -> str | None:
 
 def classify(
     exc: psycopg.Error, sqlstate: str | None, operation: str
-) -> DatabaseUnavailableError | DatabaseOverloadedError | QueryTimeoutError | SchemaObjectMissingError:
+) -> (
+    DatabaseUnavailableError
+    | DatabaseOverloadedError
+    | DatabaseResourcesExhaustedError
+    | QueryTimeoutError
+    | SchemaObjectMissingError
+):
     """The error of ours that `exc` (with `sqlstate`) stands for."""
     details = {"operation": operation}
     if sqlstate == QUERY_CANCELED:
@@ -102,6 +122,13 @@ def classify(
     if sqlstate == DISK_FULL:
         return DatabaseStorageFullError(
             f"the database is out of disk space while {operation}: free or add storage", details
+        )
+    if sqlstate in RESOURCES_EXHAUSTED:
+        return DatabaseResourcesExhaustedError(
+            f"PostgreSQL ran out of resources while {operation} (SQLSTATE {sqlstate}: "
+            f"{RESOURCES_EXHAUSTED[sqlstate]}): retry shortly; if it lasts, lower the concurrency or raise "
+            "the server's limit",
+            {"operation": operation, "sqlstate": sqlstate},
         )
     if isinstance(exc, psycopg.OperationalError):
         # Before the generic case: PoolTimeout and a refused connection are OperationalErrors too.
