@@ -10,6 +10,9 @@ would in a larger corpus of the same kind instead of every lexeme being copied e
 HNSW index is built once after loading, as a bulk load would. The backfill is timed by emptying the
 store's keyword rows and indexing them again with `db.keywords.backfill_keywords`, as migration 7's
 backfill would. Queries: the judged queries of the three sets, embedded by the local model.
+
+Its subject is db/'s `replace_documents` itself (the cost of the keyword index it keeps), so it writes
+the chunks with that function directly rather than through tests/writing.py.
 """
 
 from __future__ import annotations
