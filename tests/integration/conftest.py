@@ -90,3 +90,24 @@ def served_app() -> Iterator[ServedApp]:
 
     with served_app() as app:
         yield app
+
+
+@pytest.fixture()
+def poison_trigger(service: Any) -> Iterator[None]:
+    """A trigger that makes PostgreSQL reject any chunk containing 'poison-pill', mid-COPY."""
+    with service.database.connection() as conn:
+        conn.execute(
+            """CREATE OR REPLACE FUNCTION test_reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN
+                 IF NEW.content LIKE '%poison-pill%' THEN RAISE EXCEPTION 'poisoned chunk'; END IF;
+                 RETURN NEW;
+               END $$"""
+        )
+        conn.execute(
+            "CREATE TRIGGER test_reject_poison BEFORE INSERT ON chunks"
+            " FOR EACH ROW EXECUTE FUNCTION test_reject_poison()"
+        )
+    yield
+    with service.database.connection() as conn:
+        conn.execute("DROP TRIGGER test_reject_poison ON chunks")
+        conn.execute("DROP FUNCTION test_reject_poison()")

@@ -104,27 +104,6 @@ def test_nothing_lost_concurrent_upserts_of_the_same_document_never_mix_versions
     assert_one_whole_version(*stored(service, store, "doc"))
 
 
-@pytest.fixture()
-def poison_trigger(service: Any) -> Any:
-    """A trigger that makes PostgreSQL reject any chunk containing 'poison-pill', mid-COPY."""
-    with service.database.connection() as conn:
-        conn.execute(
-            """CREATE OR REPLACE FUNCTION test_reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-               BEGIN
-                 IF NEW.content LIKE '%poison-pill%' THEN RAISE EXCEPTION 'poisoned chunk'; END IF;
-                 RETURN NEW;
-               END $$"""
-        )
-        conn.execute(
-            "CREATE TRIGGER test_reject_poison BEFORE INSERT ON chunks"
-            " FOR EACH ROW EXECUTE FUNCTION test_reject_poison()"
-        )
-    yield
-    with service.database.connection() as conn:
-        conn.execute("DROP TRIGGER test_reject_poison ON chunks")
-        conn.execute("DROP FUNCTION test_reject_poison()")
-
-
 def store_version(service: Any, store: Any) -> int:
     with service.database.connection() as conn:
         row = conn.execute("SELECT version FROM stores WHERE id = %s", (store.id,)).fetchone()

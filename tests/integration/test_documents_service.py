@@ -205,27 +205,6 @@ def test_a_failed_first_write_leaves_no_empty_store(service: Any) -> None:
         docs.get_store(name)
 
 
-@pytest.fixture()
-def poison_trigger(service: Any) -> Any:
-    """PostgreSQL rejects any chunk containing 'poison-pill', mid-COPY."""
-    with service.database.connection() as conn:
-        conn.execute(
-            """CREATE OR REPLACE FUNCTION test_docs_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-               BEGIN
-                 IF NEW.content LIKE '%poison-pill%' THEN RAISE EXCEPTION 'poisoned chunk'; END IF;
-                 RETURN NEW;
-               END $$"""
-        )
-        conn.execute(
-            "CREATE TRIGGER test_docs_poison BEFORE INSERT ON chunks"
-            " FOR EACH ROW EXECUTE FUNCTION test_docs_poison()"
-        )
-    yield
-    with service.database.connection() as conn:
-        conn.execute("DROP TRIGGER test_docs_poison ON chunks")
-        conn.execute("DROP FUNCTION test_docs_poison()")
-
-
 @pytest.mark.usefixtures("poison_trigger")
 def test_a_write_failing_in_the_database_leaves_the_previous_state(service: Any) -> None:
     docs = documents_for(service)

@@ -1,4 +1,4 @@
-"""Errors name their cause and health sees a broken model (item 4).
+"""Errors name their cause and health sees a broken model.
 
 Each cause is produced for real: a database or role that does not exist on the embedded PostgreSQL, a
 corrupt model file, an endpoint that accepts connections and never answers.

@@ -37,6 +37,11 @@ def backend_of(request: RetrieveRequest) -> BackendKind:
     return "gemini" if request.targets_gemini else "pgvector"
 
 
+def shares_query_embedding(request: RetrieveRequest) -> bool:
+    """Whether `request`'s query may go into a batch's one embedding call (its backend embeds it)."""
+    return CAPABILITIES[backend_of(request)].shared_query_embedding
+
+
 _NOT_SERVED = {
     "batch": ("not served in a batch", "are not served in a batch"),
     "queue": ("not served by the queue", "are not served by the retrieve queue"),
@@ -82,8 +87,7 @@ class Backends:
         """
         kind = backend_of(request)
         self.check_serves(kind, caller)
-        capabilities = self.capabilities(kind)
-        shared = embed_query if capabilities.shared_query_embedding else None
+        shared = embed_query if shares_query_embedding(request) else None
         return self.backend(kind).retrieve(request, shared, grant=grant)
 
     def check_serves(self, kind: BackendKind, caller: Caller) -> None:

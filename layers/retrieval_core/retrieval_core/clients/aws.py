@@ -51,6 +51,34 @@ def fail_open_options(endpoint_url: str | None) -> AwsClientOptions:
     )
 
 
+def handler_options(endpoint_url: str | None, read_timeout_s: float) -> AwsClientOptions:
+    """For the Lambda handlers' own calls (SQS replies, S3 reads, idempotency records): 2 s to connect,
+    AWS's standard retries, 4 attempts in all."""
+    return AwsClientOptions(
+        endpoint_url=endpoint_url,
+        connect_timeout_s=2,
+        read_timeout_s=read_timeout_s,
+        retry_mode="standard",
+        attempts=4,
+    )
+
+
+def own_retries_options(
+    region: str | None, endpoint_url: str | None, timeout_s: float, max_pool_connections: int | None = None
+) -> AwsClientOptions:
+    """For a provider client that retries on its own (Bedrock embeddings and rerank): one attempt per
+    call, `timeout_s` to connect and to read, a session of its own."""
+    return AwsClientOptions(
+        region=region,
+        endpoint_url=endpoint_url,
+        connect_timeout_s=timeout_s,
+        read_timeout_s=timeout_s,
+        attempts=1,
+        max_pool_connections=max_pool_connections,
+        own_session=True,
+    )
+
+
 def aws_client(service: str, options: AwsClientOptions | None = None) -> Any:
     """A boto3 client for `service` (e.g. "dynamodb"), configured by `options`; boto3 imported here."""
     import boto3

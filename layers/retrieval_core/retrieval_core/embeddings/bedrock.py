@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from retrieval_core.clients.aws import AwsClientOptions, AwsFailure, aws_failure, lazy_aws_client
+from retrieval_core.clients.aws import AwsFailure, aws_failure, lazy_aws_client, own_retries_options
 from retrieval_core.clients.deadline import request_deadline, time_for_retry
 from retrieval_core.clients.retry import (
     RETRY_ATTEMPTS,
@@ -65,16 +65,7 @@ class BedrockTitanEmbedder:
         self.retry_base_delay_s = retry_base_delay_s
         # Retries are ours (see above): botocore makes one attempt per call.
         self._client = lazy_aws_client(
-            "bedrock-runtime",
-            AwsClientOptions(
-                region=region,
-                endpoint_url=endpoint_url,
-                connect_timeout_s=timeout_s,
-                read_timeout_s=timeout_s,
-                attempts=1,
-                max_pool_connections=self._concurrency,
-                own_session=True,
-            ),
+            "bedrock-runtime", own_retries_options(region, endpoint_url, timeout_s, self._concurrency)
         )
 
     @classmethod

@@ -35,9 +35,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from retrieval_core import container
-from retrieval_core.backends.face import CAPABILITIES
-from retrieval_core.backends.router import backend_of
-from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
+from retrieval_core.backends.router import shares_query_embedding
+from retrieval_core.clients.aws import handler_options, lazy_aws_client
 from retrieval_core.clients.deadline import LAMBDA_MARGIN_S, deadline_of, lambda_remaining_s
 from retrieval_core.embeddings.batch import QueryVectors
 from retrieval_core.exceptions import (
@@ -186,17 +185,7 @@ class QueueProcessor:
         self.allowed_reply_queues = frozenset(
             {self.results_queue_url, *(u.strip() for u in settings.reply_queue_urls.split(",") if u.strip())}
         )
-        self._sqs = lazy_aws_client(
-            "sqs",
-            AwsClientOptions(
-                endpoint_url=settings.sqs_endpoint_url,
-                connect_timeout_s=2,
-                read_timeout_s=5,
-                retry_mode="standard",
-                # The first attempt and 3 retries.
-                attempts=4,
-            ),
-        )
+        self._sqs = lazy_aws_client("sqs", handler_options(settings.sqs_endpoint_url, read_timeout_s=5))
 
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
@@ -220,7 +209,7 @@ class QueueProcessor:
         queries = [
             job.request.query
             for job in jobs.values()
-            if job.request is not None and CAPABILITIES[backend_of(job.request)].shared_query_embedding
+            if job.request is not None and shares_query_embedding(job.request)
         ]
         batch = Batch(jobs, QueryVectors(queries))
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

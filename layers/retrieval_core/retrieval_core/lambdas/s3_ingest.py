@@ -32,7 +32,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from retrieval_core import container
-from retrieval_core.clients.aws import AwsClientOptions, lazy_aws_client
+from retrieval_core.clients.aws import handler_options, lazy_aws_client
 from retrieval_core.documents.exceptions import ObjectReadError, ObjectTooLargeError, S3EventError
 from retrieval_core.documents.models import Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.s3_events import ObjectChange, Target, read_message
@@ -87,15 +87,7 @@ class IngestProcessor:
             )
         self.settings = settings
         self._s3: Callable[[], S3Client] = lazy_aws_client(
-            "s3",
-            AwsClientOptions(
-                endpoint_url=settings.s3_endpoint_url,
-                connect_timeout_s=2,
-                read_timeout_s=30,
-                retry_mode="standard",
-                # The first attempt and 3 retries.
-                attempts=4,
-            ),
+            "s3", handler_options(settings.s3_endpoint_url, read_timeout_s=30)
         )
 
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig

@@ -19,7 +19,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import Metrics, MetricUnit
 
 from retrieval_core import container
-from retrieval_core.clients.aws import AwsClientOptions, aws_client
+from retrieval_core.clients.aws import aws_client, handler_options
 from retrieval_core.clients.secret_store import forget_cached_secrets
 from retrieval_core.lambdas.events import split_sqs_event
 from retrieval_core.lambdas.tracing import LambdaHandler as LambdaHandler
@@ -139,15 +139,7 @@ def idempotent_on_dynamodb(
     persistence = DynamoDBPersistenceLayer(
         table_name=settings.idempotency_table_name or "",
         boto3_client=aws_client(
-            "dynamodb",
-            AwsClientOptions(
-                endpoint_url=settings.dynamodb_endpoint_url,
-                connect_timeout_s=2,
-                read_timeout_s=5,
-                retry_mode="standard",
-                # The first attempt and 3 retries.
-                attempts=4,
-            ),
+            "dynamodb", handler_options(settings.dynamodb_endpoint_url, read_timeout_s=5)
         ),
     )
     once: Callable[..., dict[str, Any]] = idempotent_function(

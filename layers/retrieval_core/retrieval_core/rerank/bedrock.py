@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from retrieval_core.clients.aws import AwsClientOptions, AwsFailure, aws_failure, lazy_aws_client
+from retrieval_core.clients.aws import AwsFailure, aws_failure, lazy_aws_client, own_retries_options
 from retrieval_core.clients.retry import RETRY_BASE_DELAY_S
 from retrieval_core.exceptions import RerankerUnavailableError
 from retrieval_core.rerank.base import RerankScore, RetryableFailure, ranked_scores, with_attempts
@@ -52,15 +52,7 @@ class BedrockReranker:
         self.retry_base_delay_s = retry_base_delay_s
         # Retries are ours (`with_attempts`), within the rerank time budget: botocore makes one attempt.
         self._client = lazy_aws_client(
-            "bedrock-agent-runtime",
-            AwsClientOptions(
-                region=region,
-                endpoint_url=endpoint_url,
-                connect_timeout_s=timeout_s,
-                read_timeout_s=timeout_s,
-                attempts=1,
-                own_session=True,
-            ),
+            "bedrock-agent-runtime", own_retries_options(region, endpoint_url, timeout_s)
         )
         self._model_arn: str | None = None
 
