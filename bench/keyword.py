@@ -4,7 +4,7 @@ Needs each set ingested into a store of its name (`retrieval ingest ../shared/ev
 --store <set>`; `--ingest` does it for missing ones). For every judged query it ranks documents (a
 document ranks by its best chunk, 100 chunks deep) with:
 
-- BM25: the service's keyword search (`search_sql.keyword_chunks`: stored term weights, IDF per store);
+- BM25: the service's keyword search (`keyword_sql.keyword_chunks`: stored term weights, IDF per store);
 - ts_rank_cd: the ranking before BM25 (the same SQL the service runs on a store not yet backfilled);
 - BM25 in SQL from the tsvector: the alternative without stored weights (`ALTERNATIVE_SQL`), with the
   store's current average length.
@@ -149,7 +149,7 @@ def main() -> None:
     from psycopg import sql
 
     from retrieval_core.container import get_service
-    from retrieval_core.db import search_sql
+    from retrieval_core.db import chunk_filters, keyword_sql, search_sql
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.filters.predicate import TRUE
 
@@ -194,12 +194,12 @@ def main() -> None:
         def bm25(text: str, limit: int, s: Any = store) -> list[tuple[str, int, float]]:
             with service.database.connection() as conn, conn.transaction():
                 search_sql.set_search_options(conn, service.index_knobs)
-                return search_sql.keyword_chunks(conn, s, text, limit, TRUE)
+                return keyword_sql.keyword_chunks(conn, s, text, limit, TRUE)
 
         def alternative(text: str, limit: int, store: Any = store) -> list[tuple[str, int]]:
             with service.database.connection() as conn, conn.transaction():
                 search_sql.set_search_options(conn, service.index_knobs)
-                search_sql.allow_bitmap_scans(conn)
+                chunk_filters.allow_bitmap_scans(conn)
                 params = {"cfg": store.text_search, "text": text, "store_id": store.id, "limit": limit}
                 return [(r[0], r[1]) for r in conn.execute(ALTERNATIVE_SQL, params).fetchall()]
 

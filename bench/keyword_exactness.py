@@ -57,7 +57,7 @@ def check_set(
 ) -> tuple[int, list[str], dict[str, list[list[Row]]]]:
     """(result lists compared, differences found, the answers) for set `name`'s queries on its store, or
     on `store_name`."""
-    from retrieval_core.db import search_sql
+    from retrieval_core.db import keyword_sql
     from retrieval_core.db.stores import find_store
     from retrieval_core.evaluation import beir
     from retrieval_core.filters.predicate import TRUE
@@ -84,7 +84,7 @@ def check_set(
             for label, predicate, reference in cases:
                 for limit in LIMITS:
                     with conn.transaction():
-                        got = search_sql.keyword_chunks(conn, store, text, limit, predicate)
+                        got = keyword_sql.keyword_chunks(conn, store, text, limit, predicate)
                     answers.setdefault(f"{label} {limit} {text}", []).append(got)
                     compared += 1
                     if got != reference[:limit]:

@@ -35,7 +35,6 @@ BATCH = 2_000
 def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
     """Load the store; seconds spent writing chunks (with the keyword triggers) and building HNSW."""
     import numpy as np
-    from psycopg import sql
 
     from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
     from retrieval_core.db.stores import (
@@ -43,7 +42,6 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
         create_store,
         drop_store,
         find_store,
-        index_name,
     )
 
     with service.database.connection() as conn:
@@ -61,7 +59,6 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
             drop_store(conn, existing)
         dimension = len(source_rows[0][3].to_list())
         store = create_store(conn, STORE, STORE, service.embedder.model, dimension)
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
         rng = np.random.default_rng(18)
         write_s = 0.0
         written = 0
@@ -96,10 +93,10 @@ def build(service: Any, rows: int, sources: list[str]) -> tuple[float, float]:
             repeat += 1
             print(f"  {written:,} chunks written ({write_s:.0f} s)", flush=True)
         started = time.perf_counter()
-        with conn.transaction():
-            # HNSW over 200,000 rows outlasts the service's statement timeout (144 s on 2 shared cores).
-            conn.execute("SELECT set_config('statement_timeout', '0', true)")
-            conn.execute(create_index_statement(store))
+        # HNSW over 200,000 rows outlasts the service's statement timeout (144 s on 2 shared cores).
+        conn.execute("SET statement_timeout = 0")
+        conn.execute(create_index_statement(store))
+        conn.execute("RESET statement_timeout")
         index_s = time.perf_counter() - started
         conn.execute("VACUUM ANALYZE chunks")
         conn.execute("VACUUM ANALYZE keyword_chunks")
@@ -144,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from retrieval_core.container import get_service
-    from retrieval_core.db import search_sql
+    from retrieval_core.db import keyword_sql, search_sql
     from retrieval_core.exceptions import StoreNotFoundError
     from retrieval_core.filters.predicate import TRUE
 
@@ -170,7 +167,7 @@ def main() -> None:
     def keyword(text: str) -> None:
         with service.database.connection() as conn, conn.transaction():
             search_sql.set_search_options(conn, service.index_knobs)
-            search_sql.keyword_chunks(conn, store, text, 10, TRUE)
+            keyword_sql.keyword_chunks(conn, store, text, 10, TRUE)
 
     def dense(vector: list[float]) -> None:
         with service.database.connection() as conn, conn.transaction():

@@ -80,10 +80,12 @@ def load_event(path: Path) -> Event:
 ROUTES = template_routes()
 ALL_EVENT_FILES = sorted(EVENTS_DIR.glob("*.json"))
 # HTTP API events name their route; SQS events carry Records; CloudFormation custom resource requests
-# (cfn-migrate-*.json, for functions/migrate: test_migrate_handler.py) carry a RequestType.
+# (cfn-migrate-*.json, for functions/migrate: test_migrate_handler.py) carry a RequestType; scheduled
+# tasks (schedule-*.json, for functions/migrate too) a task.
 EVENT_FILES = [p for p in ALL_EVENT_FILES if "routeKey" in load_event(p)]
 SQS_EVENT_FILES = [p for p in ALL_EVENT_FILES if "Records" in load_event(p)]
 CUSTOM_RESOURCE_EVENT_FILES = [p for p in ALL_EVENT_FILES if "RequestType" in load_event(p)]
+SCHEDULE_EVENT_FILES = [p for p in ALL_EVENT_FILES if "task" in load_event(p)]
 # The retrieve queue's events; sqs-ingest-*.json feed the ingest function (test_ingest_handler.py).
 RETRIEVE_QUEUE_EVENT_FILES = [p for p in SQS_EVENT_FILES if not p.name.startswith("sqs-ingest-")]
 
@@ -114,8 +116,12 @@ def handlers(sample_store: Any, no_handbook_store: None) -> dict[str, Callable[[
     return {folder: load_handler_module(folder).handler for folder in sorted(set(ROUTES.values()))}
 
 
-def test_every_event_is_an_http_api_an_sqs_or_a_custom_resource_event() -> None:
-    assert sorted(EVENT_FILES + SQS_EVENT_FILES + CUSTOM_RESOURCE_EVENT_FILES) == ALL_EVENT_FILES
+def test_every_event_is_an_http_api_an_sqs_a_custom_resource_or_a_schedule_event() -> None:
+    assert (
+        sorted(EVENT_FILES + SQS_EVENT_FILES + CUSTOM_RESOURCE_EVENT_FILES + SCHEDULE_EVENT_FILES)
+        == ALL_EVENT_FILES
+    )
+    assert [p.name for p in SCHEDULE_EVENT_FILES] == ["schedule-index-stores.json"]
     assert SQS_EVENT_FILES, "the queue function has no event"
     assert {p.name for p in CUSTOM_RESOURCE_EVENT_FILES} == {
         f"cfn-migrate-{kind}.json" for kind in ("create", "update", "delete")

@@ -175,8 +175,8 @@ def test_create_on_an_empty_database_migrates_it_whole(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS" and "Reason" not in body and body["NoEcho"] is False
-    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "11"
-    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9,10,11"
+    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "12"
+    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9,10,11,12"
     assert body["Data"]["PgvectorVersion"].startswith("0.8.")
     assert summary == {
         "Status": "SUCCESS",
@@ -199,7 +199,7 @@ def test_an_update_on_a_current_schema_changes_nothing(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["SchemaVersion"] == "11" and body["Data"]["Applied"] == ""
+    assert body["Data"]["SchemaVersion"] == "12" and body["Data"]["Applied"] == ""
     assert fingerprint(dsn) == before
     assert before["chunks"][1] == 1  # the fingerprint saw the data
 
@@ -215,7 +215,7 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11" and body["Data"]["SchemaVersion"] == "11"
+    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12" and body["Data"]["SchemaVersion"] == "12"
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT d.id, d.source, c.content FROM documents d JOIN chunks c ON c.document_id = d.id"
@@ -389,7 +389,7 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
     # Once the other migrator is done, the same request succeeds.
     s3.reset()
     handler(sent, migrate_context())
-    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11"
+    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12"
 
 
 def test_an_applied_migration_edited_since_is_answered_failed_and_nothing_is_applied(
@@ -410,3 +410,45 @@ def test_an_applied_migration_edited_since_is_answered_failed_and_nothing_is_app
         "applied it"
     )
     assert fingerprint(dsn) == before and version_of(dsn) == 3
+
+
+def test_the_schedule_builds_the_largest_stores_index_within_the_functions_time(
+    handler: Handler, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval_core.backends.pgvector.service import RetrievalService
+    from retrieval_core.db.connection import SingleConnection
+    from retrieval_core.settings import get_settings
+    from tests.writing import GivenVectors, TextDocument, ensure_store, write_documents
+
+    monkeypatch.setenv("STORE_INDEX_MIN_CHUNKS", "20")
+    get_settings.cache_clear()
+    run_migrations(dsn)
+    texts = {f"chunk {i}": [1.0, float(i), 0.5, -0.5] for i in range(30)}
+    embedder = GivenVectors("given", 4, texts)
+    database = SingleConnection(dsn, 5, 15_000)
+    try:
+        service = RetrievalService(database, embedder, "large", 40)
+        for name, count in (("large", 30), ("small", 5)):
+            ensure_store(service, name, embedder)
+            documents = [TextDocument(id=f"d{i}", text=t) for i, t in enumerate(list(texts)[:count])]
+            write_documents(service, name, documents, 200, 0, embedder)
+        large = service.get_store("large")
+    finally:
+        database.close()
+
+    task = json.loads((EVENTS_DIR / "schedule-index-stores.json").read_text())
+    outcome = handler(task, migrate_context(remaining_ms=120_000))
+    assert outcome == {
+        "busy": False,
+        "done": ["build HNSW index of store large (30 chunks)"],
+        "failed": [],
+        "left": [],
+    }
+    with psycopg.connect(dsn) as conn:
+        names = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE '%hnsw%'")]
+    assert names == [f"chunks_embedding_hnsw_store_{large.id}"]
+    # Too little time left to start a build: nothing is started, and what is left is said.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP INDEX chunks_embedding_hnsw_store_{large.id}")
+    outcome = handler(task, migrate_context(remaining_ms=5_500))
+    assert outcome["done"] == [] and outcome["left"] == ["build HNSW index of store large (30 chunks)"]

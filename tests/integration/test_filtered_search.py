@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from psycopg import sql
 
 from retrieval_core.api.app import create_app
 from retrieval_core.backends.pgvector.service import RetrievalService
-from retrieval_core.db import search_sql
+from retrieval_core.db import chunk_filters, search_sql
 from retrieval_core.db.connection import SingleConnection
 from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
 from retrieval_core.db.index_knobs import IndexKnobs
@@ -35,7 +34,6 @@ from retrieval_core.db.stores import (
     drop_store,
     find_store,
     index_name,
-    metadata_index_name,
 )
 from retrieval_core.filters.sql import metadata_equals, metadata_predicate
 from retrieval_core.grants import OPEN_GRANT
@@ -149,9 +147,8 @@ def _write_store(
         if existing is not None:
             drop_store(conn, existing)
         store = create_store(conn, name, name, "synthetic", DIM, storage)
-        # Building the index over the written rows is several times faster than inserting into it.
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index_name(store))))
         replace_documents(conn, store, documents)
+        # What the store index maintenance builds for a store this large (db/store_indexes.py).
         conn.execute(create_index_statement(store))
         conn.execute("ANALYZE chunks")
         written = find_store(conn, name)  # with its version and chunk count after the writes
@@ -211,7 +208,7 @@ def _index_scans(database: SingleConnection, store: Store, index: str | None = N
         conn.execute("SELECT pg_stat_clear_snapshot()")
         row = conn.execute(
             "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s",
-            (index or index_name(store),),
+            (index or index_name(store.id),),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -253,11 +250,14 @@ def test_the_top_k_query_alone_returns_k_thanks_to_iterative_scans(
             plan = "\n".join(
                 r[0]
                 for r in conn.execute(
-                    b"EXPLAIN " + query_sql.as_bytes(conn), search_sql.search_params(query, K, where)
+                    b"EXPLAIN " + query_sql.as_bytes(conn),
+                    search_sql.search_params(corpus.store, query, K, where),
                 )
             )
-            assert index_name(corpus.store) in plan
-            return len(conn.execute(query_sql, search_sql.search_params(query, K, where)).fetchall())
+            assert index_name(corpus.store.id) in plan
+            return len(
+                conn.execute(query_sql, search_sql.search_params(corpus.store, query, K, where)).fetchall()
+            )
 
     assert [rows("relaxed_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
     assert [rows("strict_order", q) for q in corpus.queries] == [K] * len(corpus.queries)
@@ -301,12 +301,12 @@ def test_an_hnsw_walk_keeps_the_full_k_at_one_percent_with_every_operator(
     where = metadata_predicate(metadata_filter)
     query_sql = search_sql.nearest_chunks_query(corpus.store, where)
     for query in corpus.queries:
-        params = search_sql.search_params(query, K, where)
+        params = search_sql.search_params(corpus.store, query, K, where)
         with service.database.connection() as conn, conn.transaction():
             search_sql.set_search_options(conn, IndexKnobs(40, "relaxed_order", 20_000))
             conn.execute("SET LOCAL enable_sort = off")
             plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + query_sql.as_bytes(conn), params))
-            assert index_name(corpus.store) in plan, plan
+            assert index_name(corpus.store.id) in plan, plan
             rows = conn.execute(query_sql, params).fetchall()
         assert len(rows) == K
 
@@ -316,20 +316,21 @@ def test_the_gin_index_can_serve_the_containment_operators_and_no_other(
     service: Any, operator_corpus: Corpus, name: str
 ) -> None:
     # The plan of the exact path's count with every other way to the rows priced out: only a filter the
-    # store's GIN index on metadata can answer is read through it. With sequential and plain index scans
-    # off, the planner may also read the whole partial GIN index just to list the store's rows (no index
-    # condition, the filter applied to each row); that is not the index serving the filter.
+    # shared GIN index on store-scoped metadata can answer is read through it. With sequential and plain
+    # index scans off, the planner may also read the whole GIN index just to list the store's rows (no
+    # index condition, the filter applied to each row); that is not the index serving the filter.
     expression, tree, indexed = ONE_PERCENT[name]
     store = operator_corpus.store
-    gin = metadata_index_name(store)
+    gin = "chunks_metadata_scope_gin"
     for form in (expression, tree):
         where = metadata_predicate(form)
         with service.database.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL enable_seqscan = off")
             conn.execute("SET LOCAL enable_indexscan = off")
             conn.execute("SET LOCAL enable_bitmapscan = on")
-            query = f"EXPLAIN SELECT 1 FROM chunks WHERE store_id = {store.id} AND {where.sql}"
-            plan = "\n".join(row[0] for row in conn.execute(query, where.params))
+            condition = chunk_filters.where_sql(store, where)
+            query = f"EXPLAIN SELECT 1 FROM chunks WHERE store_id = {store.id} AND {condition}"
+            plan = "\n".join(row[0] for row in conn.execute(query, chunk_filters.where_params(store, where)))
         assert _gin_serves_filter(plan, gin) is indexed, plan
 
 
@@ -411,12 +412,12 @@ def test_the_choice_does_not_move_with_the_planners_statistics(
 def test_a_filter_is_counted_once_whatever_the_writes_until_its_count_expires(
     service: Any, database: SingleConnection, corpus: Corpus
 ) -> None:
-    # Counting reads the filter's rows through the store's GIN index on metadata; nothing else here does.
+    # Counting reads the filter's rows through the GIN index on store-scoped metadata; nothing else here does.
     chooser = _service(database, service)
     clock = [0.0]
     chooser.filter_sizes = FilterSizes(ttl_s=60, clock=lambda: clock[0])
     where = metadata_equals({"tenant": "one"})
-    gin = metadata_index_name(corpus.store)
+    gin = "chunks_metadata_scope_gin"
     before = _index_scans(database, corpus.store, gin)
     for version in range(3):  # as if a write came between searches: the count still serves
         store = replace(corpus.store, version=corpus.store.version + version)
@@ -486,7 +487,7 @@ def test_a_halfvec_store_indexes_and_searches_half_precision(
     with service.database.connection() as conn:
         row = conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-            (index_name(halfvec_corpus.store),),
+            (index_name(halfvec_corpus.store.id),),
         ).fetchone()
     assert row is not None and "halfvec_cosine_ops" in row[0] and f"halfvec({DIM})" in row[0]
     hnsw_only = _service(database, service, exact_search_max_rows=0)

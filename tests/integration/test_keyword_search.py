@@ -22,12 +22,12 @@ from fastapi.testclient import TestClient
 from bench.keyword_exactness import FULL_RANKING
 from retrieval_core.cli.main import main
 from retrieval_core.clients.retry import Deadline
-from retrieval_core.db import search_sql
+from retrieval_core.db import keyword_sql
 from retrieval_core.db.documents import ChunkRow, DocumentRow, delete_documents, replace_documents
 from retrieval_core.db.keywords import backfill_keywords
 from retrieval_core.db.migrations.runner import run_migrations
 from retrieval_core.db.migrations.steps import MIGRATIONS
-from retrieval_core.db.stores import create_store, drop_store, find_store, keyword_search_function
+from retrieval_core.db.stores import create_store, drop_store, find_store
 from retrieval_core.filters.predicate import TRUE
 from retrieval_core.filters.sql import document_ids_in
 from retrieval_core.grants import OPEN_GRANT
@@ -62,7 +62,7 @@ def hits(service: Any, store_name: str, query: str, limit: int = 10, where: Any 
     with service.database.connection() as conn, conn.transaction():
         store = find_store(conn, store_name)
         assert store is not None
-        found = search_sql.keyword_chunks(conn, store, query, limit, where)
+        found = keyword_sql.keyword_chunks(conn, store, query, limit, where)
     best: dict[str, float] = {}
     for document_id, _, score in found:
         best.setdefault(document_id, score)
@@ -181,35 +181,41 @@ def test_the_stores_function_ranks_exactly_as_the_inline_statement(service: Any)
     with service.database.connection() as conn:
         store = fresh_store(conn)  # english: stems, so "rivers" and "river" share a lexeme
         replace_documents(conn, store, [document(k, v, "weir " + v) for k, v in texts.items()])
-        function = keyword_search_function(store)
-        assert function in search_sql.keyword_chunks_query(store, TRUE).as_string(conn)
+        function = "keyword_hits("
+        assert function in keyword_sql.keyword_chunks_query(store, TRUE).as_string(conn)
         every = document_ids_in(list(texts))
-        assert function not in search_sql.keyword_chunks_query(store, every).as_string(conn)
+        assert function not in keyword_sql.keyword_chunks_query(store, every).as_string(conn)
     some = sorted(texts)[::3]
     queries = ("river stone", "stony rivers", '"river stone"', "bridge -ford", "weir", "lock quay", "kiwi")
     for query in queries:
         for limit in (3, 10):
             with service.database.connection() as conn, conn.transaction():
-                stored = search_sql.keyword_chunks(conn, store, query, limit, TRUE)
-                inline = search_sql.keyword_chunks(conn, store, query, limit, every)
+                stored = keyword_sql.keyword_chunks(conn, store, query, limit, TRUE)
+                inline = keyword_sql.keyword_chunks(conn, store, query, limit, every)
                 assert stored == inline, (query, limit)
                 assert stored or query == "kiwi"
-                everything = search_sql.keyword_chunks(conn, store, query, 1000, TRUE)
-                filtered = search_sql.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
+                everything = keyword_sql.keyword_chunks(conn, store, query, 1000, TRUE)
+                filtered = keyword_sql.keyword_chunks(conn, store, query, 1000, document_ids_in(some))
             assert filtered == [row for row in everything if row[0] in some], query
 
 
-def test_a_store_has_its_keyword_function_until_it_is_dropped(service: Any) -> None:
-    def functions(conn: Any, name: str) -> int:
-        row = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)).fetchone()
-        return int(row[0])
-
+def test_stores_sharing_the_keyword_index_see_only_their_own_chunks_and_statistics(service: Any) -> None:
+    # Two stores of the same words in one shared index: each search finds its own chunks only, scored
+    # with its own document frequencies (BM25 from the formula over that store's corpus alone).
+    texts = {"a": "river stone bridge", "b": "river weir", "c": "stone quay"}
+    other = {"x": "river river stone", "y": "bridge bridge", "z": "river", "w": "river weir"}
     with service.database.connection() as conn:
-        store = fresh_store(conn)
-        name = keyword_search_function(store)
-        assert functions(conn, name) == 1
-        drop_store(conn, store)
-        assert functions(conn, name) == 0
+        first, second = fresh_store(conn, "simple"), fresh_store(conn, "simple")
+        replace_documents(conn, first, [document(k, v) for k, v in texts.items()])
+        replace_documents(conn, second, [document(k, v) for k, v in other.items()])
+    corpus = [t.split() for t in texts.values()]
+    for where in (TRUE, document_ids_in([*texts, *other])):
+        with service.database.connection() as conn, conn.transaction():
+            hits = keyword_sql.keyword_chunks(conn, first, "river stone", 10, where)
+        assert {h[0] for h in hits} == {"a", "b", "c"}
+        for document_id, _, score in hits:
+            expected = bm25(["river", "stone"], texts[document_id].split(), corpus)
+            assert score == pytest.approx(expected, rel=1e-5), document_id
 
 
 def test_the_pruned_top_k_is_the_top_k_of_the_full_ranking(service: Any) -> None:
@@ -252,7 +258,7 @@ def hits_in_order(
     with service.database.connection() as conn, conn.transaction():
         store = find_store(conn, store_name)
         assert store is not None
-        return search_sql.keyword_chunks(conn, store, query, limit, where)
+        return keyword_sql.keyword_chunks(conn, store, query, limit, where)
 
 
 def test_hybrid_search_reports_the_bm25_score(service: Any) -> None:
@@ -519,7 +525,7 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
         store = find_store(conn, "old")
         assert store is not None and not store.keyword_ready and store.text_search == "english"
         with conn.transaction():
-            legacy = search_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)
+            legacy = keyword_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)
         expected = conn.execute(
             "SELECT document_id, ts_rank_cd(tsv, to_tsquery('english', 'cherry')) FROM chunks"
             " WHERE tsv @@ to_tsquery('english', 'cherry') ORDER BY 2 DESC"
@@ -532,7 +538,7 @@ def test_chunks_older_than_migration_7_are_backfilled_in_batches_and_searched_wi
         store = find_store(conn, "old")
         assert store is not None and store.keyword_ready
         with conn.transaction():
-            found = {d: s for d, _, s in search_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)}
+            found = {d: s for d, _, s in keyword_sql.keyword_chunks(conn, store, "cherry", 10, TRUE)}
         # english stems none of these words. IDF is the store's now (4 chunks); the term weights were
         # stored with the average length their batch saw: a, b, c first (11 tokens / 3).
         corpus = [v.split() for v in CORPUS.values()]
@@ -583,7 +589,7 @@ def test_a_documents_title_is_matched_and_counted_with_each_of_its_chunks(servic
         corpus = [["kiwi", "orchard", "apple", "banana"], ["kiwi", "orchard", "cherry", "date"]]
         corpus.append(["banana", "kiwi", "fig"])
         with conn.transaction():
-            found = search_sql.keyword_chunks(conn, store, "kiwi", 10, TRUE)
+            found = keyword_sql.keyword_chunks(conn, store, "kiwi", 10, TRUE)
         assert {(d, i): pytest.approx(s, rel=1e-5) for d, i, s in found} == {
             ("t", 0): bm25(["kiwi"], corpus[0], corpus),
             ("t", 1): bm25(["kiwi"], corpus[1], corpus),
@@ -639,7 +645,7 @@ def test_migration_8_indexes_titled_stores_again_and_leaves_the_others(private_p
         store = find_store(conn, "titled")
         assert store is not None and store.keyword_ready
         with conn.transaction():
-            assert [d for d, _, _ in search_sql.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
+            assert [d for d, _, _ in keyword_sql.keyword_chunks(conn, store, "orchard", 10, TRUE)] == ["d"]
 
 
 # Per-lexeme bounds and seeds (migration 11).
@@ -729,14 +735,16 @@ def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
 
     statement = sql.SQL(
         "WITH {hits} SELECT count(*) FROM keyword_chunks k, keyword_query kq, keyword_candidates kc"
-        " WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q"
+        " WHERE k.store_id = {store_id} AND {keys} @@ kc.q AND k.tsv @@ kq.q"
     ).format(
-        hits=sql.SQL(search_sql._BM25_KEYWORD_HITS).format(
-            tsquery=sql.SQL(search_sql._keyword_tsquery("%(text_search)s::regconfig")),
+        hits=sql.SQL(keyword_sql.BM25_KEYWORD_HITS).format(
+            tsquery=sql.SQL(keyword_sql.keyword_tsquery("%(text_search)s::regconfig")),
             store_id=sql.Literal(store.id),
             filters=sql.SQL(""),
+            **keyword_sql.keyword_lookup(store),
         ),
         store_id=sql.Literal(store.id),
+        keys=keyword_sql.keyword_lookup(store)["keys"],
     )
     with service.database.connection() as conn:
         params = {"query_text": query, "text_search": store.text_search, "limit": limit}
@@ -747,7 +755,7 @@ def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
 
 def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_postgres: Any) -> None:
     dsn = str(private_postgres.get_uri())
-    run_migrations(dsn, migrations=MIGRATIONS[:10])
+    run_migrations(dsn, migrations=MIGRATIONS[:10])  # then 11 alone
     with psycopg.connect(dsn) as conn:
         conn.execute(
             "INSERT INTO stores (name, display_name, embedding_model, dimension, text_search)"
@@ -756,7 +764,7 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
         conn.execute("SELECT create_keyword_search(id) FROM stores")
         _insert_corpus(conn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert run_migrations(dsn).applied == [11]
+        assert run_migrations(dsn, migrations=MIGRATIONS[:11]).applied == [11]
         store = find_store(conn, "old")
         assert store is not None
         stored = {lexeme: w for _, lexeme, w in conn.execute(STORED_MAX_WEIGHTS)}
@@ -764,9 +772,9 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
         assert kept.keys() == stored.keys() and len(kept) == 7
         for lexeme, weight in stored.items():
             assert kept[lexeme] == pytest.approx(weight, rel=1e-6), lexeme
-        # The store's function was made again with the bounds, and still ranks as the full ranking.
+        # The search, with the bounds, still ranks as the full ranking.
         for query in ("apple cherry", "banana fig", "cherry"):
             params = {"store_id": store.id, "text_search": "simple", "query_text": query}
             full = [(d, i, float(score)) for d, i, score in conn.execute(FULL_RANKING, params)]
             with conn.transaction():
-                assert search_sql.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]
+                assert keyword_sql.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]

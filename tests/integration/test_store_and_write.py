@@ -40,21 +40,31 @@ def test_migrations_are_idempotent_and_versioned(service, postgres_dsn: str) -> 
     assert migrate(postgres_dsn) == []
     with psycopg.connect(postgres_dsn) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
-        indexes = {r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'chunks'")}
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename IN ('chunks', 'keyword_chunks')"
+            )
+        }
     assert versions == [v for v, _, _ in MIGRATIONS]
-    assert any("gin (metadata jsonb_path_ops)" in i for i in indexes)
-    assert any("gin (tsv)" in i for i in indexes)
+    assert any("gin (chunk_metadata_scope(store_id, metadata) jsonb_path_ops)" in i for i in indexes)
+    assert any("gin (keyword_scope(store_id, tsv))" in i for i in indexes)
 
 
-def test_new_store_gets_a_partial_hnsw_cosine_index(service) -> None:  # type: ignore[no-untyped-def]
-    store = ensure_store(service, "index-check", FixedEmbedder(model="idx-test"))
-    with service.database.connection() as conn:
-        (definition,) = conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-            (f"chunks_embedding_hnsw_store_{store.id}",),
-        ).fetchone()
-    assert "hnsw" in definition and "vector_cosine_ops" in definition
-    assert "vector(8)" in definition and f"store_id = {store.id}" in definition
+def test_a_new_store_adds_nothing_to_the_schema(service) -> None:  # type: ignore[no-untyped-def]
+    def relations() -> set[str]:
+        with service.database.connection() as conn:
+            rows = conn.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+                " UNION ALL SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    before = relations()
+    embedder = FixedEmbedder(model="idx-test")
+    store = ensure_store(service, "index-check", embedder)
+    write_documents(service, store, [TextDocument(id="d", text="one small document")], 200, 20, embedder)
+    assert relations() == before
 
 
 def test_a_rewrite_replaces_all_chunks_and_bumps_version(service) -> None:  # type: ignore[no-untyped-def]
@@ -147,11 +157,11 @@ def test_delete_removes_documents_and_their_chunks(service) -> None:  # type: ig
 
 
 def test_database_rejects_a_vector_of_the_wrong_dimension(service) -> None:  # type: ignore[no-untyped-def]
-    # Even a writer that bypassed our checks cannot store a wrong-length vector: the index cast refuses it.
+    # Even a writer that bypassed our checks cannot store a wrong-length vector: a trigger refuses it.
     store = ensure_store(service, "db-guard", FixedEmbedder())
     row = DocumentRow("d", "", {}, "h", [ChunkRow("d", 0, "x", {}, [0.1] * 3)])
     with (
-        pytest.raises(psycopg.errors.DataException, match="expected 8 dimensions"),
+        pytest.raises(psycopg.errors.DataException, match="store db-guard expected 8 dimensions, not 3"),
         service.database.connection() as conn,
     ):
         replace_documents(conn, store, [row])

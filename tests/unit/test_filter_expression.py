@@ -350,6 +350,8 @@ def test_well_formed_expressions_round_trip_and_values_travel_only_as_parameters
     placeholders = set(re.findall(r"%\((\w+)\)s", predicate.sql))
     assert placeholders == set(predicate.params)
     assert all(re.fullmatch(r"mf\d+", name) for name in placeholders)
+    # The store-scoped form binds the same values, and the store id as `metadata_scope`.
+    assert set(re.findall(r"%\((\w+)\)s", predicate.chunk_sql)) - {"metadata_scope"} == placeholders
     assert not placeholders & RESERVED
     carried = _param_values(predicate.params)
     for value in _values_of(node):

@@ -189,6 +189,21 @@ class Settings(BaseSettings):
         le=100_000,
         description="most chunks a filter may match to be searched exactly; 0: never",
     )
+    # Stores share every index but the HNSW index of a large store (docs/operations.md, "Many stores"):
+    # the `store_indexes_max` largest stores of at least `store_index_min_chunks` chunks get one, built
+    # outside requests; the others are searched exactly. Each such index is one more for every query on
+    # `chunks` to plan and lock.
+    store_index_min_chunks: int = Field(
+        default=1_000, ge=1, description="fewest chunks of a store that gets an HNSW index of its own"
+    )
+    store_indexes_max: int = Field(
+        default=32, ge=0, le=1_000, description="most stores with an HNSW index of their own"
+    )
+    store_index_interval_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="`retrieval serve`: seconds between runs of the store index maintenance; 0: never",
+    )
     # Attached tables (docs/existing-tables.md): a search inspects the table's indexes again when the
     # inspection it holds is older than this, so a dropped or created index needs no refresh; 0: every search.
     attached_inspection_ttl_s: float = Field(

@@ -1,4 +1,5 @@
-"""`retrieval migrate` and `reweigh-keywords`: bring the schema and a store's keyword weights up to date."""
+"""`retrieval migrate`, `index-stores` and `reweigh-keywords`: bring the schema, the stores' indexes and a
+store's keyword weights up to date."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from typing import Any
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add `migrate` and `reweigh-keywords`."""
-    p_migrate = sub.add_parser("migrate", help="apply pending schema migrations")
+    """Add `migrate`, `index-stores` and `reweigh-keywords`."""
+    p_migrate = sub.add_parser("migrate", help="apply pending schema migrations, then index-stores")
     p_migrate.set_defaults(run=_migrate)
+    p_index = sub.add_parser(
+        "index-stores",
+        help="build the HNSW indexes of the largest stores and drop the others' (STORE_INDEXES_MAX), "
+        "concurrently; on an upgraded database, build the shared indexes first",
+    )
+    p_index.set_defaults(run=_index_stores)
     p_reweigh = sub.add_parser(
         "reweigh-keywords",
         help="recompute a store's BM25 term weights with its current average chunk length",
@@ -38,7 +45,32 @@ def _migrate(args: argparse.Namespace) -> int:
         backfill = run_keyword_backfill(conninfo, settings.db_connect_timeout_s, time_budget_s=None)
     if backfill.chunks:
         print(f"keyword index: {backfill.chunks} older chunks indexed ({', '.join(backfill.stores_done)})")
-    return 0
+    return _index_stores(args)
+
+
+def _index_stores(args: argparse.Namespace) -> int:
+    """Every index step the catalog asks for, with no time limit, each printed as it starts."""
+    from retrieval_core.container import database_conninfo
+    from retrieval_core.db.errors import database_errors
+    from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
+    from retrieval_core.settings import get_settings
+
+    settings = get_settings()
+    with database_errors("maintaining the stores' indexes"):
+        run = maintain_database(
+            database_conninfo(settings),
+            IndexPolicy.from_settings(settings),
+            settings.db_connect_timeout_s,
+            progress=lambda action: print(f"  {action} ...", flush=True),
+        )
+    if run.busy:
+        print("store indexes: another run is under way; nothing done")
+        return 0
+    for failure in run.failed:
+        print(f"store indexes: failed: {failure}")
+    if run.done or run.failed:
+        print(f"store indexes: {len(run.done)} steps done, {len(run.failed)} failed")
+    return 1 if run.failed else 0
 
 
 def _reweigh_keywords(args: argparse.Namespace) -> int:

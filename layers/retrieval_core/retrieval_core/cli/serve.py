@@ -29,6 +29,35 @@ def _serve(args: argparse.Namespace) -> int:
         service.embedder.embed(["warm-up"], "query")
     if not args.no_sample:
         load_sample_corpus(service)
+    _index_stores_in_background(get_settings().store_index_interval_s)
     # log_config None: uvicorn's own lines (access log included) go through the root handler and its filter.
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info", log_config=None)
     return 0
+
+
+def _index_stores_in_background(interval_s: float) -> None:
+    """Run the store index maintenance every `interval_s` seconds (0: never) in a daemon thread, as the
+    scheduled function does on AWS: large stores get their HNSW index without a request waiting for it."""
+    if interval_s <= 0:
+        return
+    import logging
+    import threading
+
+    from retrieval_core.container import database_conninfo
+    from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
+    from retrieval_core.settings import get_settings
+
+    settings = get_settings()
+    conninfo = database_conninfo(settings)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            try:
+                maintain_database(
+                    conninfo, IndexPolicy.from_settings(settings), settings.db_connect_timeout_s
+                )
+            except Exception:
+                logging.getLogger(__name__).exception("store index maintenance failed")
+
+    threading.Thread(target=loop, name="store-indexes", daemon=True).start()

@@ -2,9 +2,15 @@
 
 Two integers are composed into SQL text with `sql.Literal`: a store's id and its
 dimension. Both come from our own `stores` table, never from a request, and must be
-literals so the planner can match the store's partial HNSW index.
+literals so the planner can match a large store's partial HNSW index.
 
-Store SQL lives in `db.stores`, document writes and reads in `db.documents`.
+A store's keyword and metadata lookups read indexes shared by every store whose keys carry the store
+id (migration 12): `keyword_scope(store_id, tsv)` and `chunk_metadata_scope(store_id, metadata)`. While
+an upgraded database still builds them (`Store.scoped_indexes` false), the same statements match the
+plain columns, which the store's old partial indexes serve.
+
+Store SQL lives in `db.stores`, the keyword statements in `db.keyword_sql`, a filter's forms over
+`chunks` in `db.chunk_filters`, document writes and reads in `db.documents`.
 """
 
 from __future__ import annotations
@@ -17,15 +23,16 @@ from typing import Any
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from retrieval_core.db.chunk_filters import allow_bitmap_scans, filters_clause, where_params, where_sql
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.index_knobs import IndexKnobs
+from retrieval_core.db.keyword_sql import inline_keywords, keyword_hits_cte, keyword_params
 from retrieval_core.db.scored_chunk import ScoredChunk, similarity_from_distance
 from retrieval_core.db.stores import (
     STORE_BY_NAME,
     STORE_COLUMNS,
     Store,
     embedding_expression,
-    keyword_search_function,
     store_from_row,
 )
 from retrieval_core.db.vectors import Vector, as_floats
@@ -37,10 +44,6 @@ def _query_vector(store: Store) -> sql.Composable:
     if store.storage == "halfvec":
         return sql.SQL("%(query_vector)s::halfvec({dim})").format(dim=sql.Literal(store.dimension))
     return sql.SQL("%(query_vector)s")
-
-
-def _filters(where_sql: str) -> sql.Composable:
-    return sql.SQL(" AND ({})").format(sql.SQL(where_sql)) if where_sql else sql.SQL("")
 
 
 def _distance(store: Store) -> sql.Composed:
@@ -60,7 +63,7 @@ def nearest_chunks_query(
     store: Store, where: Predicate, exact: bool = False, with_embeddings: bool = False
 ) -> sql.Composed:
     """The top-k query (composed once per store and filter shape: composing costs ~0.1 ms a request)."""
-    return _nearest_chunks_query(store, where.sql, exact, with_embeddings)
+    return _nearest_chunks_query(store, where_sql(store, where), exact, with_embeddings)
 
 
 @lru_cache(maxsize=256)
@@ -97,161 +100,10 @@ def _nearest_chunks_query(store: Store, where_sql: str, exact: bool, with_embedd
     return sql.SQL(template).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
-        filters=_filters(where_sql),
+        filters=filters_clause(where_sql),
         embedding=_embedding_column(store, with_embeddings),
         c_embedding=_embedding_column(store, with_embeddings, "c."),
     )
-
-
-# Natural-language queries should match chunks with any of their words, ranked by how well they
-# cover them: websearch_to_tsquery ANDs every word, so its ANDs between positive terms become ORs.
-# Quoted phrases stay phrases; a -word keeps its AND, binding to the term before it.
-def _keyword_tsquery(config: str) -> str:
-    websearch = f"websearch_to_tsquery({config}, %(query_text)s)"
-    return f"regexp_replace({websearch}::text, ' & (?!!)', ' | ', 'g')::tsquery"
-
-
-# Stores whose chunks predate migration 7 until the backfill has weighed them all: the old ranking,
-# ts_rank_cd on the english tsvector of chunks (every such store is english: the setting is newer).
-_LEGACY_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
-               SELECT document_id, chunk_index, ts_rank_cd(tsv, keywords.q) AS keyword_score
-               FROM chunks, (SELECT {tsquery} AS q) AS keywords
-               WHERE store_id = {store_id}{filters} AND tsv @@ keywords.q
-               ORDER BY keyword_score DESC, document_id, chunk_index
-               LIMIT %(limit)s)"""
-
-# BM25 (migration 9 holds the same statement without filters, as one function per store: keep them
-# alike). The query's lexemes (in the store's configuration) weighted by their IDF
-# ln(1 + (N - df + 0.5) / (df + 0.5)) form a sparse vector; a chunk's score is its inner product with
-# the chunk's stored term weights, computed exactly for every candidate. Lexemes no chunk holds
-# (df 0) weigh nothing.
-#
-# Candidates (exact pruning): a lexeme adds at most its bound, idf * max_weight, to any score; max_weight
-# is the largest term weight a chunk of the store was given for it (keyword_terms, migration 11; below
-# k1 + 1 = 2.2), raised by 1e-5 for the float4 rounding of stored weights. `threshold` is the
-# `limit`-th best score among the seeds, the chunks holding the query's rarest lexemes (those whose
-# rarer lexemes hold fewer than twice `limit` chunks: a document's chunks share its title's words, so
-# `limit` chunks' worth of rare lexemes often sit in fewer than `limit` chunks, which left no threshold),
-# less a millionth of it (scores are float sums). A chunk can reach it only through the query lexemes it
-# holds: take the one with the largest bound, its head. Heads whose bound plus the bounds of every
-# lexeme below them stays under the threshold are left out; a head whose bound alone falls short must
-# come with one of the lexemes below it, and among those only the ones whose bound plus the bounds below
-# them cover the shortfall (a chunk's second lexeme is such a one). The candidate tsquery ORs, per head,
-# the head alone or the head AND any of those. Scifact, limit 20, 100 queries: 338 chunks scored (seeds
-# and candidates) at the median, 428 on average, of 3,659 matching; 582 and 818 with the bound 2.2 and
-# seeds up to `limit`. Every candidate still matches the full tsquery (phrases, -exclusions) and the
-# filters, and is scored exactly: bench/keyword_exactness.py compares every top k of the dev sets with
-# the full ranking.
-_BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
-               SELECT t.lexeme, t.df, t.max_weight,
-                      ln(1 + (s.keyword_chunk_count - t.df + 0.5) / (t.df + 0.5)) AS idf
-               FROM keyword_terms t JOIN stores s ON s.id = t.store_id
-               WHERE t.store_id = {store_id} AND t.df > 0 AND t.lexeme = ANY(
-                   tsvector_to_array(to_tsvector(%(text_search)s::regconfig, %(query_text)s)))),
-           keyword_query AS MATERIALIZED (
-               SELECT {tsquery} AS q,
-                      (SELECT format('{{%%s}}/536870912', string_agg(d.dimension || ':' || d.idf, ','
-                                                                      ORDER BY d.dimension))::sparsevec
-                       FROM (SELECT keyword_dimension(lexeme) AS dimension, sum(idf) AS idf
-                             FROM keyword_terms_of_query GROUP BY 1) AS d) AS weights,
-                      (SELECT keyword_any(array_agg(lexeme)) FROM (
-                           SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) - df AS rarer
-                           FROM keyword_terms_of_query) AS r
-                       WHERE rarer < 2 * %(limit)s) AS rarest),
-           keyword_threshold AS MATERIALIZED (
-               SELECT CASE WHEN count(*) < %(limit)s THEN 0 ELSE min(score) * (1 - 1e-6) END AS score
-               FROM (SELECT -(k.weights <#> kq.weights) AS score
-                     FROM keyword_chunks k, keyword_query kq
-                     WHERE k.store_id = {store_id} AND k.tsv @@ kq.rarest AND k.tsv @@ kq.q{filters}
-                     ORDER BY score DESC LIMIT %(limit)s) AS seeds),
-           keyword_bounds AS MATERIALIZED (
-               SELECT lexeme, bound, sum(bound) OVER (ORDER BY bound, lexeme) AS reach
-               FROM (SELECT lexeme, idf * max_weight * (1 + 1e-5) AS bound FROM keyword_terms_of_query) AS b),
-           keyword_candidates AS MATERIALIZED (
-               SELECT coalesce(string_agg('(' || heads.q::text || ')', ' | '), '')::tsquery AS q
-               FROM (SELECT CASE WHEN h.bound >= th.score THEN keyword_any(ARRAY[h.lexeme])
-                                 ELSE keyword_any(ARRAY[h.lexeme]) && (
-                                     SELECT keyword_any(array_agg(o.lexeme)) FROM keyword_bounds o
-                                     WHERE (o.bound, o.lexeme) < (h.bound, h.lexeme)
-                                         AND o.reach >= th.score - h.bound) END AS q
-                     FROM keyword_bounds h, keyword_threshold th
-                     WHERE h.reach >= th.score) AS heads),
-           keyword_hits AS MATERIALIZED (
-               SELECT k.document_id, k.chunk_index, -(k.weights <#> kq.weights) AS keyword_score
-               FROM keyword_chunks k, keyword_query kq, keyword_candidates kc
-               WHERE k.store_id = {store_id} AND k.tsv @@ kc.q AND k.tsv @@ kq.q{filters}
-               ORDER BY keyword_score DESC, k.document_id, k.chunk_index
-               LIMIT %(limit)s)"""
-
-
-# Without filters, the store's function (migration 9) runs the statement of _BM25_KEYWORD_HITS with a
-# plan its session keeps: the inline statement's planning cost as much as running it. The LIMIT changes
-# no row (the function returns at most `limit`) but tells the planner so: it estimates 1,000 rows for a
-# set-returning function, and then joins the hits to `chunks` by hashing the whole store (6 ms on
-# msmarco-5k) instead of looking up 40 keys.
-_STORED_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
-               SELECT document_id, chunk_index, keyword_score
-               FROM {function}(%(query_text)s, %(text_search)s::regconfig, %(limit)s)
-               LIMIT %(limit)s)"""
-
-
-def _keyword_hits(store: Store, where_sql: str) -> sql.Composed:
-    """The CTE(s) ending in `keyword_hits`: the `limit` best keyword matches, best first."""
-    if not store.keyword_ready:
-        return sql.SQL(_LEGACY_KEYWORD_HITS).format(
-            tsquery=sql.SQL(_keyword_tsquery("'english'")),
-            store_id=sql.Literal(store.id),
-            filters=_filters(where_sql),
-        )
-    if not where_sql:
-        return sql.SQL(_STORED_KEYWORD_HITS).format(function=sql.Identifier(keyword_search_function(store)))
-    # The filter names chunk columns: it is checked on the chunk the keyword row belongs to.
-    filters = (
-        sql.SQL(
-            " AND EXISTS (SELECT 1 FROM chunks WHERE chunks.store_id = {store_id}"
-            " AND chunks.document_id = k.document_id AND chunks.chunk_index = k.chunk_index AND ({where}))"
-        ).format(store_id=sql.Literal(store.id), where=sql.SQL(where_sql))
-        if where_sql
-        else sql.SQL("")
-    )
-    return sql.SQL(_BM25_KEYWORD_HITS).format(
-        tsquery=sql.SQL(_keyword_tsquery("%(text_search)s::regconfig")),
-        store_id=sql.Literal(store.id),
-        filters=filters,
-    )
-
-
-def _inline_keywords(store: Store, where: Predicate) -> bool:
-    """Whether the keyword side is the inline statement; the store's function sets its own scans (a round
-    trip less)."""
-    return bool(where.sql) or not store.keyword_ready
-
-
-def keyword_chunks_query(store: Store, where: Predicate) -> sql.Composed:
-    """The `limit` best keyword matches alone: (document_id, chunk_index, keyword_score), best first."""
-    return sql.SQL(
-        "WITH {keyword_hits} SELECT * FROM keyword_hits ORDER BY keyword_score DESC, document_id, chunk_index"
-    ).format(keyword_hits=_keyword_hits(store, where.sql))
-
-
-def keyword_params(store: Store, query_text: str, limit: int, where: Predicate) -> dict[str, Any]:
-    """Parameters of `keyword_chunks_query`."""
-    return {"query_text": query_text, "text_search": store.text_search, "limit": limit, **where.params}
-
-
-def keyword_chunks(
-    conn: Connection, store: Store, query_text: str, limit: int, where: Predicate
-) -> list[tuple[str, int, float]]:
-    """(document id, chunk index, keyword score) of the `limit` best keyword matches, best first.
-
-    The GIN index is read through a bitmap scan, which is turned on (SET LOCAL) for the inline statement.
-    """
-    if _inline_keywords(store, where):
-        allow_bitmap_scans(conn)
-    rows = conn.execute(
-        keyword_chunks_query(store, where), keyword_params(store, query_text, limit, where)
-    ).fetchall()
-    return [(r[0], r[1], float(r[2])) for r in rows]
 
 
 def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = False) -> sql.Composed:
@@ -261,7 +113,7 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
     keyword query does not match it) and whether it is a vector hit. Fusion happens in Python. Composed
     once per store and filter shape, as `nearest_chunks_query`.
     """
-    return _hybrid_chunks_query(store, where.sql, with_embeddings)
+    return _hybrid_chunks_query(store, where_sql(store, where), with_embeddings)
 
 
 @lru_cache(maxsize=256)
@@ -285,9 +137,9 @@ def _hybrid_chunks_query(store: Store, where_sql: str, with_embeddings: bool) ->
     ).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
-        filters=_filters(where_sql),
+        filters=filters_clause(where_sql),
         embedding=_embedding_column(store, with_embeddings, "c."),
-        keyword_hits=_keyword_hits(store, where_sql),
+        keyword_hits=keyword_hits_cte(store, where_sql),
     )
 
 
@@ -305,8 +157,8 @@ def count_matching(conn: Connection, store: Store, where: Predicate, up_to: int)
         sql.SQL(
             "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE store_id = {store_id}{filters}"
             " LIMIT %(up_to)s) AS matching"
-        ).format(store_id=sql.Literal(store.id), filters=_filters(where.sql)),
-        {**where.params, "up_to": up_to},
+        ).format(store_id=sql.Literal(store.id), filters=filters_clause(where_sql(store, where))),
+        {**where_params(store, where), "up_to": up_to},
     ).fetchone()
     _allow_scans(conn, "off")
     assert row is not None
@@ -320,14 +172,11 @@ def _allow_scans(conn: Connection, value: str) -> None:
     )
 
 
-def allow_bitmap_scans(conn: Connection) -> None:
-    """Let the exact query reach its rows through the filter's index (SET LOCAL)."""
-    conn.execute("SELECT set_config('enable_bitmapscan', 'on', true)")
-
-
-def search_params(query_vector: Sequence[float], limit: int, where: Predicate) -> dict[str, Any]:
+def search_params(
+    store: Store, query_vector: Sequence[float], limit: int, where: Predicate
+) -> dict[str, Any]:
     """Parameters of `nearest_chunks_query`."""
-    return {"query_vector": Vector(list(query_vector)), "limit": limit, **where.params}
+    return {"query_vector": Vector(list(query_vector)), "limit": limit, **where_params(store, where)}
 
 
 # set_config(name, value, true) is SET LOCAL: the value holds until the transaction ends, so a
@@ -404,13 +253,13 @@ def nearest_chunks(
     back short (it gave up after hnsw.max_scan_tuples, or iterative scans are off), the exact
     scan answers instead: `limit` rows whenever at least `limit` chunks match.
     """
-    params = search_params(query_vector, limit, where)
+    params = search_params(store, query_vector, limit, where)
     if exact:
         allow_bitmap_scans(conn)
     with conn.cursor(row_factory=dict_row) as cur:
         query = nearest_chunks_query(store, where, exact, with_embeddings)
         rows = cur.execute(query, params).fetchall()
-        if len(rows) < limit and where.sql and not exact:
+        if len(rows) < limit and where.sql and not exact and store.vector_index:
             allow_bitmap_scans(conn)
             query = nearest_chunks_query(store, where, exact=True, with_embeddings=with_embeddings)
             rows = cur.execute(query, params).fetchall()
@@ -432,9 +281,12 @@ def hybrid_chunks(
     the tsvector, which only a bitmap scan can use, so bitmap scans are turned on (SET LOCAL) for the
     inline keyword statement.
     """
-    if _inline_keywords(store, where):
+    if inline_keywords(store, where_sql(store, where)):
         allow_bitmap_scans(conn)
-    params = {**search_params(query_vector, limit, where), **keyword_params(store, query_text, limit, where)}
+    params = {
+        **search_params(store, query_vector, limit, where),
+        **keyword_params(store, query_text, limit, where),
+    }
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(hybrid_chunks_query(store, where, with_embeddings), params).fetchall()
     return [_scored(r) for r in rows]

@@ -1,7 +1,9 @@
 """The SQL of store definitions: create, find, list, change, drop, version. Values are bound parameters.
 
-A store's id and dimension are composed into index DDL with `sql.Literal`: both come from our own
-`stores` table, never from a request.
+Creating or dropping a store is a row of `stores`, never DDL: the keyword and metadata indexes are
+shared by every store (migration 12), and the HNSW indexes of large stores are built and dropped by
+db/store_indexes.py, outside requests. A store's id and dimension are composed into that index's DDL
+with `sql.Literal`: both come from our own `stores` table, never from a request.
 """
 
 from __future__ import annotations
@@ -40,11 +42,23 @@ class Store:
     keyword_ready: bool = True
     # An attached store: the table or view it reads instead of chunks (migration 10); None: its own chunks.
     source: AttachedSource | None = None
+    # It has a valid HNSW index of its own (db/store_indexes.py builds them for large stores); without
+    # one, its nearest chunks come from an exact scan.
+    vector_index: bool = False
+    # The shared keyword and metadata indexes are valid (false only while an upgraded database builds
+    # them: searches then read the per-store indexes the database still has).
+    scoped_indexes: bool = True
 
 
+# The last two are read off the catalog: pg_index says whether an index is valid (a concurrent build
+# leaves an invalid one behind when it fails).
 STORE_COLUMNS = (
     "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys,"
-    " chunk_count, text_search::text, keyword_ready, source"
+    " chunk_count, text_search::text, keyword_ready, source,"
+    " EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('chunks_embedding_hnsw_store_' || id)"
+    " AND indisvalid) AS vector_index,"
+    " (SELECT count(*) = 2 FROM pg_index WHERE indisvalid AND indexrelid IN"
+    " (to_regclass('keyword_chunks_scope_gin'), to_regclass('chunks_metadata_scope_gin'))) AS scoped_indexes"
 )
 # The store named `%(n)s`, by name first, else by display name.
 STORE_BY_NAME = (
@@ -66,6 +80,8 @@ def store_from_row(row: tuple[Any, ...]) -> Store:
         text_search,
         ready,
         source,
+        vector_index,
+        scoped_indexes,
     ) = row
     keys = tuple(allowed) if allowed is not None else None
     return Store(
@@ -81,6 +97,8 @@ def store_from_row(row: tuple[Any, ...]) -> Store:
         text_search,
         ready,
         AttachedSource.from_json(source) if source is not None else None,
+        bool(vector_index),
+        bool(scoped_indexes),
     )
 
 
@@ -120,7 +138,7 @@ def create_store(
     allowed_metadata_keys: Sequence[str] | None = None,
     text_search: str = "english",
 ) -> Store:
-    """Create a store and its partial indexes; return the existing one if it already exists.
+    """Create a store (one row, no DDL); return the existing one if it already exists.
 
     Every creator comes here, so the rule of `check_names_free` holds for all of them (409 naming the
     clash). `text_search` must name a configuration PostgreSQL has (`text_search_config` checks that).
@@ -143,12 +161,7 @@ def create_store(
             existing = find_store(conn, name)
             assert existing is not None
             return existing
-        store = store_from_row(row)
-        conn.execute(create_index_statement(store))
-        conn.execute(create_metadata_index_statement(store))
-        conn.execute(create_keyword_index_statement(store))
-        conn.execute("SELECT create_keyword_search(%s)", (store.id,))
-        return store
+        return store_from_row(row)
 
 
 # A configuration name, optionally schema-qualified, as an unquoted identifier.
@@ -182,67 +195,31 @@ def text_search_config(conn: Connection, name: str | None) -> str | None:
 
 
 def create_index_statement(store: Store) -> sql.Composed:
-    """CREATE INDEX of the store's partial HNSW index (cosine distance on `embedding_expression`)."""
+    """CREATE INDEX CONCURRENTLY of the store's partial HNSW index (cosine distance on
+    `embedding_expression`); outside a transaction."""
     return sql.SQL(
-        "CREATE INDEX {index} ON chunks USING hnsw (({expr}) {ops}) WHERE store_id = {store_id}"
+        "CREATE INDEX CONCURRENTLY {index} ON chunks USING hnsw (({expr}) {ops}) WHERE store_id = {store_id}"
     ).format(
-        index=sql.Identifier(index_name(store)),
+        index=sql.Identifier(index_name(store.id)),
         expr=embedding_expression(store),
         ops=sql.SQL(f"{store.storage}_cosine_ops"),
         store_id=sql.Literal(store.id),
     )
 
 
-def create_metadata_index_statement(store: Store) -> sql.Composed:
-    """CREATE INDEX of the store's partial GIN index on metadata, the exact path's way to its rows.
-
-    Partial, like the HNSW index: a filter's rows of this store come from one bitmap, with no
-    bitmap of the whole store (store_id = n) to AND with it.
-    """
-    return sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {index} ON chunks USING gin (metadata jsonb_path_ops)"
-        " WHERE store_id = {store_id}"
-    ).format(index=sql.Identifier(metadata_index_name(store)), store_id=sql.Literal(store.id))
+# The name of a store's HNSW index: `chunks_embedding_hnsw_store_<id>` (STORE_COLUMNS reads it too).
+HNSW_INDEX_PREFIX = "chunks_embedding_hnsw_store_"
 
 
-def create_keyword_index_statement(store: Store) -> sql.Composed:
-    """CREATE INDEX of the store's partial GIN index on its keyword rows' lexemes (keyword search)."""
-    return sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {index} ON keyword_chunks USING gin (tsv) WHERE store_id = {store_id}"
-    ).format(index=sql.Identifier(keyword_index_name(store)), store_id=sql.Literal(store.id))
-
-
-def keyword_index_name(store: Store) -> str:
-    """Name of the store's GIN index on keyword_chunks.tsv."""
-    return f"keyword_chunks_tsv_gin_store_{store.id}"
-
-
-def keyword_search_function(store: Store) -> str:
-    """Name of the store's unfiltered BM25 keyword search function (migration 9)."""
-    return f"keyword_hits_store_{store.id}"
-
-
-def metadata_index_name(store: Store) -> str:
-    """Name of the store's GIN index on metadata."""
-    return f"chunks_metadata_gin_store_{store.id}"
-
-
-def index_name(store: Store) -> str:
-    """Name of the store's HNSW index."""
-    return f"chunks_embedding_hnsw_store_{store.id}"
+def index_name(store_id: int) -> str:
+    """Name of the HNSW index of the store whose id is `store_id`."""
+    return f"{HNSW_INDEX_PREFIX}{store_id}"
 
 
 def drop_store(conn: Connection, store: Store) -> None:
-    """Delete a store with all its documents, chunks, indexes and keyword search function."""
-    with conn.transaction():
-        conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
-        for name in (index_name(store), metadata_index_name(store), keyword_index_name(store)):
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=sql.Identifier(name)))
-        conn.execute(
-            sql.SQL("DROP FUNCTION IF EXISTS {function}").format(
-                function=sql.Identifier(keyword_search_function(store))
-            )
-        )
+    """Delete a store with all its documents and chunks (its HNSW index, if any, goes with the next
+    maintenance run: DROP INDEX would lock `chunks` for every store)."""
+    conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
 
 
 def bump_version(conn: Connection, store: Store) -> int:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
 from retrieval_core.filters.exceptions import FilterSyntaxError
-from retrieval_core.filters.predicate import Predicate
+from retrieval_core.filters.predicate import METADATA_SCOPE, Predicate
 
 MAX_EXPRESSION_LENGTH = 4_000
 MAX_DEPTH = 32
@@ -374,8 +374,10 @@ def _json_type(value: Value) -> str:
 
 
 class _Compiler:
-    def __init__(self) -> None:
+    def __init__(self, scoped: bool) -> None:
         self.params: dict[str, object] = {}
+        # Containment in the store-scoped form (Predicate.scoped_sql), which the shared GIN index answers.
+        self.scoped = scoped
 
     def bind(self, value: object) -> str:
         name = f"mf{len(self.params)}"
@@ -394,7 +396,7 @@ class _Compiler:
 
     def contains(self, key: str, value: object) -> str:
         # Containment of a one-key object: typed equality that the GIN index on metadata can answer.
-        return f"metadata @> {self.bind(json.dumps({key: value}))}::jsonb"
+        return contains_sql(f"{self.bind(json.dumps({key: value}))}::jsonb", self.scoped)
 
     def comparison(self, c: Comparison) -> str:
         if c.op == "=":
@@ -405,6 +407,9 @@ class _Compiler:
             assert isinstance(c.value, tuple)
             listed = self.bind([json.dumps({c.key: v}) for v in c.value])
             if c.op == "IN":
+                if self.scoped:
+                    scoped = f"chunk_metadata_scopes({METADATA_SCOPE}, {listed}::jsonb[])"
+                    return f"{SCOPED_METADATA} @> ANY({scoped})"
                 return f"metadata @> ANY({listed}::jsonb[])"
             types = self.bind(sorted({_json_type(v) for v in c.value}))
             key = self.bind(c.key)
@@ -443,8 +448,22 @@ class _Compiler:
         return f"COALESCE(jsonb_typeof(metadata -> {key}::text) = '{json_type}' AND {compare}, false)"
 
 
+# The indexed expression of the shared metadata index of `chunks` (migration 12).
+SCOPED_METADATA = "chunk_metadata_scope(store_id, metadata)"
+
+
+def contains_sql(value_sql: str, scoped: bool) -> str:
+    """`metadata @> value`, or its store-scoped form (Predicate.scoped_sql)."""
+    if scoped:
+        return f"{SCOPED_METADATA} @> chunk_metadata_scope({METADATA_SCOPE}, {value_sql})"
+    return f"metadata @> {value_sql}"
+
+
 def compile_node(node: Node) -> Predicate:
-    """The SQL predicate over the `metadata` jsonb column for `node`, values bound as `mf0`, `mf1`, ..."""
-    compiler = _Compiler()
-    sql = compiler.node(node)
-    return Predicate(sql, compiler.params)
+    """The SQL predicate over the `metadata` jsonb column for `node`, values bound as `mf0`, `mf1`, ...
+
+    Compiled twice, as it is and store-scoped: the two bind the same values under the same names.
+    """
+    plain, scoped = _Compiler(scoped=False), _Compiler(scoped=True)
+    sql, scoped_sql = plain.node(node), scoped.node(node)
+    return Predicate(sql, plain.params, scoped_sql=scoped_sql if scoped_sql != sql else None)

@@ -8,24 +8,44 @@ from typing import Any
 MetadataValue = str | int | float | bool
 
 
+# The store id a predicate's store-scoped form compares with (bound when the store is known).
+METADATA_SCOPE = "%(metadata_scope)s"
+
+
 @dataclass(frozen=True)
 class Predicate:
-    """A SQL boolean expression with `%(name)s` placeholders and their values."""
+    """A SQL boolean expression with `%(name)s` placeholders and their values.
+
+    `sql` reads a `metadata` column as it is (attached tables, and stores while their database builds its
+    shared indexes). `scoped_sql` is the same test in the form the shared metadata index of `chunks`
+    answers, `chunk_metadata_scope(store_id, metadata) @> chunk_metadata_scope(<store>, value)`, which
+    names the parameter `metadata_scope`; None when the two are the same.
+    """
 
     sql: str
     params: dict[str, Any] = field(default_factory=dict)
     # The metadata keys it reads: a store's own allow-list is checked against them once the store is known.
     metadata_keys: frozenset[str] = frozenset()
+    scoped_sql: str | None = None
+
+    @property
+    def chunk_sql(self) -> str:
+        """The predicate over `chunks` (the store-scoped form)."""
+        return self.sql if self.scoped_sql is None else self.scoped_sql
 
     def __and__(self, other: Predicate) -> Predicate:
         if not self.sql:
             return other
         if not other.sql:
             return self
+        scoped = None
+        if self.scoped_sql is not None or other.scoped_sql is not None:
+            scoped = f"({self.chunk_sql}) AND ({other.chunk_sql})"
         return Predicate(
             f"({self.sql}) AND ({other.sql})",
             {**self.params, **other.params},
             self.metadata_keys | other.metadata_keys,
+            scoped,
         )
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
-from retrieval_core.filters.expression import Node, compile_node, keys_of, parse
+from retrieval_core.filters.expression import Node, compile_node, contains_sql, keys_of, parse
 from retrieval_core.filters.predicate import TRUE, MetadataValue, Predicate
 from retrieval_core.filters.tree import is_tree, parse_tree
 
@@ -21,8 +21,11 @@ def metadata_equals(filters: Mapping[str, MetadataValue] | None) -> Predicate:
     """All of `filters` must match the chunk's metadata exactly (JSONB containment, GIN-indexed)."""
     if not filters:
         return TRUE
+    value = "%(metadata_contains)s::jsonb"
     return Predicate(
-        "metadata @> %(metadata_contains)s::jsonb", {"metadata_contains": json.dumps(dict(filters))}
+        contains_sql(value, scoped=False),
+        {"metadata_contains": json.dumps(dict(filters))},
+        scoped_sql=contains_sql(value, scoped=True),
     )
 
 

@@ -13,6 +13,10 @@
 - Data: SchemaVersion, Applied (the versions applied now, comma-separated, "" when none) and
   PgvectorVersion; all three "" after an Update that did nothing, none after a Delete.
 
+The same function runs the store index maintenance on a schedule (events/schedule-index-stores.json):
+the HNSW indexes of the largest stores, and on an upgraded database the shared indexes, each built
+concurrently within the function's time; what is left goes on at the next run.
+
 See docs/migrations.md.
 """
 
@@ -28,6 +32,7 @@ from retrieval_core.clients.retry import Deadline
 from retrieval_core.container import database_conninfo
 from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
+from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
 from retrieval_core.exceptions import DatabaseUnavailableError
 from retrieval_core.lambdas.custom_resource import Outcome, Request, answer
 from retrieval_core.lambdas.setup import instrumented, powertools
@@ -99,11 +104,38 @@ def is_downgrade(request: Request) -> bool:
         return False
 
 
+# The scheduled event's input (template.yaml, MigrateFunction's IndexStores schedule).
+INDEX_STORES_TASK = {"task": "index-stores"}
+# Time kept back from index maintenance for logging its outcome.
+_INDEX_MARGIN_S = 5.0
+
+
+def index_stores(time_budget_s: float) -> dict[str, Any]:
+    """The store index maintenance (db/store_indexes.py) within `time_budget_s`; what it did, as a dict."""
+    settings = get_settings()
+    run = maintain_database(
+        database_conninfo(settings),
+        IndexPolicy.from_settings(settings),
+        settings.db_connect_timeout_s,
+        time_budget_s=time_budget_s,
+    )
+    if run.left:
+        logger.info("store index maintenance: %d steps left for the next run", len(run.left))
+    return {"busy": run.busy, "done": run.done, "failed": run.failed, "left": run.left}
+
+
 def build_schema_handler() -> LambdaHandler:
-    """The Lambda handler of Custom::DatabaseSchema, with Powertools logs (correlation id: RequestId)."""
+    """The Lambda handler of Custom::DatabaseSchema, with Powertools logs (correlation id: RequestId), and of
+    the schedule that runs the store index maintenance (INDEX_STORES_TASK)."""
     tools = powertools()
 
     def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if event == INDEX_STORES_TASK:
+            outcome = index_stores(context.get_remaining_time_in_millis() / 1000 - _INDEX_MARGIN_S)
+            tools.metrics.add_metric(
+                name="StoreIndexStepsFailed", unit=MetricUnit.Count, value=len(outcome["failed"])
+            )
+            return outcome
         summary = answer(
             event, context, migrate_schema, default_physical_id=PHYSICAL_RESOURCE_ID, on_timeout=ON_TIMEOUT
         )

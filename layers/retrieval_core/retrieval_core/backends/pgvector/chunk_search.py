@@ -33,8 +33,9 @@ def search_store(
 ) -> list[ScoredChunk]:
     """The chunks of `store` nearest to `query_vector` under `where`, nearest first.
 
-    An attached table is searched by its own plan. With `query_text`, a hybrid search; otherwise a
-    filter matching few enough chunks is answered by an exact scan (`scans_exactly`).
+    An attached table is searched by its own plan. With `query_text`, a hybrid search; otherwise a store
+    without an HNSW index of its own, or a filter matching few enough chunks, is answered by an exact
+    scan (`scans_exactly`).
     """
     if store.source is not None:
         return search_attached(
@@ -56,7 +57,7 @@ def search_store(
         raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
     if query_text is not None:
         return search_sql.hybrid_chunks(conn, store, query_vector, query_text, limit, where, with_embeddings)
-    exact = scans_exactly(conn, store, where, limit, filter_sizes, exact_max_rows)
+    exact = not store.vector_index or scans_exactly(conn, store, where, limit, filter_sizes, exact_max_rows)
     return search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
 
 
