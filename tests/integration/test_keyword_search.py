@@ -756,7 +756,7 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
         conn.execute("SELECT create_keyword_search(id) FROM stores")
         _insert_corpus(conn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert run_migrations(dsn).applied == [11]
+        assert run_migrations(dsn, migrations=MIGRATIONS[:11]).applied == [11]
         store = find_store(conn, "old")
         assert store is not None
         stored = {lexeme: w for _, lexeme, w in conn.execute(STORED_MAX_WEIGHTS)}
