@@ -170,9 +170,16 @@ def _run_one(example: Example, setup: str, address: str, workdir: Path, env: dic
 
 
 def _store_names(address: str) -> set[str]:
-    answer = httpx.get(f"http://{address}/api/v1/stores", trust_env=False, timeout=30)
-    answer.raise_for_status()
-    return {store["name"] for store in answer.json()["stores"]}
+    names: set[str] = set()
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        answer = httpx.get(f"http://{address}/api/v1/stores", params=params, trust_env=False, timeout=30)
+        answer.raise_for_status()
+        page = answer.json()
+        names |= {store["name"] for store in page["stores"]}
+        if page["nextCursor"] is None:
+            return names
+        params["cursor"] = page["nextCursor"]
 
 
 class ServerDidNotStart(RuntimeError):

@@ -1178,7 +1178,7 @@ def test_the_built_ingest_function_applies_its_s3_events_like_lambda(
     (function,) = [fn for fn in bundle.functions if fn.name == "IngestFunction"]
     assert [layer.name for layer in function.layer_dirs] == ["RetrievalCoreLayer", "ParsersLayer"]
     documents = get_document_service()
-    if "handbook" in {s.name for s in documents.list_stores()}:
+    if "handbook" in {s.name for s in documents.list_stores(prefix="handbook")[0]}:
         documents.delete_store("handbook")
     s3 = moto.client("s3")
     s3.create_bucket(Bucket=BUCKET)
@@ -1222,7 +1222,7 @@ def test_the_built_ingest_function_applies_its_s3_events_like_lambda(
         ]
         assert documents.list_documents("handbook")[0] == []
     finally:
-        if "handbook" in {s.name for s in documents.list_stores()}:
+        if "handbook" in {s.name for s in documents.list_stores(prefix="handbook")[0]}:
             documents.delete_store("handbook")
 
 

@@ -77,7 +77,7 @@ def handler_for(
     documents = container.get_document_service()
 
     def drop_handbook() -> None:
-        if "handbook" in {s.name for s in documents.list_stores()}:
+        if "handbook" in {s.name for s in documents.list_stores(prefix="handbook")[0]}:
             documents.delete_store("handbook")
 
     def build(bucket: str) -> Any:

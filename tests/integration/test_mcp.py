@@ -338,15 +338,58 @@ def test_retrieve_takes_the_full_request_and_list_stores_the_grant(url: str) -> 
             invalid = await tool_error(reader, "retrieve", {"query": "pods", "grade": 2})
             assert invalid["message"].startswith("grade:")
 
-            stores = await call(reader, "list_stores", {})
-            listed = {s["name"]: s for s in stores["stores"]}
-            assert {"sample", MEMORY} <= set(listed) and stores["defaultStore"] == "sample"
-            assert listed[MEMORY]["allowedMetadataKeys"] == ALLOWED
-            assert listed["sample"]["documentCount"] > 0 and listed["sample"]["allowedMetadataKeys"] is None
+            stores = await call(reader, "list_stores", {"prefix": MEMORY})
+            assert [s["name"] for s in stores["stores"]] == [MEMORY] and stores["nextCursor"] is None
+            assert stores["defaultStore"] == "sample"
+            assert stores["stores"][0]["allowedMetadataKeys"] == ALLOWED
+            sample = (await call(reader, "list_stores", {"prefix": "sample", "limit": 1}))["stores"][0]
+            assert sample["name"] == "sample"
+            assert sample["documentCount"] > 0 and sample["allowedMetadataKeys"] is None
         async with session(url, WRITER) as writer:
             assert [s["name"] for s in (await call(writer, "list_stores", {}))["stores"]] == [MEMORY]
 
     run(test)
+
+
+def test_list_stores_pages_by_name_with_a_prefix_and_a_cursor(url: str) -> None:
+    from retrieval_core.container import get_document_service
+
+    prefix = f"mcp-pages-{uuid.uuid4().hex[:6]}-"
+    names = [f"{prefix}{c}{i:02d}" for i, c in enumerate("aZ_-.9aZ_-.9")]
+    documents = get_document_service()
+    for name in names:
+        documents.put_store(name, StoreDefinition())
+
+    async def test() -> None:
+        async with session(url, READER) as reader:
+            pages, cursor = [], None
+            while True:
+                arguments = {"prefix": prefix, "limit": 5} | ({"cursor": cursor} if cursor else {})
+                answer = await call(reader, "list_stores", arguments)
+                pages.append([s["name"] for s in answer["stores"]])
+                cursor = answer["nextCursor"]
+                if cursor is None:
+                    break
+            assert pages == [sorted(names)[:5], sorted(names)[5:10], sorted(names)[10:]]
+            assert answer["defaultStore"] == "sample"
+            refused = await tool_error(reader, "list_stores", {"cursor": "not a cursor"})
+            assert (
+                refused["code"] == "invalid_cursor" and refused["details"]["errors"][0]["field"] == "cursor"
+            )
+            too_many = await tool_error(reader, "list_stores", {"limit": 1001})
+            assert too_many["code"] == "validation_error" and too_many["message"].startswith("limit:")
+        async with session(url, WRITER) as writer:  # a grant of MEMORY only
+            assert await call(writer, "list_stores", {"prefix": prefix}) == {
+                "stores": [],
+                "nextCursor": None,
+                "defaultStore": "sample",
+            }
+
+    try:
+        run(test)
+    finally:
+        for name in names:
+            documents.delete_store(name)
 
 
 def test_retrieve_on_a_file_search_store_is_answered_by_gemini_file_search(url: str) -> None:

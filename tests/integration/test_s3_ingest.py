@@ -533,7 +533,7 @@ def test_a_first_segment_that_is_no_store_name_is_refused_and_logged(
     errors = [r for r in ingest_log if r.levelno == logging.ERROR]
     assert {getattr(r, "key", None) for r in errors} == {"resolve/guide.txt", "no spaces allowed/guide.txt"}
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
-    names = {s.name for s in runtime_documents().list_stores()}
+    names = {s.name for s in runtime_documents().every_store()}
     assert not {"resolve", "no spaces allowed"} & names
 
 

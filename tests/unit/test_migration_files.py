@@ -22,12 +22,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_line() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
-    assert SCHEMA_VERSION == 12
+    assert SCHEMA_VERSION == 13
     assert MIGRATIONS[0].description == "stores, documents, chunks"
     assert (
         MIGRATIONS[10].description
         == "keyword_terms.max_weight: per-lexeme bounds that prune the BM25 search harder"
     )
+    assert MIGRATIONS[11].description == (
+        "stores share their keyword and metadata indexes: scoped by store id, nothing per store"
+    )
+    assert MIGRATIONS[12].description == "stores: indexes for paged store lists and display-name lookups"
     assert not any(m.outside_transaction for m in MIGRATIONS)
     assert len({m.checksum for m in MIGRATIONS}) == len(MIGRATIONS)
 

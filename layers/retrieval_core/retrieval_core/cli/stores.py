@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from retrieval_core.db.attached_source import DISTANCES, PRESETS
@@ -16,9 +17,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p_stores = sub.add_parser(
         "stores", help="list stores (stores list), create one (stores create), attach a table (stores attach)"
     )
+    _add_list_arguments(p_stores)
     p_stores.set_defaults(run=_list_stores)
     stores_sub = p_stores.add_subparsers(dest="stores_command")
-    stores_sub.add_parser("list", help="list stores with their chunk counts (the same as `stores` alone)")
+    p_list = stores_sub.add_parser(
+        "list", help="list stores with their chunk counts, in name order (the same as `stores` alone)"
+    )
+    # Unset here unless given, so that `stores --prefix a list` keeps the prefix given before `list`.
+    _add_list_arguments(p_list, argparse.SUPPRESS)
     p_create = stores_sub.add_parser("create", help="create a store (or check that it has this definition)")
     p_create.add_argument("name", help="store name")
     add_store_arguments(p_create)
@@ -35,6 +41,28 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p_refresh.add_argument("name", help="store name")
     p_refresh.set_defaults(run=_refresh_store)
+
+
+def _add_list_arguments(command: argparse.ArgumentParser, unset: Any = None) -> None:
+    command.add_argument(
+        "--prefix", default="" if unset is None else unset, help="only stores whose name starts with this"
+    )
+    command.add_argument(
+        "--limit",
+        type=_positive,
+        default=unset,
+        help="print at most this many stores (default: every one, read page by page)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def add_store_arguments(command: argparse.ArgumentParser) -> None:
@@ -88,19 +116,20 @@ def _add_attach_arguments(p_attach: argparse.ArgumentParser) -> None:
 
 
 def _list_stores(args: argparse.Namespace) -> int:
-    """`stores` and `stores list`: one line per store with what it holds."""
-    from retrieval_core.container import get_service
-    from retrieval_core.db import stores as store_sql
+    """`stores` and `stores list`: one line per store with what it holds, printed a page at a time."""
+    from retrieval_core.container import get_document_service, get_service
+    from retrieval_core.documents.cursors import MAX_PAGE
 
-    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
-    with service.database.connection() as conn:
-        for store in store_sql.list_stores(conn):
-            columns = (store.name, store.display_name, store.embedding_model, store.dimension)
-            if store.source is not None:  # rows as last inspected: counting a team's table may be slow
-                held = f"{store.source.rows} rows of {store.source.schema}.{store.source.table} (attached)"
-            else:
-                held = f"{store_sql.count_chunks(conn, store)} chunks"
-            print("\t".join(map(str, columns)) + f"\t{held}")
+    get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    page = min(args.limit, MAX_PAGE) if args.limit is not None else MAX_PAGE
+    stores = get_document_service().every_store(args.prefix, page=page)
+    for info in islice(stores, args.limit):
+        columns = (info.name, info.display_name, info.embedding_model, info.dimension)
+        if info.source is not None:  # rows as last inspected: counting a team's table may be slow
+            held = f"{info.source['rows']} rows of {info.source['table']} (attached)"
+        else:
+            held = f"{info.chunk_count} chunks"
+        print("\t".join(map(str, columns)) + f"\t{held}", flush=True)
     return 0
 
 

@@ -9,7 +9,7 @@ with `sql.Literal`: both come from our own `stores` table, never from a request.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +60,8 @@ STORE_COLUMNS = (
     " (SELECT count(*) = 2 FROM pg_index WHERE indisvalid AND indexrelid IN"
     " (to_regclass('keyword_chunks_scope_gin'), to_regclass('chunks_metadata_scope_gin'))) AS scoped_indexes"
 )
-# The store named `%(n)s`, by name first, else by display name.
+# The store named `%(n)s`, by name first, else by display name (the unique index on name and
+# `stores_display_name`, migration 13).
 STORE_BY_NAME = (
     "FROM stores WHERE name = %(n)s OR display_name = %(n)s ORDER BY name = %(n)s DESC, id LIMIT 1"
 )
@@ -111,9 +112,60 @@ def find_store(conn: Connection, name: str) -> Store | None:
     return store_from_row(row) if row else None
 
 
-def list_stores(conn: Connection) -> list[Store]:
-    """Every store, oldest first."""
-    return [store_from_row(r) for r in conn.execute(f"SELECT {STORE_COLUMNS} FROM stores ORDER BY id")]  # noqa: S608
+def list_stores(
+    conn: Connection, prefix: str, after: str | None, limit: int, names: Collection[str] | None = None
+) -> list[Store]:
+    """Up to `limit` stores whose name starts with `prefix` and sorts after `after`, in byte order of the
+    name; with `names`, only stores of those names (a grant's)."""
+    query, params = store_page_query(prefix, after, limit, names)
+    return [store_from_row(r) for r in conn.execute(query, params)]
+
+
+def store_page_query(
+    prefix: str, after: str | None, limit: int, names: Collection[str] | None = None
+) -> tuple[sql.Composed, dict[str, Any]]:
+    """The statement of `list_stores` and its parameters.
+
+    Byte order (COLLATE "C") is the order of the index `stores_name_bytes` (migration 13), in which a
+    prefix is the range [prefix, prefix_end(prefix)): one range scan of that index reads the page.
+    Each condition is there only when it restricts, so that a prepared (generic) plan keeps its bounds.
+    """
+    conditions: list[sql.Composable] = []
+    params: dict[str, Any] = {"limit": limit}
+    end = prefix_end(prefix)
+    if prefix:
+        conditions.append(sql.SQL('name COLLATE "C" >= %(prefix)s'))
+        params["prefix"] = prefix
+    if end is not None:
+        conditions.append(sql.SQL('name COLLATE "C" < %(end)s'))
+        params["end"] = end
+    if after is not None:
+        conditions.append(sql.SQL('name COLLATE "C" > %(after)s'))
+        params["after"] = after
+    if names is not None:
+        conditions.append(sql.SQL("name = ANY(%(names)s)"))
+        params["names"] = sorted(names)
+    where = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conditions) if conditions else sql.SQL("")
+    query = sql.SQL('SELECT {columns} FROM stores{where} ORDER BY name COLLATE "C" LIMIT %(limit)s').format(
+        columns=sql.SQL(STORE_COLUMNS), where=where
+    )
+    return query, params
+
+
+# The largest code point. Python orders str, and PostgreSQL UTF-8 text under COLLATE "C", by code point.
+_LAST_CHARACTER = chr(0x10FFFF)
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string after every string that starts with `prefix`, in code point order; None when
+    there is none (an empty prefix, or one of U+10FFFF only)."""
+    kept = prefix.rstrip(_LAST_CHARACTER)
+    if not kept:
+        return None
+    following = ord(kept[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # UTF-8 cannot encode a surrogate
+        following = 0xE000
+    return kept[:-1] + chr(following)
 
 
 def embedding_expression(store: Store) -> sql.Composed:
@@ -270,13 +322,15 @@ def check_names_free(conn: Connection, name: str, display_name: str, creating: b
         )
 
 
+# Served by the unique index on name and `stores_display_name` (migration 13), OR-ed as bitmaps.
+NAME_TAKEN = (
+    "SELECT 1 FROM stores WHERE (name = %(n)s OR display_name = %(n)s) AND name <> %(except)s LIMIT 1"
+)
+
+
 def name_taken(conn: Connection, name: str, except_store: str) -> bool:
     """Whether a store other than `except_store` is called `name` or shows it as its display name."""
-    row = conn.execute(
-        "SELECT 1 FROM stores WHERE (name = %s OR display_name = %s) AND name <> %s LIMIT 1",
-        (name, name, except_store),
-    ).fetchone()
-    return row is not None
+    return conn.execute(NAME_TAKEN, {"n": name, "except": except_store}).fetchone() is not None
 
 
 def update_store(

@@ -1,22 +1,51 @@
-"""The opaque cursors of paged document listings: the last id of a page, URL-safe base64."""
+"""Paged listings (documents, stores): the page size's bounds, and the opaque cursors, each the last key of
+a page in URL-safe base64."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 
+from retrieval_core.documents.exceptions import InvalidCursorError
+from retrieval_core.documents.prepare import STORE_NAME
 from retrieval_core.exceptions import InvalidRequestError
 
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+MAX_CURSOR = 2048  # characters; a cursor of ours holds a key of at most 1,024 bytes
+MAX_STORE_PREFIX = 128  # a store name's length: a longer prefix matches no store
 
-def encode_cursor(last_id: str) -> str:
-    """The opaque cursor of the page after `last_id`."""
-    return base64.urlsafe_b64encode(last_id.encode("utf-8")).decode("ascii").rstrip("=")
+
+def check_page_limit(limit: int) -> None:
+    """A 422 naming `limit` unless it is between 1 and MAX_PAGE."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidRequestError.for_field("limit", f"must be between 1 and {MAX_PAGE}", "value_error")
+
+
+def encode_cursor(last_key: str) -> str:
+    """The opaque cursor of the page after `last_key` (a document id, a store name)."""
+    return base64.urlsafe_b64encode(last_key.encode("utf-8")).decode("ascii").rstrip("=")
 
 
 def decode_cursor(cursor: str) -> str:
-    """The id a cursor continues after; a 422 naming `cursor` when it is not one of ours."""
+    """The key a cursor continues after; InvalidCursorError (422) naming the cause if it is not ours."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
+        decoded = base64.b64decode(padded, altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidRequestError.for_field("cursor", "not a cursor of this service", "value_error") from None
+        raise InvalidCursorError("not_base64", "is not URL-safe base64") from None
+    try:
+        key = decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidCursorError("not_text", "does not decode to UTF-8 text") from None
+    if "\x00" in key:  # no key of ours holds one: PostgreSQL text cannot
+        raise InvalidCursorError("not_a_key", "holds a NUL character, which no key has")
+    return key
+
+
+def store_cursor(cursor: str) -> str:
+    """The store name a store list's cursor continues after; InvalidCursorError (422) when it holds none."""
+    name = decode_cursor(cursor)
+    if not STORE_NAME.fullmatch(name):
+        raise InvalidCursorError("not_a_store_name", "does not continue a store list: it holds no store name")
+    return name

@@ -1,4 +1,5 @@
-"""Errors of the S3 ingest path: an unreadable event or sidecar, an object too large or not readable."""
+"""Errors of the write side: the S3 ingest path's (an unreadable event or sidecar, an object too large or not
+readable) and a list's cursor that is not one of ours."""
 
 from __future__ import annotations
 
@@ -38,3 +39,19 @@ class ObjectReadError(RetrievalError):
 
     status_code = 502
     code = "s3_read_failed"
+
+
+class InvalidCursorError(InvalidRequestError):
+    """A `cursor` of a paged list (stores, documents) that no page gave: malformed, or altered since.
+
+    `cause` names what is wrong with it (`details.errors[0].type`, a word for code to compare).
+    """
+
+    code = "invalid_cursor"
+
+    def __init__(self, cause: str, reason: str) -> None:
+        errors = [{"field": "cursor", "message": reason, "type": cause}]
+        super().__init__(
+            f"cursor: {reason}; pass a page's nextCursor unchanged, or no cursor for the first page",
+            {"errors": errors},
+        )

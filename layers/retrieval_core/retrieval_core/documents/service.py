@@ -23,7 +23,14 @@ from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
-from retrieval_core.documents.cursors import decode_cursor, encode_cursor
+from retrieval_core.documents.cursors import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    check_page_limit,
+    decode_cursor,
+    encode_cursor,
+    store_cursor,
+)
 from retrieval_core.documents.models import (
     DocumentInfo,
     Sequence,
@@ -44,7 +51,6 @@ from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after
 from retrieval_core.exceptions import (
     ConflictError,
     DocumentNotFoundError,
-    InvalidRequestError,
     RetrievalError,
     StoreNotFoundError,
 )
@@ -152,14 +158,36 @@ class DocumentService:
                 store = self._inspected(conn, store)
             return self._info(conn, store)
 
-    def list_stores(self, grant: Grant = OPEN_GRANT) -> list[StoreInfo]:
-        """The stores `grant` may read, oldest first."""
+    def list_stores(
+        self,
+        prefix: str = "",
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+        grant: Grant = OPEN_GRANT,
+    ) -> tuple[list[StoreInfo], str | None]:
+        """The stores `grant` may read whose name starts with `prefix`, in name order (byte order), `limit`
+        at most, with their counts; and the cursor of the next page (None on the last)."""
         grant.require_scope("read")
+        check_page_limit(limit)
+        after = store_cursor(cursor) if cursor else None
         with database_errors("listing stores"), self._connection() as conn:
-            stores = [s for s in store_sql.list_stores(conn) if grant.can_access(s.name)]
-            counts = store_sql.store_counts(conn, [s.id for s in stores])
+            stores = store_sql.list_stores(conn, prefix, after, limit + 1, grant.stores)
+            page = stores[:limit]
+            counts = store_sql.store_counts(conn, [s.id for s in page])
         max_rows = self.retrieval.exact_search_max_rows
-        return [store_info(s, counts.get(s.id, (0, 0)), max_rows) for s in stores]
+        infos = [store_info(s, counts.get(s.id, (0, 0)), max_rows) for s in page]
+        return infos, (encode_cursor(page[-1].name) if len(stores) > limit else None)
+
+    def every_store(
+        self, prefix: str = "", grant: Grant = OPEN_GRANT, page: int = MAX_PAGE
+    ) -> Iterator[StoreInfo]:
+        """`list_stores` page after page, `page` stores a round trip: each store once, in name order."""
+        cursor: str | None = None
+        while True:
+            infos, cursor = self.list_stores(prefix, page, cursor, grant)
+            yield from infos
+            if cursor is None:
+                return
 
     def refresh_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
         """Inspect an attached store's table again (indexes, rows) and retire its cached answers.
@@ -360,8 +388,7 @@ class DocumentService:
     ) -> tuple[list[DocumentInfo], str | None]:
         """Documents whose id starts with `prefix`, in id order, and the cursor of the next page."""
         grant.require("read", store)
-        if not 1 <= limit <= 1000:
-            raise InvalidRequestError.for_field("limit", "must be between 1 and 1000", "value_error")
+        check_page_limit(limit)
         after = decode_cursor(cursor) if cursor else None
         with database_errors("listing documents"), self._connection() as conn:
             rows = sql.list_documents(conn, self._documents_of(conn, store), prefix, after, limit + 1)

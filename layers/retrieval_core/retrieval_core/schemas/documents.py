@@ -142,9 +142,10 @@ class StoreResponse(ResponseModel):
 
 
 class StoreListResponse(ResponseModel):
-    """The stores the caller may read, oldest first."""
+    """A page of the stores the caller may read, in name order; `nextCursor` null on the last page."""
 
     stores: list[StoreResponse]
+    next_cursor: str | None
 
 
 class DocumentPutRequest(RequestModel):

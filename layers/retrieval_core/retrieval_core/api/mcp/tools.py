@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError
 
+from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
 from retrieval_core.documents.models import SourceInput
 from retrieval_core.exceptions import DocumentNotFoundError
 from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
@@ -90,8 +91,25 @@ class MemoryDeleteArguments(RequestModel):
     store: StoreArgument = None
 
 
-class NoArguments(RequestModel):
-    """list_stores takes none."""
+class ListStoresArguments(RequestModel):
+    """list_stores: a page of stores, by name prefix."""
+
+    prefix: Text = Field(
+        default="",
+        max_length=MAX_STORE_PREFIX,
+        description="Only stores whose name (not display name) starts with this; empty: every store.",
+    )
+    limit: int = Field(
+        default=DEFAULT_PAGE,
+        ge=1,
+        le=MAX_PAGE,
+        description=f"Most stores to return (default {DEFAULT_PAGE}, at most {MAX_PAGE}), in name order.",
+    )
+    cursor: str | None = Field(
+        default=None,
+        max_length=MAX_CURSOR,
+        description="nextCursor of the previous call, for the next page; omit for the first page.",
+    )
 
 
 @dataclass(frozen=True)
@@ -207,13 +225,14 @@ def _retrieve(args: RetrieveRequest, grant: Grant) -> dict[str, Any]:
     return answer.model_dump(mode="json", by_alias=True)
 
 
-def _list_stores(_: NoArguments, grant: Grant) -> dict[str, Any]:
+def _list_stores(args: ListStoresArguments, grant: Grant) -> dict[str, Any]:
     from retrieval_core.container import get_document_service
 
     documents = get_document_service()
     allowed = documents.retrieval.allowed_metadata_keys
     stores = []
-    for info in documents.list_stores(grant):
+    page, next_cursor = documents.list_stores(args.prefix, args.limit, args.cursor, grant)
+    for info in page:
         keys = info.allowed_metadata_keys
         if keys is not None and allowed is not None:
             keys = tuple(k for k in keys if k in allowed)
@@ -228,7 +247,7 @@ def _list_stores(_: NoArguments, grant: Grant) -> dict[str, Any]:
                 "allowedMetadataKeys": list(keys) if keys is not None else None,
             }
         )
-    return {"stores": stores, "defaultStore": documents.retrieval.default_store}
+    return {"stores": stores, "nextCursor": next_cursor, "defaultStore": documents.retrieval.default_store}
 
 
 def _writable_store(service: RetrievalService, name: str | None, grant: Grant) -> Store:
@@ -291,10 +310,12 @@ TOOLS: dict[str, Tool] = {
         Tool(
             name="list_stores",
             title="List stores",
-            description="The stores this credential may read, with their document and chunk counts and the "
-            "metadata keys each allows (null: any key), and the store used when a tool names none.",
+            description="The stores this credential may read, in name order, a page at a time, with their "
+            "document and chunk counts and the metadata keys each allows (null: any key), and the store "
+            "used when a tool names none. `prefix` keeps the stores whose name starts with it; while "
+            "`nextCursor` is not null, pass it as `cursor` for the next page.",
             scope="read",
-            arguments=NoArguments,
+            arguments=ListStoresArguments,
             run=_list_stores,
         ),
     )

@@ -18,6 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from retrieval_core.api.dependencies import GrantDep
 from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
+from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
 from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWrite, StoreDefinition, StoreInfo
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
@@ -45,11 +46,21 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
     return {code: {"model": ErrorResponse} for code in (*statuses, 403, 404, 500)}
 
 
-@router.get("", response_model=StoreListResponse, responses=_errors())
-async def list_stores(documents: DocumentsDep, grant: GrantDep) -> StoreListResponse:
-    """The stores the caller's grant covers, oldest first (scope read)."""
-    stores = await run_in_threadpool(documents.list_stores, grant)
-    return StoreListResponse(stores=[_store_response(s) for s in stores])
+@router.get("", response_model=StoreListResponse, responses=_errors(422))
+async def list_stores(
+    documents: DocumentsDep,
+    grant: GrantDep,
+    prefix: Annotated[Text, Query(max_length=MAX_STORE_PREFIX)] = "",
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None,
+) -> StoreListResponse:
+    """The stores the caller's grant covers whose name (not display name) starts with `prefix`, in name
+    order (byte order), `limit` per page, with their counts (scope read).
+
+    Pass `nextCursor` back as `cursor` for the next page; it is null on the last one.
+    """
+    page, next_cursor = await run_in_threadpool(documents.list_stores, prefix, limit, cursor, grant)
+    return StoreListResponse(stores=[_store_response(s) for s in page], next_cursor=next_cursor)
 
 
 @router.put(
@@ -114,8 +125,8 @@ async def list_documents(
     documents: DocumentsDep,
     grant: GrantDep,
     prefix: Annotated[Text, Query(max_length=1024)] = "",
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None,
 ) -> DocumentListResponse:
     """Documents whose id starts with `prefix`, in id order (byte order), `limit` per page (scope read).
 
