@@ -735,7 +735,7 @@ def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
 
     statement = sql.SQL(
         "WITH {hits} SELECT count(*) FROM keyword_chunks k, keyword_query kq, keyword_candidates kc"
-        " WHERE k.store_id = {store_id} AND {keys} @@ kc.q AND k.tsv @@ kq.q"
+        " WHERE k.store_id = {store_id} AND {keys} @@ kc.q AND {matches_query}"
     ).format(
         hits=sql.SQL(keyword_sql.BM25_KEYWORD_HITS).format(
             tsquery=sql.SQL(keyword_sql.keyword_tsquery("%(text_search)s::regconfig")),
@@ -745,6 +745,7 @@ def count_candidates(service: Any, store: Any, query: str, limit: int) -> int:
         ),
         store_id=sql.Literal(store.id),
         keys=keyword_sql.keyword_lookup(store)["keys"],
+        matches_query=keyword_sql.keyword_lookup(store)["matches_query"],
     )
     with service.database.connection() as conn:
         params = {"query_text": query, "text_search": store.text_search, "limit": limit}
@@ -778,3 +779,41 @@ def test_migration_11_bounds_each_lexeme_by_the_weights_already_stored(private_p
             full = [(d, i, float(score)) for d, i, score in conn.execute(FULL_RANKING, params)]
             with conn.transaction():
                 assert keyword_sql.keyword_chunks(conn, store, query, 2, TRUE) == full[:2]
+
+
+def test_words_with_quotes_backslashes_and_great_length_are_found_by_their_store_scoped_keys(
+    service: Any,
+) -> None:
+    # The shared index's keys are written out in a tsquery's text (quotes doubled, backslashes escaped)
+    # and cut to 250 characters; each word still finds its chunk, through both forms of the statement
+    # (a query of words alone reads the keys exactly; a phrase or an exclusion is checked on the chunk).
+    long_word = "x" * 300
+    texts = {
+        "quote": "o'brien and the harbour",
+        "slash": r"path a\b to the harbour",
+        "long": f"{long_word} harbour",
+        "longer": f"{long_word}y weir",
+        "plain": "harbour weir",
+    }
+    with service.database.connection() as conn:
+        store = fresh_store(conn, "simple")
+        replace_documents(conn, store, [document(k, v) for k, v in texts.items()])
+    found = {
+        query: set(hits(service, store.name, query))
+        for query in (
+            "o'brien",
+            r"a\b",
+            long_word,
+            f"{long_word}y",
+            "harbour -weir",
+            '"harbour weir"',
+            "weir",
+        )
+    }
+    assert found["o'brien"] == {"quote"}
+    assert found[r"a\b"] == {"slash"}
+    # Cut to 250 characters, the two long words share a key; the chunk's own words tell them apart.
+    assert found[long_word] == {"long"} and found[f"{long_word}y"] == {"longer"}
+    assert found["harbour -weir"] == {"quote", "slash", "long"}
+    assert found['"harbour weir"'] == {"plain"}
+    assert found["weir"] == {"longer", "plain"}

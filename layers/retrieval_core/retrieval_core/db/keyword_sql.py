@@ -66,7 +66,7 @@ BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
                WHERE t.store_id = {store_id} AND t.df > 0 AND t.lexeme = ANY(
                    tsvector_to_array(to_tsvector(%(text_search)s::regconfig, %(query_text)s)))),
            keyword_query AS MATERIALIZED (
-               SELECT {tsquery} AS q,
+               SELECT w.q, w.exact, {keyed} AS keyed,
                       (SELECT format('{{%%s}}/536870912', string_agg(d.dimension || ':' || d.idf, ','
                                                                       ORDER BY d.dimension))::sparsevec
                        FROM (SELECT keyword_dimension(lexeme) AS dimension, sum(idf) AS idf
@@ -74,12 +74,13 @@ BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
                       (SELECT {any_of}array_agg(lexeme)) FROM (
                            SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) - df AS rarer
                            FROM keyword_terms_of_query) AS r
-                       WHERE rarer < 2 * %(limit)s) AS rarest),
+                       WHERE rarer < 2 * %(limit)s) AS rarest
+               FROM (SELECT q, {exact} AS exact FROM (SELECT {tsquery} AS q) AS t) AS w),
            keyword_threshold AS MATERIALIZED (
                SELECT CASE WHEN count(*) < %(limit)s THEN 0 ELSE min(score) * (1 - 1e-6) END AS score
                FROM (SELECT -(k.weights <#> kq.weights) AS score
                      FROM keyword_chunks k, keyword_query kq
-                     WHERE k.store_id = {store_id} AND {keys} @@ kq.rarest AND k.tsv @@ kq.q{filters}
+                     WHERE k.store_id = {store_id} AND {keys} @@ kq.rarest AND {matches_query}{filters}
                      ORDER BY score DESC LIMIT %(limit)s) AS seeds),
            keyword_bounds AS MATERIALIZED (
                SELECT lexeme, bound, sum(bound) OVER (ORDER BY bound, lexeme) AS reach
@@ -96,7 +97,7 @@ BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
            keyword_hits AS MATERIALIZED (
                SELECT k.document_id, k.chunk_index, -(k.weights <#> kq.weights) AS keyword_score
                FROM keyword_chunks k, keyword_query kq, keyword_candidates kc
-               WHERE k.store_id = {store_id} AND {keys} @@ kc.q AND k.tsv @@ kq.q{filters}
+               WHERE k.store_id = {store_id} AND {keys} @@ kc.q AND {matches_query}{filters}
                ORDER BY keyword_score DESC, k.document_id, k.chunk_index
                LIMIT %(limit)s)"""
 
@@ -113,14 +114,33 @@ STORED_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
 
 
 def keyword_lookup(store: Store) -> dict[str, sql.Composable]:
-    """{keys} and {any_of} of BM25_KEYWORD_HITS: the shared index's scoped keys, or while it is being
-    built, the plain tsvector of the store's own partial index. {any_of} opens a call its use closes."""
+    """{keys}, {any_of}, {exact}, {keyed} and {matches_query} of BM25_KEYWORD_HITS: the shared index's
+    store-scoped keys, or while it is being built, the plain tsvector of the store's own partial index.
+
+    {any_of} opens a call its use closes. The index answers the whole query too (`keyed`): a query of
+    words alone exactly, in the scoped keys; one with phrases or exclusions as any of its lexemes, and
+    then the chunk's own tsvector is checked against it (the keys hold no positions).
+    """
     if store.scoped_indexes:
+        keys = sql.SQL("keyword_scope(k.store_id, k.tsv)")
+        store_id = sql.Literal(store.id)
         return {
-            "keys": sql.SQL("keyword_scope(k.store_id, k.tsv)"),
-            "any_of": sql.SQL("keyword_any_in({}, ").format(sql.Literal(store.id)),
+            "keys": keys,
+            "any_of": sql.SQL("keyword_any_in({}, ").format(store_id),
+            "exact": sql.SQL("keyword_keys_exact(q)"),
+            "keyed": sql.SQL(
+                "CASE WHEN w.exact THEN keyword_scope_query({store_id}, w.q) ELSE keyword_any_in({store_id},"
+                " tsvector_to_array(to_tsvector(%(text_search)s::regconfig, %(query_text)s))) END"
+            ).format(store_id=store_id),
+            "matches_query": sql.SQL("{} @@ kq.keyed AND (kq.exact OR k.tsv @@ kq.q)").format(keys),
         }
-    return {"keys": sql.SQL("k.tsv"), "any_of": sql.SQL("keyword_any(")}
+    return {
+        "keys": sql.SQL("k.tsv"),
+        "any_of": sql.SQL("keyword_any("),
+        "exact": sql.SQL("true"),
+        "keyed": sql.SQL("w.q"),
+        "matches_query": sql.SQL("k.tsv @@ kq.keyed"),
+    }
 
 
 def keyword_hits_cte(store: Store, where_sql: str) -> sql.Composed:

@@ -14,22 +14,46 @@
 -- (db/store_indexes.py), not here: searches use the per-store indexes until the shared ones are
 -- valid, and the job drops the per-store ones afterwards.
 
--- The lexemes of `tsv`, each prefixed with the store id and ':' (cut to 256 characters, so the key
--- stays within a lexeme's 2 KB: a cut key only widens the candidates, which still match the full query).
+-- The lexemes of `tsv`, each prefixed with the store id and ':', without positions. A lexeme is cut
+-- to its first 250 characters (at most 1,000 bytes), so that the key stays within a lexeme's 2 KB:
+-- two lexemes alike in their first 250 characters share a key.
 CREATE FUNCTION keyword_scope(store_id integer, tsv tsvector) RETURNS tsvector
     LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
     AS $f$
-    SELECT coalesce(array_to_tsvector(array_agg(DISTINCT store_id::text || ':' || left(lexeme, 256))),
+    SELECT coalesce(array_to_tsvector(array_agg(DISTINCT store_id::text || ':' || left(lexeme, 250))),
                     ''::tsvector)
     FROM unnest(tsvector_to_array(tsv)) AS lexeme
     $f$;
 
--- keyword_any for the scoped keys of `store_id`: matches keyword_scope(store_id, tsv) holding any lexeme.
+-- keyword_any in the keys of keyword_scope(store_id, ...): matches the chunks holding any of `lexemes`.
 CREATE FUNCTION keyword_any_in(store_id integer, lexemes text[]) RETURNS tsquery
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $f$
-    SELECT keyword_any(ARRAY(SELECT store_id::text || ':' || left(l, 256) FROM unnest(lexemes) AS l))
+    SELECT coalesce(string_agg('''' || store_id::text || ':'
+                                   || replace(replace(left(l, 250), '\', '\\'), '''', '''''') || '''',
+                               ' | '), '')::tsquery
+    FROM unnest(lexemes) AS l
     $f$;
+
+-- The tsquery `q` in the keys of keyword_scope(store_id, ...), each lexeme prefixed and cut as
+-- keyword_scope cuts it. In q's text a lexeme is quoted, a quote in it doubled and a backslash escaped;
+-- the pattern reads one such lexeme, its first 250 characters in \1 (250: the most a repetition of
+-- PostgreSQL's regular expressions takes). Only for a query of lexemes and | (keyword_keys_exact): the
+-- keys hold no positions, and a phrase or an exclusion would make the index recheck every candidate
+-- by computing its keys again.
+CREATE FUNCTION keyword_scope_query(store_id integer, q tsquery) RETURNS tsquery
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+    AS $f$
+    SELECT regexp_replace(q::text, $p$'((?:[^'\\]|''|\\.){0,250})(?:[^'\\]|''|\\.)*'$p$,
+                          '''' || store_id::text || ':\1''', 'g')::tsquery
+    $f$;
+
+-- Whether `q` is lexemes of under 250 characters joined by | alone: no &, !, phrase or prefix operator,
+-- and no lexeme that its key cuts. (A lexeme holding one of those characters, or a quote followed by
+-- 250 characters of lexemes, counts against it: that only costs speed.)
+CREATE FUNCTION keyword_keys_exact(q tsquery) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+    AS $f$ SELECT q::text !~ '[&!<:]' AND q::text !~ $p$'(?:[^'\\]|''|\\.){250}$p$ $f$;
 
 -- The metadata under the store id's key: jsonb_path_ops hashes whole paths, so containment of
 -- chunk_metadata_scope(7, '{"a": 1}') reads only store 7's entries for a = 1.
@@ -65,8 +89,10 @@ BEGIN
         WHERE t.store_id = searched_store AND t.df > 0 AND t.lexeme = ANY(
             tsvector_to_array(to_tsvector(text_search, query_text)))),
     keyword_query AS MATERIALIZED (
-        SELECT regexp_replace(websearch_to_tsquery(text_search, query_text)::text,
-                              ' & (?!!)', ' | ', 'g')::tsquery AS q,
+        SELECT w.q, w.exact,
+               CASE WHEN w.exact THEN keyword_scope_query(searched_store, w.q)
+                    ELSE keyword_any_in(searched_store, tsvector_to_array(to_tsvector(text_search, query_text)))
+               END AS keyed,
                (SELECT format('{%s}/536870912', string_agg(d.dimension || ':' || d.idf, ','
                                                            ORDER BY d.dimension))::sparsevec
                 FROM (SELECT keyword_dimension(lexeme) AS dimension, sum(idf) AS idf
@@ -74,13 +100,16 @@ BEGIN
                (SELECT keyword_any_in(searched_store, array_agg(lexeme)) FROM (
                     SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) - df AS rarer
                     FROM keyword_terms_of_query) AS r
-                WHERE rarer < 2 * result_limit) AS rarest),
+                WHERE rarer < 2 * result_limit) AS rarest
+        FROM (SELECT q, keyword_keys_exact(q) AS exact
+              FROM (SELECT regexp_replace(websearch_to_tsquery(text_search, query_text)::text,
+                                          ' & (?!!)', ' | ', 'g')::tsquery AS q) AS t) AS w),
     keyword_threshold AS MATERIALIZED (
         SELECT CASE WHEN count(*) < result_limit THEN 0 ELSE min(score) * (1 - 1e-6) END AS score
         FROM (SELECT -(k.weights <#> kq.weights) AS score
               FROM keyword_chunks k, keyword_query kq
               WHERE k.store_id = searched_store AND keyword_scope(k.store_id, k.tsv) @@ kq.rarest
-                  AND k.tsv @@ kq.q
+                  AND keyword_scope(k.store_id, k.tsv) @@ kq.keyed AND (kq.exact OR k.tsv @@ kq.q)
               ORDER BY score DESC LIMIT result_limit) AS seeds),
     keyword_bounds AS MATERIALIZED (
         SELECT lexeme, bound, sum(bound) OVER (ORDER BY bound, lexeme) AS reach
@@ -97,7 +126,8 @@ BEGIN
               WHERE h.reach >= th.score) AS heads)
     SELECT k.document_id, k.chunk_index, -(k.weights <#> kq.weights) AS keyword_score
     FROM keyword_chunks k, keyword_query kq, keyword_candidates kc
-    WHERE k.store_id = searched_store AND keyword_scope(k.store_id, k.tsv) @@ kc.q AND k.tsv @@ kq.q
+    WHERE k.store_id = searched_store AND keyword_scope(k.store_id, k.tsv) @@ kc.q
+        AND keyword_scope(k.store_id, k.tsv) @@ kq.keyed AND (kq.exact OR k.tsv @@ kq.q)
     ORDER BY keyword_score DESC, k.document_id, k.chunk_index
     LIMIT result_limit;
 END $fn$;
