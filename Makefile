@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-hybrid bench-tenants eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -134,6 +134,12 @@ bench-ingest: $(VENV)/.dev-installed ## documents and chunks per second through 
 ROWS ?= 200000
 bench-scale: $(VENV)/.dev-installed ## filtered ANN on ROWS synthetic chunks (default 200,000; writes docs/benchmarks.md)
 	$(BIN)/python -m bench.scale --reuse --write-docs --rows $(ROWS) $(ARGS)
+
+# One store per customer: write and retrieve p50, recall and database size at 1, 1,000, 10,000 and 100,000
+# stores (`ARGS="--stores 1,1000"` for fewer), on an embedded PostgreSQL with default settings under
+# .data/bench-tenants, kept and grown from one run to the next; results in .data/bench-tenants/results-*.md.
+bench-tenants: $(VENV)/.dev-installed ## write/retrieve latency and size at 1 to 100,000 stores (ARGS="--stores 1,1000")
+	$(BIN)/python -m bench.tenants --reuse $(ARGS)
 
 # Every lower bound of pyproject.toml is true. A fresh venv with the lowest versions it allows
 # (ci/min-deps.txt) runs the unit and integration tiers, then langchain-postgres (which allows only

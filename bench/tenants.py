@@ -1,0 +1,278 @@
+"""One store per customer: write and retrieve latency, recall and database size at 1, 1,000, 10,000 and
+100,000 stores. Run with `make bench-tenants` (`python -m bench.tenants --reuse`).
+
+An embedded PostgreSQL with default settings under `.data/bench-tenants` (kept; `--reuse` goes on from
+what it holds) is filled through the production writer with a constant-time embedder (the dev sets'
+cached vectors, bench/tenants_data.py): three measured stores, T (3 documents), S (scifact, about 5,000
+chunks, its 300 test queries) and L (200,000 chunks made from the three dev sets as bench/keyword_scale.py
+makes them), then filler stores of 1 to 5 dev-set documents each, grown 1 → 1,000 → 10,000 → 100,000 and
+measured at each count before growing. Every document holds `bucket`: "b01" for 1% of a store's documents,
+"b10" for 10%, which the filtered retrieves select.
+
+At each count, in `--rounds` rounds that alternate the order of the figures: for T, S and L, the write
+of one small document through the writer and dense, hybrid and filtered (1%, 10%) retrieves through the
+one retrieve entry point (`Backends.retrieve`, as POST /api/v1/rag/retrieve takes it), and the HTTP
+store creation `PUT /api/v1/stores/{name}` through `retrieval serve`. Recall@10 is against exact search
+(numpy over the store's vectors). Then relations, database size, and at the largest count a concurrency
+run of 4 writing and 4 searching clients. Results: printed, and `results-<count>.md` / `.json` in the
+data directory. Failed requests are counted and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, machine
+from bench.tenants_build import MEASURED, State, build_measured, grow_fillers
+from bench.tenants_data import (
+    SETS,
+    Queries,
+    TableEmbedder,
+    VectorTable,
+    base_chunks,
+    build_vectors,
+    mixed_queries,
+    read_query_texts,
+    read_records,
+)
+from bench.tenants_load import concurrency_run
+from bench.tenants_measure import (
+    HTTP_PUT,
+    Context,
+    Figure,
+    K,
+    Target,
+    database_figures,
+    exact_answers,
+    filler_names,
+    measure_rounds,
+)
+from bench.tenants_report import eta_json, figure_json, markdown
+
+COUNTS = (1, 1_000, 10_000, 100_000)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--stores", default=",".join(map(str, COUNTS)), help="filler store counts, ascending")
+    parser.add_argument("--reuse", action="store_true", help="go on from the data a previous run left")
+    parser.add_argument("--data-dir", type=Path, default=REPO / ".data" / "bench-tenants")
+    parser.add_argument(
+        "--vectors", type=Path, default=REPO / ".data" / "vectors", help="bench/eval.py's cache"
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--writes", type=int, default=200, help="small-document writes per store and round")
+    parser.add_argument("--put-requests", type=int, default=200, help="HTTP store PUTs per round (0: none)")
+    parser.add_argument("--queries", type=int, default=200, help="queries of T and L (S: scifact's 300)")
+    parser.add_argument("--concurrency-seconds", type=float, default=120.0, help="0: no concurrency run")
+    parser.add_argument("--s-chunks", type=int, default=5_000, help="chunks of S (0: all of scifact)")
+    parser.add_argument("--l-chunks", type=int, default=200_000, help="chunks of L")
+    parser.add_argument("--writers", type=int, default=1, help="threads writing filler stores")
+    return parser.parse_args()
+
+
+@contextmanager
+def database(data_dir: Path, reuse: bool) -> Iterator[str]:
+    """The embedded PostgreSQL under `data_dir` with initdb's default settings; stopped on leaving."""
+    from retrieval_core.db.embedded import start_embedded_postgres
+
+    if not reuse and (data_dir / "pg").exists():
+        print(f"no --reuse: deleting {data_dir}", flush=True)
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = start_embedded_postgres(data_dir)
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+
+
+@contextmanager
+def http_server(conninfo: str, data_dir: Path) -> Iterator[Any]:
+    """`retrieval serve --no-sample` on a free port against the database; an httpx client to it."""
+    import httpx
+
+    from tests.servers import free_port
+
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": conninfo, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [str(Path(sys.executable).parent / "retrieval"), "serve", "--no-sample", "--port", str(port)]
+    with (data_dir / "serve.log").open("ab") as log:
+        server = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
+            wait_ready(client, server)
+            yield client
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def wait_ready(client: Any, server: subprocess.Popen[bytes]) -> None:
+    import httpx
+
+    for _ in range(1800):
+        if server.poll() is not None:
+            raise SystemExit("retrieval serve exited before it was ready (see serve.log)")
+        try:
+            if client.get("/api/v1/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("retrieval serve was not ready within 180 s")
+
+
+def load_vectors(args: argparse.Namespace, records: Any, queries: Any) -> VectorTable:
+    """The vectors of every chunk and query, from `vectors.npz` when a previous run saved it."""
+    saved = args.data_dir / "vectors.npz"
+    if saved.exists():
+        return VectorTable.load(saved)
+    table = build_vectors(records, queries, args.vectors)
+    table.save(saved)
+    return table
+
+
+def targets_of(args: argparse.Namespace, queries: dict[str, list[str]], table: VectorTable) -> list[Target]:
+    mixed = Queries.of(mixed_queries(queries, args.queries), table)
+    scifact = Queries.of(queries["scifact"], table)
+    chosen = {"T": mixed, "S": scifact, "L": mixed}
+    return [Target(key, name, chosen[key]) for key, name in MEASURED.items()]
+
+
+def main() -> None:
+    args = parse_args()
+    counts = sorted(int(c) for c in args.stores.split(",") if c)
+    with database(args.data_dir, args.reuse) as conninfo:
+        os.environ["DATABASE_URL"] = conninfo
+        from retrieval_core.container import get_backends, get_service
+
+        service = get_service()  # migrates the schema on first use
+        records, queries = read_records(), read_query_texts()
+        table = load_vectors(args, records, queries)
+        embedder = TableEmbedder(service.embedder.model, table)
+        state = State(args.data_dir / "state.json")
+        sizes = {"S": args.s_chunks, "L": args.l_chunks}
+        build_measured(service, embedder, records, base_chunks(records, table), sizes, state)
+        targets = targets_of(args, queries, table)
+        for target in targets:
+            exact_answers(conninfo, target)
+        pool = [r for name in SETS for r in records[name]]
+        ctx = Context(service, get_backends(), embedder, records["msmarco-5k"], targets)
+        for count in counts:
+            if state.data["fillers"] > count:
+                print(f"{count:,} fillers: the database already holds {state.data['fillers']:,}; skipped")
+                continue
+            if state.data["fillers"] < count:
+                print(f"growing to {count:,} filler stores ...", flush=True)
+                grow_fillers(service, embedder, pool, count, state, args.writers)
+            result = measure_count(args, conninfo, ctx, state, count, last=count == counts[-1])
+            write_results(args.data_dir, count, result)
+
+
+def measure_count(
+    args: argparse.Namespace, conninfo: str, ctx: Context, state: State, count: int, last: bool
+) -> dict[str, Any]:
+    """Every figure at this count, as the JSON of results-<count>.json."""
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    with http_server(conninfo, args.data_dir) as client:
+        ctx.put = lambda name: client.put(f"/api/v1/stores/{name}", json={})
+        ctx.delete = lambda name: client.delete(f"/api/v1/stores/{name}")
+        figures = measure_rounds(ctx, args.rounds, args.writes, args.put_requests)
+    fillers = filler_names(conninfo)
+    concurrency = None
+    if last and args.concurrency_seconds > 0:
+        print(f"concurrency run, {args.concurrency_seconds:.0f} s ...", flush=True)
+        concurrency = concurrency_run(ctx, fillers, args.concurrency_seconds)
+    db = database_figures(conninfo)
+    previous = previous_result(args.data_dir, count)
+    if previous is not None and len(fillers) > previous["fillers"]:
+        grown = db["database_bytes"] - previous["database"]["database_bytes"]
+        db["marginal_bytes_per_filler"] = grown / (len(fillers) - previous["fillers"])
+    result = {
+        "count": count,
+        "fillers": len(fillers),
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "machine": machine(),
+        "load": [load_before, os.getloadavg()[0]],
+        "command": "python -m bench.tenants " + " ".join(sys.argv[1:]),
+        "rounds": args.rounds,
+        "k": K,
+        "seconds": round(time.perf_counter() - started, 1),
+        "database": db,
+        "build": {
+            "measured": state.data["measured"],
+            "growth": state.data["growth"],
+            "eta": eta_json(state.data["growth"], state.data["fillers"], [c for c in COUNTS if c > count]),
+        },
+        "measured": {t.key: measured_json(t) for t in ctx.targets},
+        "figures": figures_json(ctx, figures),
+        "concurrency": concurrency,
+    }
+    result["errors_total"] = errors_total(result)
+    return result
+
+
+def measured_json(target: Target) -> dict[str, Any]:
+    return {
+        "name": target.name,
+        "chunks": target.matching["dense"],
+        "queries": len(target.queries.texts),
+        "matching": target.matching,
+    }
+
+
+def figures_json(ctx: Context, figures: dict[tuple[str, str], Figure]) -> dict[str, dict[str, Any]]:
+    targets = {t.key: t for t in ctx.targets}
+    out: dict[str, dict[str, Any]] = {}
+    for (key, name), figure in figures.items():
+        target = targets.get(key) if (key, name) != HTTP_PUT else None
+        out.setdefault(key, {})[name] = figure_json(figure, target, name)
+    return out
+
+
+def errors_total(result: dict[str, Any]) -> int:
+    total = sum(sum(f["errors"].values()) for fs in result["figures"].values() for f in fs.values())
+    run = result["concurrency"] or {}
+    total += sum(sum(run[kind]["errors"].values()) for kind in ("write", "search") if kind in run)
+    total += sum(run.get("cleanup_errors", {}).values())
+    return int(total)
+
+
+def previous_result(data_dir: Path, count: int) -> dict[str, Any] | None:
+    """The results of the largest count below `count` measured in this data directory."""
+    found = sorted(
+        (int(p.stem.split("-")[1]), p)
+        for p in data_dir.glob("results-*.json")
+        if p.stem.split("-")[1].isdigit()
+    )
+    below = [p for c, p in found if c < count]
+    return json.loads(below[-1].read_text()) if below else None
+
+
+def write_results(data_dir: Path, count: int, result: dict[str, Any]) -> None:
+    (data_dir / f"results-{count}.json").write_text(json.dumps(result, indent=1, default=str))
+    base_file = data_dir / "results-1.json"
+    base = json.loads(base_file.read_text())["figures"] if base_file.exists() else None
+    block = markdown(result, base)
+    (data_dir / f"results-{count}.md").write_text(block + "\n")
+    print(block, flush=True)
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()
