@@ -17,16 +17,17 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
+from retrieval_core.backends.attached.catalog import inspect_source
 from retrieval_core.backends.attached.definition import source_request
-from retrieval_core.backends.attached.stores import attach_store
 from retrieval_core.db import chunk_filters, keyword_sql, search_sql
 from retrieval_core.db.documents import ChunkRow, DocumentRow, replace_documents
 from retrieval_core.db.index_knobs import IndexKnobs
 from retrieval_core.db.migrations.runner import run_migrations
 from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
-from retrieval_core.db.stores import Store, create_store, embedding_expression, find_store
+from retrieval_core.db.stores import ROW_COLUMNS, Store, embedding_expression, find_store, store_from_row
 from retrieval_core.filters.predicate import TRUE, Predicate
 from retrieval_core.filters.sql import metadata_predicate
 
@@ -70,12 +71,23 @@ def _documents(dimension: int, seed: int) -> list[DocumentRow]:
     return documents
 
 
+def _store_11(conn: Any, name: str) -> Store:
+    """A store's row as schema 11 holds it: its own HNSW index, no shared indexes."""
+    row = conn.execute(f"SELECT {ROW_COLUMNS} FROM stores WHERE name = %s", (name,)).fetchone()
+    return store_from_row((*row, True, False))
+
+
 def _build_schema_11(dsn: str) -> None:
     run_migrations(dsn, migrations=MIGRATIONS[:11])
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
         for seed, (name, (dimension, storage, text_search)) in enumerate(STORES.items()):
-            store = create_store(conn, name, name, "m", dimension, storage, text_search=text_search)  # type: ignore[arg-type]
+            conn.execute(
+                "INSERT INTO stores (name, display_name, embedding_model, dimension, storage, text_search)"
+                " VALUES (%s, %s, 'm', %s, %s, %s::regconfig)",
+                (name, name, dimension, storage, text_search),
+            )
+            store = _store_11(conn, name)
             for statement in _old_store_ddl(store):
                 conn.execute(statement)
             replace_documents(conn, store, _documents(dimension, seed))
@@ -89,7 +101,12 @@ def _build_schema_11(dsn: str) -> None:
         )
         conn.execute("CREATE INDEX items_vec ON team.items USING hnsw (vec vector_cosine_ops)")
         columns = {"id": "item_id", "content": "body", "embedding": "vec", "metadata": "meta"}
-        attach_store(conn, "team-items", None, source_request("team.items", columns), "m", 8)
+        source = inspect_source(conn, source_request("team.items", columns), "m", 8)
+        conn.execute(
+            "INSERT INTO stores (name, display_name, embedding_model, dimension, storage, source)"
+            " VALUES ('team-items', 'team-items', 'm', 8, %s, %s)",
+            (source.vector_type, Jsonb(source.to_json())),
+        )
         conn.execute("ANALYZE")
 
 
@@ -100,13 +117,13 @@ FILTERS: dict[str, Predicate] = {
 }
 
 
-def _answers(dsn: str) -> dict[tuple[str, ...], Any]:
+def _answers(dsn: str, schema_11: bool = False) -> dict[tuple[str, ...], Any]:
     """Every store's answers to the same searches: dense (exact and as planned), keyword and hybrid."""
     answers: dict[tuple[str, ...], Any] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
         for name, (dimension, _, _) in STORES.items():
-            store = find_store(conn, name)
+            store = _store_11(conn, name) if schema_11 else find_store(conn, name)
             assert store is not None
             query = np.random.default_rng(99).normal(size=dimension).tolist()
             for label, where in FILTERS.items():
@@ -163,12 +180,12 @@ def test_an_upgraded_database_answers_alike_before_during_and_after_the_index_ch
 ) -> None:
     dsn = str(private_postgres.get_uri())
     _build_schema_11(dsn)
-    before = _answers(dsn)
+    before = _answers(dsn, schema_11=True)
     assert before[("docs-en", "tenant", "exact")] and before[("docs-simple", "none", "keyword")]
     old_objects = _per_store_objects(dsn)
     assert len(old_objects) == 2 * 4 + 1  # three indexes and a function a store, and the function making them
 
-    assert run_migrations(dsn).applied == [12, 13]
+    assert run_migrations(dsn).applied == [12, 13, 14]
     with psycopg.connect(dsn) as conn:
         store = find_store(conn, "docs-en")
     assert store is not None and not store.scoped_indexes and store.vector_index

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_line() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
-    assert SCHEMA_VERSION == 13
+    assert SCHEMA_VERSION == 14
     assert MIGRATIONS[0].description == "stores, documents, chunks"
     assert (
         MIGRATIONS[10].description
@@ -32,6 +32,9 @@ def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_
         "stores share their keyword and metadata indexes: scoped by store id, nothing per store"
     )
     assert MIGRATIONS[12].description == "stores: indexes for paged store lists and display-name lookups"
+    assert MIGRATIONS[13].description == (
+        "shared_indexes_ready(): whether the shared keyword and metadata indexes are valid, as a constant"
+    )
     assert not any(m.outside_transaction for m in MIGRATIONS)
     assert len({m.checksum for m in MIGRATIONS}) == len(MIGRATIONS)
 

@@ -43,6 +43,11 @@ SHARED_INDEXES = {
 # What stores had of their own before migration 12 (with the plain metadata index they made redundant).
 _LEGACY_INDEXES = ("chunks_metadata_gin_store_%", "keyword_chunks_tsv_gin_store_%", "chunks_metadata_gin")
 _LEGACY_FUNCTIONS = ("keyword_hits_store_%", "create_keyword_search")
+# What tells searches that the shared indexes serve them (migration 14).
+_READY = sql.SQL(
+    "CREATE OR REPLACE FUNCTION shared_indexes_ready() RETURNS boolean"
+    " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT true'"
+)
 # pg_try_advisory_lock key of a maintenance run (any constant).
 _MAINTENANCE_LOCK = 7_351_902_116
 
@@ -81,7 +86,7 @@ class MaintenanceRun:
 def planned_steps(conn: Connection, policy: IndexPolicy) -> list[Step]:
     """What the catalog says is left to do, in the order to do it."""
     indexes = _indexes(conn)
-    steps = _shared_steps(indexes)
+    steps = _shared_steps(conn, indexes)
     if not steps:
         steps += _legacy_steps(conn, indexes)
     return steps + _hnsw_steps(conn, indexes, policy)
@@ -160,8 +165,14 @@ def _drop_index(name: str) -> Step:
     )
 
 
-def _shared_steps(indexes: dict[str, bool]) -> list[Step]:
+def _shared_steps(conn: Connection, indexes: dict[str, bool]) -> list[Step]:
+    """Builds of the shared indexes; once both are valid, the function telling searches so (migration 14)."""
     steps = []
+    if all(indexes.get(name) for name in SHARED_INDEXES):
+        row = conn.execute("SELECT shared_indexes_ready()").fetchone()
+        if row is None or not row[0]:
+            steps.append(Step("mark the shared indexes ready", _READY.format()))
+        return steps
     for name, definition in SHARED_INDEXES.items():
         if indexes.get(name) is False:
             steps.append(_drop_index(name))

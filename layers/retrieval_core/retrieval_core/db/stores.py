@@ -42,24 +42,26 @@ class Store:
     keyword_ready: bool = True
     # An attached store: the table or view it reads instead of chunks (migration 10); None: its own chunks.
     source: AttachedSource | None = None
-    # It has a valid HNSW index of its own (db/store_indexes.py builds them for large stores); without
-    # one, its nearest chunks come from an exact scan.
+    # It has an HNSW index of its own (db/store_indexes.py builds them for large stores); without one,
+    # its nearest chunks come from an exact scan.
     vector_index: bool = False
     # The shared keyword and metadata indexes are valid (false only while an upgraded database builds
     # them: searches then read the per-store indexes the database still has).
     scoped_indexes: bool = True
 
 
-# The last two are read off the catalog: pg_index says whether an index is valid (a concurrent build
-# leaves an invalid one behind when it fails).
-STORE_COLUMNS = (
+# The row of `stores`, then INDEX_COLUMNS: whether the store's HNSW index exists (a name lookup in the
+# catalog's cache; an index a failed concurrent build left invalid is one the planner skips, so the
+# search is exact all the same), and shared_indexes_ready(), a constant (migration 14).
+ROW_COLUMNS = (
     "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys,"
-    " chunk_count, text_search::text, keyword_ready, source,"
-    " EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('chunks_embedding_hnsw_store_' || id)"
-    " AND indisvalid) AS vector_index,"
-    " (SELECT count(*) = 2 FROM pg_index WHERE indisvalid AND indexrelid IN"
-    " (to_regclass('keyword_chunks_scope_gin'), to_regclass('chunks_metadata_scope_gin'))) AS scoped_indexes"
+    " chunk_count, text_search::text, keyword_ready, source"
 )
+INDEX_COLUMNS = (
+    "to_regclass('chunks_embedding_hnsw_store_' || id) IS NOT NULL AS vector_index,"
+    " shared_indexes_ready() AS scoped_indexes"
+)
+STORE_COLUMNS = f"{ROW_COLUMNS}, {INDEX_COLUMNS}"
 # The store named `%(n)s`, by name first, else by display name (the unique index on name and
 # `stores_display_name`, migration 13).
 STORE_BY_NAME = (
