@@ -818,3 +818,41 @@ def test_words_with_quotes_backslashes_and_great_length_are_found_by_their_store
     assert found["harbour -weir"] == {"quote", "slash", "long"}
     assert found['"harbour weir"'] == {"plain"}
     assert found["weir"] == {"longer", "plain"}
+
+
+def test_the_keyword_function_reads_the_shared_index_for_a_large_store_among_many_small_ones(
+    service: Any, postgres_dsn: str
+) -> None:
+    # keyword_hits keeps one generic plan per session for every store. Among many small stores the
+    # average store is a few rows: a plan reading a store by its primary key (then computing each row's
+    # keys) would look cheap, and take seconds on a large store. The plan must read the shared index.
+    with service.database.connection() as conn:
+        small = [fresh_store(conn, "simple") for _ in range(200)]
+        for store in small:
+            replace_documents(conn, store, [document("d", "kiwi lime")])
+        large = fresh_store(conn, "simple")
+        words = [f"w{i}" for i in range(50)]
+        replace_documents(
+            conn,
+            large,
+            [document(f"d{i}", " ".join([*words[i % 50 : i % 50 + 3], "kiwi"])) for i in range(2_000)],
+        )
+        conn.execute("ANALYZE keyword_chunks")
+
+    def scans(conn: Any) -> dict[str, int]:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = conn.execute(
+            "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'keyword_chunks'"
+        ).fetchall()
+        return {name: int(count) for name, count in rows}
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        call = "SELECT * FROM keyword_hits(%s, 'kiwi w7', 'simple'::regconfig, 10)"
+        conn.execute(call, (small[0].id,)).fetchall()  # the session's plan, made on a small store
+        before = scans(conn)
+        found = conn.execute(call, (large.id,)).fetchall()
+        after = scans(conn)
+    assert len(found) == 10 and {r[0] for r in found} <= {f"d{i}" for i in range(2_000)}
+    assert after["keyword_chunks_scope_gin"] > before["keyword_chunks_scope_gin"]
+    assert after["keyword_chunks_pkey"] == before["keyword_chunks_pkey"]

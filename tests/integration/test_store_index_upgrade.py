@@ -215,5 +215,12 @@ def test_an_upgraded_database_answers_alike_before_during_and_after_the_index_ch
     assert store is not None and store.scoped_indexes and not store.vector_index
     assert _answers(dsn) == before
     assert _per_store_objects(dsn) == []
+    # Built by the maintenance, without pending lists that every store's searches would read.
+    with psycopg.connect(dsn) as conn:
+        options = conn.execute(
+            "SELECT array_agg(DISTINCT array_to_string(reloptions, ',')) FROM pg_class"
+            " WHERE relname IN ('keyword_chunks_scope_gin', 'chunks_metadata_scope_gin')"
+        ).fetchone()
+    assert options == (["fastupdate=off"],)
     assert "keyword_chunks_scope_gin" in _keyword_plan(dsn, FILTERS["tenant"])
     assert maintain_database(dsn, policy, connect_timeout_s=5).done == []

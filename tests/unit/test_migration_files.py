@@ -33,7 +33,7 @@ def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_
     )
     assert MIGRATIONS[12].description == "stores: indexes for paged store lists and display-name lookups"
     assert MIGRATIONS[13].description == (
-        "shared_indexes_ready(): whether the shared keyword and metadata indexes are valid, as a constant"
+        "shared_indexes_ready(); no GIN pending lists; keyword_hits reads the shared index for any store"
     )
     assert not any(m.outside_transaction for m in MIGRATIONS)
     assert len({m.checksum for m in MIGRATIONS}) == len(MIGRATIONS)

@@ -34,10 +34,14 @@ from retrieval_core.settings import Settings
 logger = logging.getLogger(__name__)
 
 # The shared, store-scoped indexes of migration 12, by name.
+# fastupdate off: a pending list would be read by every store's searches (migration 14 says why).
 SHARED_INDEXES = {
-    "keyword_chunks_scope_gin": "ON keyword_chunks USING gin (keyword_scope(store_id, tsv))",
+    "keyword_chunks_scope_gin": (
+        "ON keyword_chunks USING gin (keyword_scope(store_id, tsv)) WITH (fastupdate = off)"
+    ),
     "chunks_metadata_scope_gin": (
         "ON chunks USING gin (chunk_metadata_scope(store_id, metadata) jsonb_path_ops)"
+        " WITH (fastupdate = off)"
     ),
 }
 # What stores had of their own before migration 12 (with the plain metadata index they made redundant).
