@@ -17,7 +17,10 @@ from retrieval_core.filters.predicate import Predicate
 
 
 def where_sql(store: Store, where: Predicate) -> str:
-    """The predicate's SQL over `chunks`: its store-scoped form where the shared metadata index serves it."""
+    """The predicate's SQL for a statement that finds the filter's rows through the shared metadata index
+    (an exact scan, a count): its store-scoped form, where that index serves it. A statement checking
+    the filter row by row (an HNSW scan, a keyword candidate) takes `where.sql`, which the planner
+    estimates from the column's statistics."""
     return where.chunk_sql if store.scoped_indexes else where.sql
 
 

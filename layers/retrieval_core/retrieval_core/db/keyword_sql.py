@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import sql
 
-from retrieval_core.db.chunk_filters import allow_bitmap_scans, filters_clause, where_params, where_sql
+from retrieval_core.db.chunk_filters import allow_bitmap_scans, filters_clause, where_params
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
 from retrieval_core.filters.predicate import Predicate
@@ -185,7 +185,7 @@ def keyword_chunks_query(store: Store, where: Predicate) -> sql.Composed:
     """The `limit` best keyword matches alone: (document_id, chunk_index, keyword_score), best first."""
     return sql.SQL(
         "WITH {keyword_hits} SELECT * FROM keyword_hits ORDER BY keyword_score DESC, document_id, chunk_index"
-    ).format(keyword_hits=keyword_hits_cte(store, where_sql(store, where)))
+    ).format(keyword_hits=keyword_hits_cte(store, where.sql))
 
 
 def keyword_params(store: Store, query_text: str, limit: int, where: Predicate) -> dict[str, Any]:
@@ -205,7 +205,7 @@ def keyword_chunks(
 
     The GIN index is read through a bitmap scan, which is turned on (SET LOCAL) for the inline statement.
     """
-    if inline_keywords(store, where_sql(store, where)):
+    if inline_keywords(store, where.sql):
         allow_bitmap_scans(conn)
     rows = conn.execute(
         keyword_chunks_query(store, where), keyword_params(store, query_text, limit, where)

@@ -63,7 +63,11 @@ def nearest_chunks_query(
     store: Store, where: Predicate, exact: bool = False, with_embeddings: bool = False
 ) -> sql.Composed:
     """The top-k query (composed once per store and filter shape: composing costs ~0.1 ms a request)."""
-    return _nearest_chunks_query(store, where_sql(store, where), exact, with_embeddings)
+    # The HNSW scan checks the filter row by row: the plain form, whose estimate comes from the column's
+    # statistics (the scoped form's is a default, which made the planner read the store by its primary
+    # key instead); the exact scan reaches its rows through the shared index, in the scoped form.
+    filters = where_sql(store, where) if exact else where.sql
+    return _nearest_chunks_query(store, filters, exact, with_embeddings)
 
 
 @lru_cache(maxsize=256)
@@ -113,7 +117,7 @@ def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = 
     keyword query does not match it) and whether it is a vector hit. Fusion happens in Python. Composed
     once per store and filter shape, as `nearest_chunks_query`.
     """
-    return _hybrid_chunks_query(store, where_sql(store, where), with_embeddings)
+    return _hybrid_chunks_query(store, where.sql, with_embeddings)  # row by row, as the HNSW scan's
 
 
 @lru_cache(maxsize=256)
@@ -281,7 +285,7 @@ def hybrid_chunks(
     the tsvector, which only a bitmap scan can use, so bitmap scans are turned on (SET LOCAL) for the
     inline keyword statement.
     """
-    if inline_keywords(store, where_sql(store, where)):
+    if inline_keywords(store, where.sql):
         allow_bitmap_scans(conn)
     params = {
         **search_params(store, query_vector, limit, where),
