@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from retrieval_core.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -29,15 +32,16 @@ def _serve(args: argparse.Namespace) -> int:
         service.embedder.embed(["warm-up"], "query")
     if not args.no_sample:
         load_sample_corpus(service)
-    _index_stores_in_background(get_settings().store_index_interval_s)
+    _index_stores_in_background(get_settings())
     # log_config None: uvicorn's own lines (access log included) go through the root handler and its filter.
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info", log_config=None)
     return 0
 
 
-def _index_stores_in_background(interval_s: float) -> None:
-    """Run the store index maintenance every `interval_s` seconds (0: never) in a daemon thread, as the
-    scheduled function does on AWS: large stores get their HNSW index without a request waiting for it."""
+def _index_stores_in_background(settings: Settings) -> None:
+    """Run the store index maintenance every STORE_INDEX_INTERVAL_S seconds (0: never) in a daemon thread, as
+    the scheduled function does on AWS: large stores get their HNSW index without a request waiting for it."""
+    interval_s = settings.store_index_interval_s
     if interval_s <= 0:
         return
     import logging
@@ -45,9 +49,7 @@ def _index_stores_in_background(interval_s: float) -> None:
 
     from retrieval_core.container import database_conninfo
     from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
-    from retrieval_core.settings import get_settings
 
-    settings = get_settings()
     conninfo = database_conninfo(settings)
     stop = threading.Event()
 

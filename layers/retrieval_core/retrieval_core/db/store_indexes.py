@@ -58,10 +58,11 @@ _MAINTENANCE_LOCK = 7_351_902_116
 
 @dataclass(frozen=True)
 class IndexPolicy:
-    """Which stores get an HNSW index: the `most` largest of those holding `min_chunks` or more."""
+    """Which stores get an HNSW index: the `most` largest of those holding `min_chunks` or more (the
+    defaults are the settings')."""
 
-    min_chunks: int = 1_000
-    most: int = 32
+    min_chunks: int
+    most: int
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IndexPolicy:
