@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -162,6 +163,8 @@ def targets_of(args: argparse.Namespace, queries: dict[str, list[str]], table: V
 
 def main() -> None:
     args = parse_args()
+    # Stopped by a signal, the run still stops its PostgreSQL and `retrieval serve` (the `finally`s).
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     counts = sorted(int(c) for c in args.stores.split(",") if c)
     with database(args.data_dir, args.reuse) as conninfo:
         os.environ["DATABASE_URL"] = conninfo
