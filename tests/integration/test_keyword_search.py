@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.keyword_exactness import FULL_RANKING
 from retrieval_core.cli.main import main
@@ -818,6 +820,45 @@ def test_words_with_quotes_backslashes_and_great_length_are_found_by_their_store
     assert found["harbour -weir"] == {"quote", "slash", "long"}
     assert found['"harbour weir"'] == {"plain"}
     assert found["weir"] == {"longer", "plain"}
+    # Query texts of over 250 characters, with and without a word that long, take the other rewrite.
+    filler = " ".join(f"filler{i}" for i in range(40))
+    assert set(hits(service, store.name, f"o'brien {filler}")) == {"quote"}
+    assert set(hits(service, store.name, rf"a\b {filler}")) == {"slash"}
+    assert set(hits(service, store.name, f"{long_word}y {filler}")) == {"longer"}
+
+
+# Migration 12's rewrite of a tsquery into store-scoped keys, whose bounded repetition cost about 0.17 ms
+# a call: the oracle of the faster one, which must give the same keys and verdict for every query.
+BOUNDED_SCOPE_QUERY = r"""
+    SELECT regexp_replace(q::text, $p$'((?:[^'\\]|''|\\.){0,250})(?:[^'\\]|''|\\.)*'$p$, '''7:\1''', 'g')
+               ::tsquery::text,
+           q::text !~ '[&!<:]' AND q::text !~ $p$'(?:[^'\\]|''|\\.){250}$p$,
+           keyword_scope_query(7, q)::text,
+           keyword_keys_exact(q)
+    FROM (SELECT CASE %(shape)s WHEN 0 THEN keyword_any(%(lexemes)s)
+                                WHEN 1 THEN keyword_any(%(lexemes)s) && keyword_any(%(more)s)
+                                ELSE keyword_any(%(lexemes)s) <-> keyword_any(%(more)s) END AS q) AS t"""
+
+LEXEMES = st.lists(
+    st.one_of(
+        st.text(alphabet="ab'\\ :&!<", min_size=1, max_size=12),
+        st.integers(240, 260).flatmap(lambda n: st.text(alphabet="ab'\\", min_size=n, max_size=n)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(LEXEMES, LEXEMES, st.integers(0, 2))
+def test_the_scoped_query_is_the_bounded_rewrite_for_any_lexemes(
+    service: Any, lexemes: list[str], more: list[str], shape: int
+) -> None:
+    with service.database.connection() as conn:
+        row = conn.execute(BOUNDED_SCOPE_QUERY, {"lexemes": lexemes, "more": more, "shape": shape}).fetchone()
+    assert row is not None
+    bounded, bounded_exact, scoped, exact = row
+    assert scoped == bounded and exact == bounded_exact
 
 
 def test_the_keyword_function_reads_the_shared_index_for_a_large_store_among_many_small_ones(

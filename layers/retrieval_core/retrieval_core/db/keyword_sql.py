@@ -35,8 +35,9 @@ LEGACY_KEYWORD_HITS = """keyword_hits AS MATERIALIZED (
                ORDER BY keyword_score DESC, document_id, chunk_index
                LIMIT %(limit)s)"""
 
-# BM25 (migration 12 holds the same statement without filters, in its scoped form, as the function
-# keyword_hits: keep them alike). {keys} are the keys the GIN index holds, {any_of} the function making
+# BM25 (migration 15 holds the same statement without filters, in its scoped form, as the function
+# keyword_hits: keep them alike). OFFSET 0 computes the query's tsquery once: pulled up, each use of
+# q repeated websearch_to_tsquery. {keys} are the keys the GIN index holds, {any_of} the function making
 # the tsquery of some lexemes in those keys (`keyword_lookup`). The query's lexemes (in the store's
 # configuration) weighted by their IDF ln(1 + (N - df + 0.5) / (df + 0.5)) form a sparse vector; a
 # chunk's score is its inner product with the chunk's stored term weights, computed exactly for every
@@ -75,7 +76,7 @@ BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
                            SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) - df AS rarer
                            FROM keyword_terms_of_query) AS r
                        WHERE rarer < 2 * %(limit)s) AS rarest
-               FROM (SELECT q, {exact} AS exact FROM (SELECT {tsquery} AS q) AS t) AS w),
+               FROM (SELECT q, {exact} AS exact FROM (SELECT {tsquery} AS q OFFSET 0) AS t OFFSET 0) AS w),
            keyword_threshold AS MATERIALIZED (
                SELECT CASE WHEN count(*) < %(limit)s THEN 0 ELSE min(score) * (1 - 1e-6) END AS score
                FROM (SELECT -(k.weights <#> kq.weights) AS score
@@ -102,7 +103,7 @@ BM25_KEYWORD_HITS = """keyword_terms_of_query AS MATERIALIZED (
                LIMIT %(limit)s)"""
 
 
-# Without filters, the function keyword_hits (migration 12) runs the statement of BM25_KEYWORD_HITS
+# Without filters, the function keyword_hits (migration 15) runs the statement of BM25_KEYWORD_HITS
 # with a plan its session keeps: the inline statement's planning cost as much as running it. The LIMIT changes
 # no row (the function returns at most `limit`) but tells the planner so: it estimates 1,000 rows for a
 # set-returning function, and then joins the hits to `chunks` by hashing the whole store (6 ms on
