@@ -215,7 +215,8 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15" and body["Data"]["SchemaVersion"] == "15"
+    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15"
+    assert body["Data"]["SchemaVersion"] == "15"
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT d.id, d.source, c.content FROM documents d JOIN chunks c ON c.document_id = d.id"
