@@ -109,6 +109,36 @@ def test_a_full_lock_table_is_database_resources_exhausted_naming_it(
     assert any("SQLSTATE 53200" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
 
+def test_a_full_lock_table_refuses_connections_and_health_and_requests_name_it(
+    own_runtime: Any, private_postgres: Any
+) -> None:
+    import psycopg
+
+    dsn = str(private_postgres.get_uri())
+    holder = psycopg.connect(dsn, autocommit=True)
+    # Session-level advisory locks stay held after the statement that ran out of room fails: the lock
+    # table stays full, and the server refuses new connections ("FATAL: out of shared memory").
+    with pytest.raises(psycopg.errors.OutOfMemory):
+        holder.execute("SELECT count(pg_advisory_lock(i)) FROM generate_series(1, 200000) AS i")
+    try:
+        own_runtime(DATABASE_URL=dsn, DB_CONNECT_TIMEOUT_S="2")
+        with app_client() as client:
+            response = client.post(RETRIEVE, json=BODY)
+            checks = client.get(HEALTH)
+            holder.execute("SELECT pg_advisory_unlock_all()")
+            recovered = client.get(HEALTH)
+    finally:
+        holder.close()
+    assert response.status_code == 503, response.text
+    error = response.json()["error"]
+    assert error["code"] == "database_resources_exhausted" and "lock table" in error["message"]
+    assert response.headers["Retry-After"] == "1"
+    database = checks.json()["checks"]["database"]
+    assert checks.status_code == 503 and database["status"] == "failed"
+    assert "lock table" in database["reason"] and "could not reach" not in database["reason"]
+    assert recovered.json()["checks"]["database"]["status"] == "ok", recovered.text
+
+
 def test_a_broken_local_model_is_502_embedding_provider_error_and_fails_health(
     broken_model: None, sample_store: Any
 ) -> None:

@@ -44,6 +44,9 @@ _CONNECT_MESSAGES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("FATAL:  role ", "does not exist"), "28000"),
     (("FATAL:  database ", "does not exist"), "3D000"),
     (("permission denied for database",), "42501"),
+    # A full lock table refuses new connections too (each takes a lock at start-up).
+    (("FATAL:  out of shared memory",), "53200"),
+    (("FATAL:  out of memory",), "53200"),
 )
 # undefined_table, undefined_column: the schema lacks what the code queries (a migration has not run).
 SCHEMA_BEHIND = frozenset({"42P01", "42703"})
