@@ -104,7 +104,7 @@ def main() -> None:
     def raw(vector: list[float]) -> None:
         with service.database.connection() as conn, conn.transaction():
             search_sql.set_search_options(conn, service.index_knobs)
-            conn.execute(query_sql, search_sql.search_params(vector, 10, TRUE)).fetchall()
+            conn.execute(query_sql, search_sql.search_params(store, vector, 10, TRUE)).fetchall()
 
     service_ms: list[float] = []
     raw_ms: list[float] = []
