@@ -9,12 +9,21 @@ makes them), then filler stores of 1 to 5 dev-set documents each, grown 1 → 1,
 measured at each count before growing. Every document holds `bucket`: "b01" for 1% of a store's documents,
 "b10" for 10%, which the filtered retrieves select.
 
-At each count, in `--rounds` rounds that alternate the order of the figures: for T, S and L, the write
-of one small document through the writer and dense, hybrid and filtered (1%, 10%) retrieves through the
-one retrieve entry point (`Backends.retrieve`, as POST /api/v1/rag/retrieve takes it), and the HTTP
-store creation `PUT /api/v1/stores/{name}` through `retrieval serve`. Recall@10 is against exact search
-(numpy over the store's vectors). Then relations, database size, and at the largest count a concurrency
-run of 4 writing and 4 searching clients. Results: printed, and `results-<count>.md` / `.json` in the
+The baseline is a second database on the same server, the alone database: T, S, L and the first filler
+store, their rows copied from the main database once (binary COPY, table by table, row counts checked),
+then the store index maintenance and VACUUM ANALYZE on it; kept with `--reuse` and recorded in
+state.json.
+
+At each count, both databases are VACUUM (ANALYZE)d (fresh statistics on both: they choose between a
+store's HNSW index and an exact scan), then `--rounds` rounds alternate the order of the figures and of
+the two databases: each figure on the alone database and on the main one back to back. The figures: for
+T, S and L, the write of one small document through the writer and dense, hybrid and filtered (1%, 10%)
+retrieves through the one retrieve entry point (`Backends.retrieve`, as POST /api/v1/rag/retrieve takes
+it), and the HTTP store creation `PUT /api/v1/stores/{name}` through a `retrieval serve` on each
+database. A ratio is main over alone: of the p50s over all rounds, and of each round's p50s. Recall@10 is
+against exact search (numpy over the store's vectors in the main database; the alone database holds the
+same chunks). Then relations, database size, and at the largest count a concurrency run of 4 writing and
+4 searching clients on the main database. Results: printed, and `results-<count>.md` / `.json` in the
 data directory. Failed requests are counted and reported, never fatal.
 """
 
@@ -29,13 +38,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, machine
-from bench.tenants_build import MEASURED, State, build_measured, grow_fillers
+from bench.tenants_build import (
+    MEASURED,
+    State,
+    build_measured,
+    ensure_alone,
+    grow_fillers,
+    maintain_indexes,
+    settle,
+)
 from bench.tenants_data import (
     SETS,
     Queries,
@@ -50,6 +67,7 @@ from bench.tenants_data import (
 from bench.tenants_load import concurrency_run
 from bench.tenants_measure import (
     HTTP_PUT,
+    SIDES,
     Context,
     Figure,
     K,
@@ -59,7 +77,7 @@ from bench.tenants_measure import (
     filler_names,
     measure_rounds,
 )
-from bench.tenants_report import eta_json, figure_json, markdown
+from bench.tenants_report import eta_json, figure_json, markdown, ratio_json
 
 COUNTS = (1, 1_000, 10_000, 100_000)
 
@@ -102,8 +120,9 @@ def database(data_dir: Path, reuse: bool) -> Iterator[str]:
 
 
 @contextmanager
-def http_server(conninfo: str, data_dir: Path) -> Iterator[Any]:
-    """`retrieval serve --no-sample` on a free port against the database; an httpx client to it."""
+def http_server(conninfo: str, data_dir: Path, log_name: str) -> Iterator[Any]:
+    """`retrieval serve --no-sample` on a free port against the database (its log: `log_name` in the data
+    directory); an httpx client to it."""
     import httpx
 
     from tests.servers import free_port
@@ -118,7 +137,7 @@ def http_server(conninfo: str, data_dir: Path) -> Iterator[Any]:
         "STORE_INDEX_INTERVAL_S": "0",
     }
     command = [str(Path(sys.executable).parent / "retrieval"), "serve", "--no-sample", "--port", str(port)]
-    with (data_dir / "serve.log").open("ab") as log:
+    with (data_dir / log_name).open("ab") as log:
         server = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
@@ -166,7 +185,7 @@ def main() -> None:
     # Stopped by a signal, the run still stops its PostgreSQL and `retrieval serve` (the `finally`s).
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     counts = sorted(int(c) for c in args.stores.split(",") if c)
-    with database(args.data_dir, args.reuse) as conninfo:
+    with database(args.data_dir, args.reuse) as conninfo, ExitStack() as closing:
         os.environ["DATABASE_URL"] = conninfo
         from retrieval_core.container import get_backends, get_service
 
@@ -182,7 +201,8 @@ def main() -> None:
         for target in targets:
             exact_answers(conninfo, target)
         pool = [r for name in SETS for r in records[name]]
-        ctx = Context(service, get_backends(), embedder, records["msmarco-5k"], targets)
+        main_ctx = Context(service, get_backends(), embedder, records["msmarco-5k"], targets, conninfo)
+        alone_ctx: Context | None = None
         for count in counts:
             if state.data["fillers"] > count:
                 print(f"{count:,} fillers: the database already holds {state.data['fillers']:,}; skipped")
@@ -191,41 +211,82 @@ def main() -> None:
                 print(f"growing to {count:,} filler stores ...", flush=True)
                 grow_fillers(service, embedder, pool, count, state, args.writers)
                 index_stores(conninfo, state)
-            result = measure_count(args, conninfo, ctx, state, count, last=count == counts[-1])
+            if alone_ctx is None:  # after the first growth: it holds the first filler store too
+                alone_ctx = closing.enter_context(alone_context(ensure_alone(conninfo, state), main_ctx))
+            sides = {"alone": alone_ctx, "main": main_ctx}
+            result = measure_count(args, sides, state, count, last=count == counts[-1])
             write_results(args.data_dir, count, result)
 
 
-def index_stores(conninfo: str, state: State) -> None:
-    """The store index maintenance, as `retrieval serve` and the deployed schedule run it: the largest
-    stores' HNSW indexes (S and L here) are built outside requests. Its steps and time go in the state."""
-    from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
+@contextmanager
+def alone_context(conninfo: str, main: Context) -> Iterator[Context]:
+    """What the rounds use on the alone database: a service of its own on it, the main's targets."""
+    from retrieval_core.backends.router import Backends
+    from retrieval_core.container import get_knowledge_service
+
+    service = service_on(conninfo, main.service.embedder)
+    try:
+        backends = Backends(lambda: service, get_knowledge_service)
+        yield Context(service, backends, main.embedder, main.probes, main.targets, conninfo)
+    finally:
+        service.database.close()
+
+
+def service_on(conninfo: str, embedder: Any) -> Any:
+    """A RetrievalService on `conninfo`, built from the settings as the container builds its own."""
+    from retrieval_core.backends.pgvector.service import RetrievalService
+    from retrieval_core.container import build_cache, build_database, build_rerankers
+    from retrieval_core.search.concurrency import ExpensiveSlots
     from retrieval_core.settings import get_settings
 
-    started = time.perf_counter()
-    run = maintain_database(conninfo, IndexPolicy.from_settings(get_settings()), 10)
-    seconds = time.perf_counter() - started
-    print(f"store index maintenance: {len(run.done)} steps, {seconds:.1f} s; failed: {run.failed}")
-    done = {"steps": run.done, "failed": run.failed, "seconds": round(seconds, 1)}
+    settings = get_settings()
+    return RetrievalService(
+        build_database(settings, conninfo),
+        embedder,
+        default_store=settings.default_store,
+        ef_search=settings.hnsw_ef_search,
+        cache=build_cache(settings),
+        rerankers=build_rerankers(settings),
+        allowed_metadata_keys=settings.metadata_keys_allowed,
+        iterative_scan=settings.hnsw_iterative_scan,
+        max_scan_tuples=settings.hnsw_max_scan_tuples,
+        exact_search_max_rows=settings.exact_search_max_rows,
+        attached_inspection_ttl_s=settings.attached_inspection_ttl_s,
+        search_statement_timeout_ms=settings.search_statement_timeout_ms,
+        expensive_statement_timeout_ms=settings.expensive_search_statement_timeout_ms,
+        expensive_slots=ExpensiveSlots(
+            settings.expensive_search_concurrency, settings.db_pool_wait_ms / 1000
+        ),
+    )
+
+
+def index_stores(conninfo: str, state: State) -> None:
+    """The store index maintenance on the main database; its steps and time go in the state."""
+    done = maintain_indexes(conninfo)
     state.data.setdefault("index_runs", []).append({"fillers": state.data["fillers"], **done})
     state.save()
 
 
 def measure_count(
-    args: argparse.Namespace, conninfo: str, ctx: Context, state: State, count: int, last: bool
+    args: argparse.Namespace, sides: dict[str, Context], state: State, count: int, last: bool
 ) -> dict[str, Any]:
-    """Every figure at this count, as the JSON of results-<count>.json."""
+    """Every figure at this count on both databases, as the JSON of results-<count>.json."""
+    main = sides["main"]
+    settled = {side: round(settle(ctx.conninfo), 1) for side, ctx in sides.items()}
+    print(f"VACUUM (ANALYZE): {settled} s", flush=True)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    with http_server(conninfo, args.data_dir) as client:
-        ctx.put = lambda name: client.put(f"/api/v1/stores/{name}", json={})
-        ctx.delete = lambda name: client.delete(f"/api/v1/stores/{name}")
-        figures = measure_rounds(ctx, args.rounds, args.writes, args.put_requests)
-    fillers = filler_names(conninfo)
+    with ExitStack() as servers:
+        for side, ctx in sides.items():
+            client = servers.enter_context(http_server(ctx.conninfo, args.data_dir, f"serve-{side}.log"))
+            attach_http(ctx, client)
+        figures = measure_rounds(sides, args.rounds, args.writes, args.put_requests)
+    fillers = filler_names(main.conninfo)
     concurrency = None
     if last and args.concurrency_seconds > 0:
         print(f"concurrency run, {args.concurrency_seconds:.0f} s ...", flush=True)
-        concurrency = concurrency_run(ctx, fillers, args.concurrency_seconds)
-    db = database_figures(conninfo)
+        concurrency = concurrency_run(main, fillers, args.concurrency_seconds)
+    db = database_figures(main.conninfo)
     previous = previous_result(args.data_dir, count)
     if previous is not None and len(fillers) > previous["fillers"]:
         grown = db["database_bytes"] - previous["database"]["database_bytes"]
@@ -240,19 +301,27 @@ def measure_count(
         "rounds": args.rounds,
         "k": K,
         "seconds": round(time.perf_counter() - started, 1),
+        "vacuum_analyze_seconds": settled,
         "database": db,
+        "alone": {"database": database_figures(sides["alone"].conninfo), "build": state.data["alone"]},
         "build": {
             "measured": state.data["measured"],
             "growth": state.data["growth"],
             "index_runs": state.data.get("index_runs", []),
             "eta": eta_json(state.data["growth"], state.data["fillers"], [c for c in COUNTS if c > count]),
         },
-        "measured": {t.key: measured_json(t) for t in ctx.targets},
-        "figures": figures_json(ctx, figures),
+        "measured": {t.key: measured_json(t) for t in main.targets},
+        "figures": figures_json(main, figures),
         "concurrency": concurrency,
     }
     result["errors_total"] = errors_total(result)
     return result
+
+
+def attach_http(ctx: Context, client: Any) -> None:
+    """The PUT and DELETE of a store through `client` (a `retrieval serve` on the context's database)."""
+    ctx.put = lambda name: client.put(f"/api/v1/stores/{name}", json={})
+    ctx.delete = lambda name: client.delete(f"/api/v1/stores/{name}")
 
 
 def measured_json(target: Target) -> dict[str, Any]:
@@ -264,17 +333,27 @@ def measured_json(target: Target) -> dict[str, Any]:
     }
 
 
-def figures_json(ctx: Context, figures: dict[tuple[str, str], Figure]) -> dict[str, dict[str, Any]]:
+def figures_json(
+    ctx: Context, figures: dict[tuple[str, str], dict[str, Figure]]
+) -> dict[str, dict[str, Any]]:
+    """Each figure on each database, and its ratios main over alone."""
     targets = {t.key: t for t in ctx.targets}
     out: dict[str, dict[str, Any]] = {}
-    for (key, name), figure in figures.items():
+    for (key, name), by_side in figures.items():
         target = targets.get(key) if (key, name) != HTTP_PUT else None
-        out.setdefault(key, {})[name] = figure_json(figure, target, name)
+        entry = {side: figure_json(figure, target, name) for side, figure in by_side.items()}
+        entry["ratio"] = ratio_json(by_side["main"], by_side["alone"])
+        out.setdefault(key, {})[name] = entry
     return out
 
 
 def errors_total(result: dict[str, Any]) -> int:
-    total = sum(sum(f["errors"].values()) for fs in result["figures"].values() for f in fs.values())
+    total = sum(
+        sum(entry[side]["errors"].values())
+        for figures in result["figures"].values()
+        for entry in figures.values()
+        for side in SIDES
+    )
     run = result["concurrency"] or {}
     total += sum(sum(run[kind]["errors"].values()) for kind in ("write", "search") if kind in run)
     total += sum(run.get("cleanup_errors", {}).values())
@@ -294,9 +373,7 @@ def previous_result(data_dir: Path, count: int) -> dict[str, Any] | None:
 
 def write_results(data_dir: Path, count: int, result: dict[str, Any]) -> None:
     (data_dir / f"results-{count}.json").write_text(json.dumps(result, indent=1, default=str))
-    base_file = data_dir / "results-1.json"
-    base = json.loads(base_file.read_text())["figures"] if base_file.exists() else None
-    block = markdown(result, base)
+    block = markdown(result)
     (data_dir / f"results-{count}.md").write_text(block + "\n")
     print(block, flush=True)
 

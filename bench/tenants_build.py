@@ -244,3 +244,220 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
         return 0.0, mean_y
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
     return slope, mean_y - slope * mean_x
+
+
+# The second database on the same server: the measured stores alone (and the first filler store, which
+# the first count measures beside them), their rows copied from the main database.
+ALONE_DATABASE = "tenants_alone"
+ALONE_FILLER = filler_name(1)
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """One table of the copy: its name, the column holding the store id, and the columns copied (the
+    generated ones are computed again on insert)."""
+
+    table: str
+    key: str
+    columns: tuple[str, ...]
+
+
+def dependency_order(tables: Iterable[str], references: Iterable[tuple[str, str]]) -> list[str]:
+    """`tables` with each after the tables it references ((table, referenced) pairs), ties by name."""
+    remaining = set(tables)
+    pairs = list(references)
+    needs = {t: {r for c, r in pairs if c == t and r != t and r in remaining} for t in remaining}
+    order: list[str] = []
+    while remaining:
+        ready = sorted(t for t in remaining if not needs[t] & remaining)
+        if not ready:
+            raise RuntimeError(f"the foreign keys of {sorted(remaining)} form a cycle")
+        order += ready
+        remaining -= set(ready)
+    return order
+
+
+def copy_plan(conn: Any) -> list[CopyStep]:
+    """The tables holding stores' rows (`stores`, and every table with a store_id), in dependency order."""
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " WHERE a.attname = 'store_id' AND NOT a.attisdropped AND c.relkind = 'r'"
+        " AND c.relnamespace = current_schema()::regnamespace"
+    ).fetchall()
+    tables = ["stores", *(r[0] for r in rows)]
+    references = conn.execute(
+        "SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint WHERE contype = 'f'"
+    ).fetchall()
+    return [
+        CopyStep(table, "id" if table == "stores" else "store_id", copied_columns(conn, table))
+        for table in dependency_order(tables, references)
+    ]
+
+
+def copied_columns(conn: Any, table: str) -> tuple[str, ...]:
+    """The columns of `table` a COPY FROM takes: all but the dropped and the generated ones."""
+    rows = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+        " AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+        (table,),
+    ).fetchall()
+    return tuple(r[0] for r in rows)
+
+
+def store_rows(conninfo: str, names: Sequence[str]) -> dict[str, list[int]]:
+    """[id, chunk_count] of each of the stores `names` the database holds, by name."""
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT name, id, chunk_count FROM stores WHERE name = ANY(%s) ORDER BY id", (list(names),)
+        ).fetchall()
+    return {name: [int(id_), int(chunks)] for name, id_, chunks in rows}
+
+
+def store_filter(step: CopyStep, ids: Sequence[int]) -> Any:
+    """`key IN (ids)` of one table, as SQL."""
+    from psycopg import sql
+
+    return sql.SQL("{} IN ({})").format(sql.Identifier(step.key), sql.SQL(", ").join(map(sql.Literal, ids)))
+
+
+def copy_table(source: Any, target: Any, step: CopyStep, ids: Sequence[int]) -> None:
+    """The stores' rows of one table, from `source` to `target` through binary COPY."""
+    from psycopg import sql
+
+    columns = sql.SQL(", ").join(map(sql.Identifier, step.columns))
+    out = sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT (FORMAT BINARY)").format(
+        columns, sql.Identifier(step.table), store_filter(step, ids)
+    )
+    into = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(sql.Identifier(step.table), columns)
+    with source.cursor().copy(out) as reading, target.cursor().copy(into) as writing:
+        for block in reading:
+            writing.write(block)
+
+
+def checked_count(source: Any, target: Any, step: CopyStep, ids: Sequence[int]) -> int:
+    """The rows of the stores in `source`'s table; RuntimeError unless `target`'s table holds as many."""
+    from psycopg import sql
+
+    table = sql.Identifier(step.table)
+    query = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, store_filter(step, ids))
+    expected = source.execute(query).fetchone()[0]
+    copied = target.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0]
+    if copied != expected:
+        raise RuntimeError(f"copying {step.table}: {expected:,} rows in the source, {copied:,} copied")
+    return int(copied)
+
+
+def copy_stores(source: str, target: str, names: Sequence[str]) -> dict[str, int]:
+    """Copy the stores `names` from `source` into the migrated, empty `target`, ids kept, table by table in
+    dependency order, in one transaction; every table's row count checked. Rows copied, by table."""
+    import psycopg
+
+    with psycopg.connect(source) as src, psycopg.connect(target) as dst:
+        src.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # every table of one snapshot
+        plan = copy_plan(src)
+        if [(s.table, s.columns) for s in copy_plan(dst)] != [(s.table, s.columns) for s in plan]:
+            raise RuntimeError(f"the schema of {target} differs from the schema of {source}")
+        ids = list(store_rows(source, names)[name][0] for name in names)
+        # The rows go in as they are: the triggers on chunks would index them for keyword search and
+        # count them again (both copied), so they are off in this transaction.
+        dst.execute("SET LOCAL session_replication_role = replica")
+        rows = {}
+        for step in plan:
+            copy_table(src, dst, step, ids)
+            rows[step.table] = checked_count(src, dst, step, ids)
+        # New stores (the PUT figure) take ids and versions after the copied ones.
+        dst.execute("SELECT setval(pg_get_serial_sequence('stores', 'id'), (SELECT max(id) FROM stores))")
+        dst.execute("SELECT setval('store_versions', (SELECT max(version) FROM stores))")
+    return rows
+
+
+def maintain_indexes(conninfo: str) -> dict[str, Any]:
+    """The store index maintenance, as `retrieval serve` and the deployed schedule run it: the largest
+    stores' HNSW indexes (S and L here) built outside requests. Its steps, failures and seconds."""
+    from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
+    from retrieval_core.settings import get_settings
+
+    started = time.perf_counter()
+    run = maintain_database(conninfo, IndexPolicy.from_settings(get_settings()), 10)
+    seconds = time.perf_counter() - started
+    print(
+        f"store index maintenance: {len(run.done)} steps, {seconds:.1f} s; failed: {run.failed}", flush=True
+    )
+    return {"steps": run.done, "failed": run.failed, "seconds": round(seconds, 1)}
+
+
+def settle(conninfo: str) -> float:
+    """VACUUM (ANALYZE) the whole database; the seconds it took. Run on both databases before measuring:
+    the planner picks an HNSW or an exact scan from the statistics, so both must have fresh ones, and
+    autovacuum does not then catch up with a growth during the rounds."""
+    import psycopg
+
+    started = time.perf_counter()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
+def alone_conninfo(conninfo: str) -> str:
+    """The conninfo of the alone database on the server of `conninfo`."""
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(conninfo, dbname=ALONE_DATABASE)
+
+
+def database_exists(conninfo: str, name: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def ensure_alone(conninfo: str, state: State) -> str:
+    """The alone database's conninfo; built now unless state.json records a build of the same stores (ids
+    and chunk counts) that the alone database still holds."""
+    alone = alone_conninfo(conninfo)
+    wanted = store_rows(conninfo, [*MEASURED.values(), ALONE_FILLER])
+    built = state.data.get("alone")
+    if (
+        built
+        and built["stores"] == wanted
+        and database_exists(conninfo, ALONE_DATABASE)
+        and store_rows(alone, list(wanted)) == wanted
+    ):
+        return alone
+    build_alone(conninfo, alone, wanted, state)
+    return alone
+
+
+def build_alone(conninfo: str, alone: str, wanted: dict[str, list[int]], state: State) -> None:
+    """Create the alone database with the project's migrations, copy the stores `wanted` into it, run the
+    store index maintenance on it, VACUUM ANALYZE it (`settle`); recorded in state.json."""
+    import psycopg
+    from psycopg import sql
+
+    from retrieval_core.db.migrations.runner import run_migrations
+
+    print(f"building the alone database ({', '.join(wanted)}) from the main one ...", flush=True)
+    started = time.perf_counter()
+    name = sql.Identifier(ALONE_DATABASE)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    run_migrations(alone)
+    rows = copy_stores(conninfo, alone, list(wanted))
+    copied = time.perf_counter() - started
+    index = maintain_indexes(alone)
+    settle(alone)
+    seconds = time.perf_counter() - started
+    state.data["alone"] = {
+        "database": ALONE_DATABASE,
+        "stores": wanted,
+        "rows": rows,
+        "copy_seconds": round(copied, 1),
+        "index": index,
+        "seconds": round(seconds, 1),
+    }
+    state.save()
+    print(f"built the alone database in {seconds:.0f} s: {rows}", flush=True)

@@ -146,7 +146,7 @@ def build_vectors(
         chosen = [k for k in keys if wanted[k][1] == kind]
         texts = [wanted[k][0] for k in chosen]
         for start in range(0, len(texts), 2000):
-            parts.append((chosen[start : start + 2000], cached.embed(texts[start : start + 2000], kind)))  # type: ignore[arg-type]
+            parts.append((chosen[start : start + 2000], cached.embed(texts[start : start + 2000], kind)))
     print(f"vectors: {cached.hits:,} from the cache, {cached.misses:,} embedded by the model", flush=True)
     cached.close()
     ordered = [k for chunk_keys, _ in parts for k in chunk_keys]
@@ -262,9 +262,8 @@ class Queries:
 
     @classmethod
     def of(cls, texts: list[str], table: VectorTable) -> Queries:
-        known = [t for t in texts if table.row(t, "query") is not None]
-        rows = [table.row(t, "query") for t in known]
-        return cls(known, table.vectors[rows])
+        found = [(t, row) for t in texts if (row := table.row(t, "query")) is not None]
+        return cls([t for t, _ in found], table.vectors[[row for _, row in found]])
 
 
 def mixed_queries(queries: dict[str, list[str]], count: int) -> list[str]:

@@ -1,6 +1,7 @@
 """The measurements of bench/tenants.py at one store count: alternating rounds of writes and retrieves on
 the measured stores (in process, through the writer and the one retrieve entry point), store creation over
-HTTP through `retrieval serve`, recall against exact search, and what the database holds.
+HTTP through `retrieval serve`, recall against exact search, and what the database holds. Each round takes
+every figure on the alone database and on the main one, back to back.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,8 @@ GRADE = 0.0  # the lowest threshold a request may ask: chunks of negative simila
 RETRIEVES = ("dense", "hybrid", "filtered 1%", "filtered 10%")
 FIGURES = ("write", *RETRIEVES)
 HTTP_PUT = ("HTTP", "PUT /api/v1/stores/{name}")
+SIDES = ("alone", "main")  # the databases each round measures, in the order of its even rounds
+Task = TypeVar("Task")
 
 
 @dataclass
@@ -47,13 +50,15 @@ class Target:
 
 @dataclass
 class Context:
-    """What the rounds use: the service, its retrieve entry point, the writer's embedder, the targets."""
+    """What the rounds use on one database: the service, its retrieve entry point, the writer's embedder,
+    the targets (the same stores, and exact answers, in both databases)."""
 
     service: Any
     backends: Any
     embedder: TableEmbedder
     probes: Sequence[Record]  # small documents the write figure writes
     targets: list[Target]
+    conninfo: str = ""
     put: Callable[[str], Any] | None = None  # PUT a store over HTTP (None: not measured)
     delete: Callable[[str], Any] | None = None
 
@@ -182,31 +187,61 @@ def http_error_code(response: Any) -> str:
         return ""
 
 
-def measure_rounds(ctx: Context, rounds: int, writes: int, puts: int) -> dict[tuple[str, str], Figure]:
-    """`rounds` rounds; each takes every figure once, in the opposite order of the round before."""
-    tasks = [(t.key, f) for t in ctx.targets for f in FIGURES]
-    if ctx.put is not None and puts:
+def round_order(tasks: Sequence[Task], sides: Sequence[str], done: int) -> list[tuple[Task, str]]:
+    """Round `done`'s sequence: each task on every side back to back; even rounds take the tasks and the
+    sides in their order, odd rounds the reverse of both (so an odd round is an even one backwards)."""
+    if done % 2:
+        tasks, sides = tasks[::-1], sides[::-1]
+    return [(task, side) for task in tasks for side in sides]
+
+
+def measure_rounds(
+    sides: dict[str, Context], rounds: int, writes: int, puts: int
+) -> dict[tuple[str, str], dict[str, Figure]]:
+    """`rounds` rounds of every figure on every side (`round_order`); the figures by task, then side."""
+    first = next(iter(sides.values()))
+    tasks = [(t.key, f) for t in first.targets for f in FIGURES]
+    if puts and all(ctx.put is not None for ctx in sides.values()):
         tasks.append(HTTP_PUT)
-    figures = {task: Figure() for task in tasks}
-    targets = {t.key: t for t in ctx.targets}
-    warm_up(ctx)
+    figures = {task: {side: Figure() for side in sides} for task in tasks}
+    for ctx in sides.values():
+        warm_up(ctx)
     for done in range(rounds):
-        for key, figure in tasks if done % 2 == 0 else reversed(tasks):
-            out = figures[(key, figure)]
+        for task, side in round_order(tasks, list(sides), done):
+            out = figures[task][side]
             started = time.perf_counter()
-            if (key, figure) == HTTP_PUT:
-                run_puts(ctx, puts, f"r{done}", out)
-            elif figure == "write":
-                run_writes(ctx, targets[key], writes, f"r{done}", out)
-            else:
-                run_retrieves(ctx, targets[key], figure, out)
-            p50 = float(np.median(out.rounds[-1])) if out.rounds[-1] else float("nan")
+            run_task(sides[side], task, out, writes, puts, f"r{done}")
+            took = time.perf_counter() - started
             print(
-                f"  round {done + 1}/{rounds} {key} {figure}: p50 {p50:.2f} ms "
-                f"({len(out.rounds[-1])} requests, {time.perf_counter() - started:.0f} s)",
+                f"  round {done + 1}/{rounds} {task[0]} {task[1]} {side}: p50 "
+                f"{median_or_nan(out.rounds[-1]):.2f} ms ({len(out.rounds[-1])} requests, {took:.0f} s)"
+                + round_ratio_text(figures[task], done),
                 flush=True,
             )
     return figures
+
+
+def run_task(ctx: Context, task: tuple[str, str], out: Figure, writes: int, puts: int, label: str) -> None:
+    """One round of one figure on one database."""
+    key, figure = task
+    if task == HTTP_PUT:
+        run_puts(ctx, puts, label, out)
+    elif figure == "write":
+        run_writes(ctx, next(t for t in ctx.targets if t.key == key), writes, label, out)
+    else:
+        run_retrieves(ctx, next(t for t in ctx.targets if t.key == key), figure, out)
+
+
+def median_or_nan(samples: Sequence[float]) -> float:
+    return float(np.median(samples)) if samples else float("nan")
+
+
+def round_ratio_text(by_side: dict[str, Figure], done: int) -> str:
+    """The ratio of round `done` for its progress line, once both databases have taken it."""
+    if any(len(f.rounds) <= done for f in by_side.values()):
+        return ""
+    main, alone = (median_or_nan(by_side[side].rounds[done]) for side in ("main", "alone"))
+    return f"; main / alone {main / alone:.2f}x"
 
 
 def warm_up(ctx: Context) -> None:
@@ -274,19 +309,24 @@ def recall(answers: Sequence[Sequence[str]], truth: Sequence[Sequence[str]]) -> 
 
 
 def database_figures(conninfo: str) -> dict[str, Any]:
-    """What the database holds: relations, size, stores; and the settings the run ran with."""
+    """What the database holds: relations, size, stores, HNSW indexes; and the settings the run ran with."""
     import psycopg
+
+    from retrieval_core.db.stores import HNSW_INDEX_PREFIX
 
     with psycopg.connect(conninfo, autocommit=True) as conn:
 
-        def one(query: str) -> Any:
-            row = conn.execute(query).fetchone()
+        def one(query: str, *params: Any) -> Any:
+            row = conn.execute(query, params or None).fetchone()
             return row[0] if row else None
 
         return {
             "relations": one("SELECT count(*) FROM pg_class"),
             "database_bytes": one("SELECT pg_database_size(current_database())"),
             "stores": one("SELECT count(*) FROM stores"),
+            "hnsw_indexes": one(
+                "SELECT count(*) FROM pg_indexes WHERE starts_with(indexname, %s)", HNSW_INDEX_PREFIX
+            ),
             "server_version": one("SHOW server_version"),
             "pgvector": one("SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
             "max_locks_per_transaction": one("SHOW max_locks_per_transaction"),

@@ -1,7 +1,7 @@
 """The results of bench/tenants.py at one store count: JSON, and the Markdown table for docs/benchmarks.md.
 
-Ratios are to the same figure at 1 filler store (results-1.json of the same data directory): the ratio of
-the p50s over all rounds, and the range of each round's p50 divided by the 1-store p50.
+Ratios are of the main database to the alone database, measured in the same rounds: the ratio of the p50s
+over all rounds, and the range of each round's ratio (its main p50 over the same round's alone p50).
 """
 
 from __future__ import annotations
@@ -16,13 +16,28 @@ from bench.tenants_build import eta_seconds
 from bench.tenants_measure import Figure, Target, recall
 
 
-def ratio_and_range(
-    p50: float, round_p50s: Sequence[float], base: float | None
-) -> tuple[float, float, float]:
-    """p50 / base, and the lowest and highest round p50 / base (NaN without a base)."""
-    if not base or not round_p50s or math.isnan(p50):
-        return math.nan, math.nan, math.nan
-    return p50 / base, min(round_p50s) / base, max(round_p50s) / base
+def pooled_ratio(main: Sequence[Sequence[float]], alone: Sequence[Sequence[float]]) -> float:
+    """The p50 of every main sample over the p50 of every alone sample (NaN when either has none)."""
+    main_samples = [ms for r in main for ms in r]
+    alone_samples = [ms for r in alone for ms in r]
+    if not main_samples or not alone_samples:
+        return math.nan
+    return float(np.median(main_samples) / np.median(alone_samples))
+
+
+def round_ratios(main: Sequence[Sequence[float]], alone: Sequence[Sequence[float]]) -> list[float]:
+    """Each round's main p50 over the same round's alone p50; a round either side has no sample of is
+    left out."""
+    return [float(np.median(m) / np.median(a)) for m, a in zip(main, alone, strict=True) if len(m) and len(a)]
+
+
+def ratio_json(main: Figure, alone: Figure) -> dict[str, Any]:
+    """The pooled ratio and the rounds' ratios of one figure, main over alone."""
+    pooled = pooled_ratio(main.rounds, alone.rounds)
+    return {
+        "p50": None if math.isnan(pooled) else round(pooled, 4),
+        "rounds": [round(r, 4) for r in round_ratios(main.rounds, alone.rounds)],
+    }
 
 
 def figure_json(figure: Figure, target: Target | None, name: str) -> dict[str, Any]:
@@ -58,11 +73,10 @@ def fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else pattern.format(value)
 
 
-def figure_row(store: str, name: str, f: dict[str, Any], base: dict[str, Any] | None) -> str:
-    base_p50 = base.get("p50_ms") if base else None
-    p50 = f["p50_ms"] if f["p50_ms"] is not None else math.nan
-    ratio, low, high = ratio_and_range(p50, f["round_p50_ms"], base_p50)
-    rounds = f["round_p50_ms"]
+def figure_row(store: str, name: str, entry: dict[str, Any]) -> str:
+    """One figure's row: the main database's numbers, the alone database's p50, and the ratios."""
+    f, alone, ratio = entry["main"], entry["alone"], entry["ratio"]
+    rounds, ratios = f["round_p50_ms"], ratio["rounds"]
     cells = [
         store,
         name,
@@ -70,18 +84,26 @@ def figure_row(store: str, name: str, f: dict[str, Any], base: dict[str, Any] | 
         fmt(f["p50_ms"]),
         fmt(f["p99_ms"]),
         f"{min(rounds):.2f}–{max(rounds):.2f}" if rounds else "",
-        fmt(ratio, "{:.2f}x"),
-        f"{low:.2f}–{high:.2f}x" if not math.isnan(low) else "",
-        fmt(f.get("recall_at_10"), "{:.3f}"),
-        fmt(f.get("full_k"), "{:.0%}"),
-        str(sum(f["errors"].values())),
+        fmt(alone["p50_ms"]),
+        fmt(ratio["p50"], "{:.2f}x"),
+        f"{min(ratios):.2f}–{max(ratios):.2f}x" if ratios else "",
+        both(alone.get("recall_at_10"), f.get("recall_at_10"), "{:.3f}"),
+        both(alone.get("full_k"), f.get("full_k"), "{:.0%}"),
+        str(sum(alone["errors"].values()) + sum(f["errors"].values())),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def markdown(result: dict[str, Any], base: dict[str, Any] | None) -> str:
+def both(alone: float | None, main: float | None, pattern: str) -> str:
+    """One value when both databases give it, else "alone / main"."""
+    first, second = fmt(alone, pattern), fmt(main, pattern)
+    return first if first == second else f"{first} / {second}"
+
+
+def markdown(result: dict[str, Any]) -> str:
     """The Markdown block of one count."""
-    db, build = result["database"], result["build"]
+    db, build, alone = result["database"], result["build"], result["alone"]
+    settled = ", ".join(f"{side} {s:,.0f} s" for side, s in result["vacuum_analyze_seconds"].items())
     lines = [
         f"### {result['fillers']:,} filler stores (+{len(result['measured'])} measured)",
         "",
@@ -89,12 +111,14 @@ def markdown(result: dict[str, Any], base: dict[str, Any] | None) -> str:
         f"{result['load'][1]:.2f} after. PostgreSQL {db['server_version']} (embedded, default settings: "
         f"max_locks_per_transaction {db['max_locks_per_transaction']}, max_connections "
         f"{db['max_connections']}, shared_buffers {db['shared_buffers']}), pgvector {db['pgvector']}. "
-        f"Command: `{result['command']}`. {result['rounds']} rounds; retrieves top {result['k']}, naive "
-        "engine, no cache, query vectors precomputed.",
+        f"Command: `{result['command']}`. Both databases VACUUM (ANALYZE)d first ({settled}). "
+        f"{result['rounds']} rounds, each taking every figure on the alone database and on this one back to "
+        f"back; retrieves top {result['k']}, naive engine, no cache, query vectors precomputed.",
         "",
         *build_lines(result, build),
         "",
-        f"Database: {db['stores']:,} stores, {db['relations']:,} relations in pg_class, "
+        f"Database: {db['stores']:,} stores (HNSW indexes: {db['hnsw_indexes']}), {db['relations']:,} "
+        "relations in pg_class, "
         f"{db['database_bytes'] / 2**20:,.0f} MB "
         f"({db['database_bytes'] / db['stores'] / 2**10:,.0f} KB a store"
         + (
@@ -102,17 +126,31 @@ def markdown(result: dict[str, Any], base: dict[str, Any] | None) -> str:
             if db.get("marginal_bytes_per_filler") is not None
             else ")."
         ),
+        alone_line(alone),
         "",
-        "| store | figure | requests | p50 (ms) | p99 (ms) | rounds' p50 (ms) | p50 vs 1 store "
-        "| rounds vs 1 store | recall@10 | full k | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| store | figure | requests | p50 (ms) | p99 (ms) | rounds' p50 (ms) | alone p50 (ms) "
+        "| p50 vs alone | rounds vs alone | recall@10 | full k | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for store, figures in result["figures"].items():
-        for name, f in figures.items():
-            lines.append(figure_row(store, name, f, (base or {}).get(store, {}).get(name)))
+        for name, entry in figures.items():
+            lines.append(figure_row(store, name, entry))
     lines += ["", *measured_lines(result["measured"]), *concurrency_lines(result.get("concurrency"))]
     lines.append(f"Errors in all: {result['errors_total']}.")
     return "\n".join(lines)
+
+
+def alone_line(alone: dict[str, Any]) -> str:
+    """What the alone database holds and how it was built."""
+    build, db = alone["build"], alone["database"]
+    rows = ", ".join(f"{n:,} {table}" for table, n in build["rows"].items())
+    return (
+        f"Alone database `{build['database']}` on the same server: {', '.join(build['stores'])} "
+        f"({rows}; copied from this database, row counts checked; HNSW indexes by the store index "
+        f"maintenance: {db['hnsw_indexes']}), {db['relations']:,} relations, "
+        f"{db['database_bytes'] / 2**20:,.0f} MB; built in {build['seconds']:,.0f} s. Recall, full k: one "
+        "value when both databases give it, else alone / main; errors: both databases'."
+    )
 
 
 def build_lines(result: dict[str, Any], build: dict[str, Any]) -> list[str]:
