@@ -110,6 +110,33 @@ def sample_store(service):  # type: ignore[no-untyped-def]
     return service.get_store(SAMPLE_STORE)
 
 
+# The table events/stores-12-attach.json attaches as store `handbook-faq` and stores-13-refresh.json
+# refreshes: two rows, as a team's own pipeline would have written them (docs/existing-tables.md).
+ATTACHABLE_TABLE = "public.handbook_faq"
+ATTACHABLE_ROWS = 2
+
+
+@pytest.fixture(scope="session")
+def attachable_table(postgres_dsn: str, service: object) -> Iterator[str]:
+    """A table of the test database, not the service's, that a store can attach; dropped afterwards.
+    After `service`, whose migrations create the `vector` type."""
+    import psycopg
+
+    rows = [
+        (f"faq-{i}", f"Handbook question {i}", [float(i == j) for j in range(384)])
+        for i in range(ATTACHABLE_ROWS)
+    ]
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        columns = "id text PRIMARY KEY, body text NOT NULL, embedding vector(384)"
+        conn.execute(f"CREATE TABLE {ATTACHABLE_TABLE} ({columns})")
+        insert = f"INSERT INTO {ATTACHABLE_TABLE} VALUES (%s, %s, %s::vector)"
+        for row_id, body, vector in rows:
+            conn.execute(insert, (row_id, body, str(vector)))
+    yield ATTACHABLE_TABLE
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {ATTACHABLE_TABLE}")
+
+
 @pytest.fixture()
 def client(sample_store):  # type: ignore[no-untyped-def]
     """A TestClient over the full app (every router)."""

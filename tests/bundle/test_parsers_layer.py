@@ -20,7 +20,6 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from bench.common import find_python312
 from tests.conftest import REPO_ROOT
 from tests.files import pdf_bytes, sample_files
 
@@ -57,14 +56,6 @@ PROBE = textwrap.dedent(
     print(json.dumps({"report": report, "libraries": libraries}))
     """
 )
-
-
-@pytest.fixture(scope="module")
-def python312() -> str:
-    python = find_python312()
-    if python is None:
-        pytest.skip("no python3.12 on PATH or in pyenv: the layer is built for Lambda's python3.12")
-    return python
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from bench.coldstart import LAMBDA_RUNTIME_SDK, lambda_runtime_packages
-from bench.common import find_python312
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply
@@ -109,14 +108,11 @@ class Bundle:
 
 
 @pytest.fixture(scope="session")
-def bundle() -> Bundle:
+def bundle(python312: str) -> Bundle:
     """`sam build --cached` (dependencies cached under .aws-sam), then the built template read back."""
-    python = find_python312()
-    if python is None:
-        pytest.skip("sam build for python3.12 needs a python3.12 and none was found (PATH or pyenv)")
     env = {
         **os.environ,
-        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": f"{Path(python312).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "SAM_CLI_TELEMETRY": "0",
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
     }
@@ -124,7 +120,7 @@ def bundle() -> Bundle:
         [str(SAM), "build", "--cached"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return read_built_template(python, lambda_runtime_packages(python))
+    return read_built_template(python312, lambda_runtime_packages(python312))
 
 
 def read_built_template(python: str, runtime_dir: Path) -> Bundle:
@@ -823,6 +819,7 @@ def layer_modules_without_bytecode(function: Any, run: Any, modules: list[str] |
 def test_every_built_handler_answers_every_event_like_lambda(
     bundle: Bundle,
     sample_store: Any,
+    attachable_table: str,
     postgres_dsn: str,
     embeddings_server: RealModelEmbeddings,
     cache_table: CacheTable,

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fastapi import APIRouter
 
+from retrieval_core.cache.json_cache import CACHE_ERROR_METRIC, JsonCache
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
+from retrieval_core.ratelimit.counters import RateCounterError
+from retrieval_core.ratelimit.limiter import RATE_LIMIT_ERROR_METRIC, RateLimiter
+from retrieval_core.ratelimit.window import RateLimit
+from tests.conftest import EVENTS_DIR
 from tests.template import (
     API_KEY_SECRET_ARN,
     PARAMETERS,
@@ -274,7 +281,7 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias() -> None
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 16
+    assert len(uris) == 17
     assert all(
         re.search(
             r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction|McpFunction)Aliaslive\}",
@@ -487,7 +494,7 @@ def test_with_an_alarm_email_every_alarm_notifies_an_encrypted_topic(create_data
     ]
     assert set(cloudwatch["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
     alarms = of_type(resources, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == (7 if create_database else 6)
+    assert len(alarms) == (9 if create_database else 8)
     for name, alarm in alarms.items():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_name}], name
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_name}], name
@@ -529,6 +536,136 @@ def test_the_api_alarms_watch_the_default_stage_error_rate_and_p99_latency() -> 
     assert watched == set(FUNCTIONS)
     (total,) = [q for q in throttles if q["ReturnData"]]
     assert total["Expression"].startswith("SUM([") and total["Expression"].count(",") == len(FUNCTIONS) - 1
+
+
+# The alarms on what fails open: a Metrics Insights query summing the metric over every dimension set
+# (FROM the namespace, not SCHEMA(...), which would keep one exact set) of one service.
+FAIL_OPEN_QUERY = re.compile(r"SELECT SUM\((\w+)\) FROM (\w+) WHERE (\w+) = '([^']*)'")
+FAIL_OPEN_ALARMS = {
+    "RateLimitErrorAlarm": (RATE_LIMIT_ERROR_METRIC, HTTP_FUNCTIONS),  # only HTTP requests are counted
+    "CacheErrorAlarm": (CACHE_ERROR_METRIC, FUNCTIONS),
+}
+
+
+def fail_open_query(resources: dict[str, Any], alarm: str) -> tuple[str, str, dict[str, str]]:
+    """The metric name, namespace and dimension values an alarm's Metrics Insights query sums."""
+    (query,) = resources[alarm]["Properties"]["Metrics"]
+    assert query["ReturnData"] is True and query["Period"] == 300
+    found = FAIL_OPEN_QUERY.fullmatch(query["Expression"])
+    assert found is not None, query["Expression"]
+    metric, namespace, dimension, value = found.groups()
+    return metric, namespace, {dimension: value}
+
+
+@SHAPES
+@pytest.mark.parametrize("alarm", sorted(FAIL_OPEN_ALARMS))
+def test_the_fail_open_alarms_sum_the_metric_the_code_counts_as_the_functions_name_it(
+    create_database: bool, alarm: str
+) -> None:
+    resources = deployed(shape(create_database))
+    metric, namespace, dimensions = fail_open_query(resources, alarm)
+    expected_metric, emitting = FAIL_OPEN_ALARMS[alarm]
+    assert metric == expected_metric
+    for function in emitting:
+        env = environment(resources, function)
+        # Powertools names the namespace and the default dimension `service` from these variables.
+        assert namespace == env["POWERTOOLS_METRICS_NAMESPACE"], function
+        assert dimensions == {"service": env["POWERTOOLS_SERVICE_NAME"]}, function
+    props = resources[alarm]["Properties"]
+    # Failing in two 5-minute periods in a row, not one blip.
+    assert props["ComparisonOperator"] == "GreaterThanThreshold" and props["Threshold"] == 0
+    assert props["EvaluationPeriods"] == 2 and props["DatapointsToAlarm"] == 2
+    assert props["TreatMissingData"] == "notBreaching"
+
+
+class UnreachableDynamoDB:
+    """The cache backend and the rate counter of a DynamoDB table that cannot be reached."""
+
+    def get(self, key: str) -> bytes | None:
+        from retrieval_core.exceptions import CacheUnavailableError
+
+        raise CacheUnavailableError("DynamoDB GetItem failed: could not connect")
+
+    def take(self, key: str, cost: int, limit: int, expires_at: int) -> bool:
+        raise RateCounterError("DynamoDB UpdateItem failed: could not connect")
+
+
+def cache_fails_open() -> None:
+    """A cache read with the table away: a miss, counted."""
+    JsonCache(UnreachableDynamoDB(), "search").get("answer")  # type: ignore[arg-type]  # get is all it uses
+
+
+def request_fails_open() -> None:
+    """An HTTP request with the table away: the rate limit and the cache both fail open."""
+    RateLimiter(UnreachableDynamoDB(), RateLimit(600, 60), shared=True).check("key:subject", None)
+    cache_fails_open()
+
+
+def emitted(
+    invoke: Callable[[dict[str, Any], Any], Any], event: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> list[dict[str, Any]]:
+    """The EMF documents a handler prints for `event`."""
+    from types import SimpleNamespace
+
+    capsys.readouterr()
+    context = SimpleNamespace(
+        function_name="retrieval-test",
+        memory_limit_in_mb=1024,
+        aws_request_id="req",
+        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:retrieval-test",
+    )
+    invoke(event, context)
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+
+
+def metric_names(document: dict[str, Any]) -> set[str]:
+    """The metrics an EMF document carries."""
+    return {m["Name"] for directive in document["_aws"]["CloudWatchMetrics"] for m in directive["Metrics"]}
+
+
+def test_the_fail_open_alarms_see_every_dimension_set_the_handlers_emit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from retrieval_core.api.lambda_handler import build_handler
+    from retrieval_core.lambdas.setup import build_sqs_handler
+
+    resources = deployed(shape(False))
+    env = environment(resources, "DocumentsFunction")
+    for name in ("POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_SERVICE_NAME"):
+        monkeypatch.setenv(name, env[name])
+    router = APIRouter()
+    router.add_api_route("/fail-open", request_fails_open, methods=["GET"])
+    http_handler = build_handler(router, embeds=False)
+
+    class FailingOpenBatch:
+        def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+            cache_fails_open()
+            return {"batchItemFailures": []}
+
+    queue_handler = build_sqs_handler(lambda tools: FailingOpenBatch())
+    # Set only now: at handler build time it would move the core's loggers off the root logger.
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "retrieval-test")
+
+    request = json.loads((EVENTS_DIR / "health.json").read_text())
+    request["routeKey"] = request["requestContext"]["routeKey"] = "GET /fail-open"
+    request["rawPath"] = request["requestContext"]["http"]["path"] = "/fail-open"
+    batch = json.loads((EVENTS_DIR / "sqs-retrieve.json").read_text())
+    dimension_sets = set()
+    # Only HTTP requests are rate-limited; both kinds of handler use the cache.
+    runs = ((http_handler, request, sorted(FAIL_OPEN_ALARMS)), (queue_handler, batch, ["CacheErrorAlarm"]))
+    for invoke, event, alarms in runs:
+        documents = emitted(invoke, event, capsys)
+        for alarm in alarms:
+            metric, namespace, dimensions = fail_open_query(resources, alarm)
+            (document,) = [d for d in documents if metric in metric_names(d)]
+            (directive,) = document["_aws"]["CloudWatchMetrics"]
+            assert directive["Namespace"] == namespace
+            (names,) = directive["Dimensions"]
+            assert set(dimensions) <= set(names)
+            assert {name: document[name] for name in dimensions} == dimensions
+            dimension_sets.add(frozenset(names))
+    # Two sets: one alarm per set would miss the other, hence queries rather than a metric each.
+    assert dimension_sets == {frozenset({"service", "route"}), frozenset({"service"})}
 
 
 @pytest.mark.parametrize("egress", ["NatGateway", "VpcEndpoints"])

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EVENTS_DIR, REPO_ROOT
+from tests.conftest import ATTACHABLE_ROWS, ATTACHABLE_TABLE, EVENTS_DIR, REPO_ROOT
 from tests.servers import MotoServer, XRayDaemon, create_idempotency_table
 from tests.template import SECRET_ARN, deployed, grants, role_statements
 
@@ -102,16 +102,19 @@ def load_handler_module(folder: str) -> ModuleType:
 
 @pytest.fixture(scope="module")
 def no_handbook_store(service: Any) -> None:
-    """The stores-*.json events walk one store's life in file order, from its PUT to its DELETE."""
+    """The stores-*.json events walk one store's life in file order, from its PUT to its DELETE, then
+    attach a store to a table of the database (`attachable_table`), refresh it and drop it."""
     from retrieval_core.container import get_document_service
 
     docs = get_document_service()
-    if "handbook" in {s.name for s in docs.list_stores(prefix="handbook")[0]}:
-        docs.delete_store("handbook")
+    for name in {"handbook", "handbook-faq"} & {s.name for s in docs.list_stores(prefix="handbook")[0]}:
+        docs.delete_store(name)
 
 
 @pytest.fixture(scope="module")
-def handlers(sample_store: Any, no_handbook_store: None) -> dict[str, Callable[[Event, Any], Response]]:
+def handlers(
+    sample_store: Any, no_handbook_store: None, attachable_table: str
+) -> dict[str, Callable[[Event, Any], Response]]:
     """Each function folder's `handler`, imported after the database holds the sample store."""
     return {folder: load_handler_module(folder).handler for folder in sorted(set(ROUTES.values()))}
 
@@ -301,6 +304,27 @@ def check_stores_list(status: int, body: dict[str, Any]) -> None:
     assert "handbook" in names and all(n.startswith("handbook") for n in names), body
 
 
+def check_stores_attach(status: int, body: dict[str, Any]) -> None:
+    assert status == 201, body
+    source = body["source"]
+    assert body["name"] == "handbook-faq" and source["table"] == ATTACHABLE_TABLE
+    assert source["readOnly"] is True
+    assert source["columns"] == {"id": "id", "content": "body", "embedding": "embedding"}
+    assert source["rows"] == ATTACHABLE_ROWS and source["dimension"] == 384
+
+
+def check_stores_refresh(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["name"] == "handbook-faq" and body["source"]["table"] == ATTACHABLE_TABLE
+    assert body["source"]["rows"] == ATTACHABLE_ROWS
+
+
+def check_stores_refresh_own_store(status: int, body: dict[str, Any]) -> None:
+    # A store of the service's own has nothing to refresh: its writes keep its answers current.
+    assert status == 409, body
+    assert body["error"]["code"] == "conflict" and "holds its own documents" in body["error"]["message"]
+
+
 # POST /mcp answers JSON-RPC in a JSON body (stateless, JSON responses). Locally no API key is configured:
 # the open grant offers every tool.
 MCP_TOOLS = {"memory_search", "memory_store", "memory_delete", "retrieve", "list_stores"}
@@ -366,6 +390,10 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "stores-09-get.json": check_stores_get,
     "stores-10-list.json": check_stores_list,
     "stores-11-delete.json": check_documents_delete,
+    "stores-12-attach.json": check_stores_attach,
+    "stores-13-refresh.json": check_stores_refresh,
+    "stores-14-refresh-own-store.json": check_stores_refresh_own_store,
+    "stores-15-delete-attached.json": check_documents_delete,
     "mcp-01-initialize.json": check_mcp_initialize,
     "mcp-02-tools-list.json": check_mcp_tools_list,
     "mcp-03-memory-search.json": check_mcp_memory_search,
@@ -411,6 +439,10 @@ def test_the_function_serving_get_health_answers_head_with_its_status_and_no_bod
     check_health_head(response["statusCode"], answer_body(event, response))
 
 
+# A refresh names its store in the path and sends nothing else.
+BODYLESS_ROUTES = frozenset({"POST /api/v1/stores/{store}/refresh"})
+
+
 @pytest.mark.parametrize("event_file", EVENT_FILES, ids=lambda p: p.name)
 def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
     event = load_event(event_file)
@@ -421,10 +453,12 @@ def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
     context = event["requestContext"]
     assert context["requestId"] and context["routeKey"] == event["routeKey"]
     assert context["http"]["method"] == method and context["http"]["path"] == event["rawPath"]
-    if method in ("POST", "PUT"):
+    if method in ("POST", "PUT") and event["routeKey"] not in BODYLESS_ROUTES:
         assert event["headers"]["content-type"] == "application/json"
         assert int(event["headers"]["content-length"]) == len(event["body"].encode())
         json.loads(event["body"])
+    else:
+        assert "body" not in event and "content-type" not in event["headers"]
 
 
 GOOD_EVENTS = {
@@ -447,6 +481,9 @@ GOOD_EVENTS |= {
     "stores-09-get.json",
     "stores-10-list.json",
     "stores-11-delete.json",
+    "stores-12-attach.json",
+    "stores-13-refresh.json",
+    "stores-15-delete-attached.json",
 }
 GOOD_EVENTS |= {"mcp-01-initialize.json", "mcp-02-tools-list.json", "mcp-03-memory-search.json"}
 

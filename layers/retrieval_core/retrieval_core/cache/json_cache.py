@@ -14,6 +14,9 @@ from retrieval_core.observability import metrics
 
 logger = logging.getLogger(__name__)
 
+# Counts the cache calls that failed, the request served uncached (template.yaml's CacheErrorAlarm).
+CACHE_ERROR_METRIC = "CacheError"
+
 
 class CacheStatus(StrEnum):
     """What the cache did for a request; reported in the `X-Cache` header."""
@@ -76,7 +79,7 @@ class JsonCache:
             self._unavailable(exc)
 
     def _unavailable(self, exc: CacheUnavailableError) -> None:
-        metrics.count("CacheError")
+        metrics.count(CACHE_ERROR_METRIC)
         logger.warning("%s cache unavailable, serving uncached: %s", self.name, exc.message)
 
 

@@ -30,6 +30,8 @@ from retrieval_core.settings import Settings, get_settings
 logger = logging.getLogger(__name__)
 
 PAUSE_AFTER_FAILURE_S = 10.0
+# Counts the requests let through unchecked (template.yaml's RateLimitErrorAlarm watches it).
+RATE_LIMIT_ERROR_METRIC = "RateLimitError"
 
 
 class RateLimiter:
@@ -53,7 +55,7 @@ class RateLimiter:
             return
         now = self._clock()
         if now < self._paused_until:
-            metrics.count("RateLimitError")
+            metrics.count(RATE_LIMIT_ERROR_METRIC)
             return
         window = window_at(subject, limit, now)
         try:
@@ -63,7 +65,7 @@ class RateLimiter:
             logger.warning(
                 "rate limit not checked, requests let through for %.0f s: %s", PAUSE_AFTER_FAILURE_S, exc
             )
-            metrics.count("RateLimitError")
+            metrics.count(RATE_LIMIT_ERROR_METRIC)
             return
         if not taken:
             metrics.count("RateLimited")
