@@ -77,6 +77,16 @@ def of_type(resources: dict[str, Any], kind: str) -> dict[str, Any]:
     return {name: r for name, r in resources.items() if r["Type"] == kind}
 
 
+def test_every_function_description_fits_lambdas_limit() -> None:
+    # Lambda refuses a function description over 256 characters at deploy time; cfn-lint does not check.
+    functions = {
+        name: resource["Properties"].get("Description", "")
+        for name, resource in source()["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+    assert functions and {name: len(text) for name, text in functions.items() if len(text) > 256} == {}
+
+
 def test_secret_and_bedrock_grant_only_that_secret_and_that_model() -> None:
     resources = deployed(
         {
