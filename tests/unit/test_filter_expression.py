@@ -21,6 +21,7 @@ from retrieval_core.filters.expression import (
     Not,
     Or,
     compile_node,
+    index_finds_rows,
     parse,
 )
 from retrieval_core.filters.predicate import TRUE
@@ -467,3 +468,29 @@ def test_containment_serves_equals_in_and_has_only() -> None:
     for op, value in (("!=", 1), ("NOT IN", (1,)), ("STARTS WITH", "x"), ("CONTAINS", "x"), ("LOWER=", "x")):
         assert compile_node(c("k", op, value)).sql.startswith("COALESCE(")
     assert compile_node(Exists("k")).sql == "metadata ? %(mf0)s::text"
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("a = 1", True),
+        ("tags HAS 'x'", True),
+        ("a = 1 AND b > 2", True),
+        ("b > 2 AND (a = 1 OR tags HAS 'x')", True),
+        ("a = 1 OR b = 2", True),
+        ("a = 1 OR b > 2", False),
+        ("NOT a = 1", False),
+        ("a IN (1, 2)", False),
+        ("exists(a)", False),
+        ("a STARTS WITH 'x'", False),
+    ],
+)
+def test_the_shared_index_finds_the_rows_of_containments_and_their_ands_and_ors(
+    text: str, found: bool
+) -> None:
+    # The exact scan then leaves the store's own condition to no index (db/search_sql.py): a filter the
+    # index cannot answer alone must say so, or the scan would read every store's chunks.
+    node = parse(text)
+    assert node is not None
+    assert index_finds_rows(node) is found
+    assert compile_node(node).scoped_index_finds_rows is found

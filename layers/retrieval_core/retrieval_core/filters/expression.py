@@ -466,4 +466,22 @@ def compile_node(node: Node) -> Predicate:
     """
     plain, scoped = _Compiler(scoped=False), _Compiler(scoped=True)
     sql, scoped_sql = plain.node(node), scoped.node(node)
-    return Predicate(sql, plain.params, scoped_sql=scoped_sql if scoped_sql != sql else None)
+    return Predicate(
+        sql,
+        plain.params,
+        scoped_sql=scoped_sql if scoped_sql != sql else None,
+        scoped_index_finds_rows=index_finds_rows(node),
+    )
+
+
+def index_finds_rows(node: Node) -> bool:
+    """Whether the rows matching `node` all come out of the metadata GIN index: an equality or HAS
+    (containment), an AND with one such part, an OR of such parts. IN (`@> ANY`), NOT, EXISTS and the
+    typed comparisons are checked row by row."""
+    if isinstance(node, Comparison):
+        return node.op in ("=", "HAS")
+    if isinstance(node, And):
+        return any(index_finds_rows(operand) for operand in node.operands)
+    if isinstance(node, Or):
+        return all(index_finds_rows(operand) for operand in node.operands)
+    return False

@@ -27,6 +27,10 @@ class Predicate:
     # The metadata keys it reads: a store's own allow-list is checked against them once the store is known.
     metadata_keys: frozenset[str] = frozenset()
     scoped_sql: str | None = None
+    # Whether the shared metadata index alone finds every row `scoped_sql` holds for: at its top, a
+    # containment (or an OR of such parts), whose keys carry the store id. The store's own condition then
+    # needs no index of its own (db/search_sql.py).
+    scoped_index_finds_rows: bool = False
 
     @property
     def chunk_sql(self) -> str:
@@ -46,6 +50,7 @@ class Predicate:
             {**self.params, **other.params},
             self.metadata_keys | other.metadata_keys,
             scoped,
+            self.scoped_index_finds_rows or other.scoped_index_finds_rows,
         )
 
 

@@ -26,6 +26,7 @@ def metadata_equals(filters: Mapping[str, MetadataValue] | None) -> Predicate:
         contains_sql(value, scoped=False),
         {"metadata_contains": json.dumps(dict(filters))},
         scoped_sql=contains_sql(value, scoped=True),
+        scoped_index_finds_rows=True,
     )
 
 
