@@ -234,30 +234,11 @@ def alone_context(conninfo: str, main: Context) -> Iterator[Context]:
 
 def service_on(conninfo: str, embedder: Any) -> Any:
     """A RetrievalService on `conninfo`, built from the settings as the container builds its own."""
-    from retrieval_core.backends.pgvector.service import RetrievalService
-    from retrieval_core.container import build_cache, build_database, build_rerankers
-    from retrieval_core.search.concurrency import ExpensiveSlots
+    from retrieval_core.container import build_database, build_service
     from retrieval_core.settings import get_settings
 
     settings = get_settings()
-    return RetrievalService(
-        build_database(settings, conninfo),
-        embedder,
-        default_store=settings.default_store,
-        ef_search=settings.hnsw_ef_search,
-        cache=build_cache(settings),
-        rerankers=build_rerankers(settings),
-        allowed_metadata_keys=settings.metadata_keys_allowed,
-        iterative_scan=settings.hnsw_iterative_scan,
-        max_scan_tuples=settings.hnsw_max_scan_tuples,
-        exact_search_max_rows=settings.exact_search_max_rows,
-        attached_inspection_ttl_s=settings.attached_inspection_ttl_s,
-        search_statement_timeout_ms=settings.search_statement_timeout_ms,
-        expensive_statement_timeout_ms=settings.expensive_search_statement_timeout_ms,
-        expensive_slots=ExpensiveSlots(
-            settings.expensive_search_concurrency, settings.db_pool_wait_ms / 1000
-        ),
-    )
+    return build_service(settings, build_database(settings, conninfo), embedder)
 
 
 def index_stores(conninfo: str, state: State) -> None:

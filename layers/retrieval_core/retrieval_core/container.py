@@ -125,25 +125,30 @@ def get_service() -> RetrievalService:
                 database = _database_locked()
                 if not settings.auto_migrate:
                     database = _schema_ready_locked(database)
-                _service = RetrievalService(
-                    database,
-                    get_embedder(),
-                    default_store=settings.default_store,
-                    ef_search=settings.hnsw_ef_search,
-                    cache=build_cache(settings),
-                    rerankers=build_rerankers(settings),
-                    allowed_metadata_keys=settings.metadata_keys_allowed,
-                    iterative_scan=settings.hnsw_iterative_scan,
-                    max_scan_tuples=settings.hnsw_max_scan_tuples,
-                    exact_search_max_rows=settings.exact_search_max_rows,
-                    attached_inspection_ttl_s=settings.attached_inspection_ttl_s,
-                    search_statement_timeout_ms=settings.search_statement_timeout_ms,
-                    expensive_statement_timeout_ms=settings.expensive_search_statement_timeout_ms,
-                    expensive_slots=ExpensiveSlots(
-                        settings.expensive_search_concurrency, settings.db_pool_wait_ms / 1000
-                    ),
-                )
+                _service = build_service(settings, database, get_embedder())
     return _service
+
+
+def build_service(settings: Settings, database: Database, embedder: Embedder) -> RetrievalService:
+    """A RetrievalService on `database` with `embedder`, configured from `settings`."""
+    return RetrievalService(
+        database,
+        embedder,
+        default_store=settings.default_store,
+        ef_search=settings.hnsw_ef_search,
+        cache=build_cache(settings),
+        rerankers=build_rerankers(settings),
+        allowed_metadata_keys=settings.metadata_keys_allowed,
+        iterative_scan=settings.hnsw_iterative_scan,
+        max_scan_tuples=settings.hnsw_max_scan_tuples,
+        exact_search_max_rows=settings.exact_search_max_rows,
+        attached_inspection_ttl_s=settings.attached_inspection_ttl_s,
+        search_statement_timeout_ms=settings.search_statement_timeout_ms,
+        expensive_statement_timeout_ms=settings.expensive_search_statement_timeout_ms,
+        expensive_slots=ExpensiveSlots(
+            settings.expensive_search_concurrency, settings.db_pool_wait_ms / 1000
+        ),
+    )
 
 
 def _database_locked() -> Database:

@@ -77,7 +77,7 @@ def nearest_chunks_query(
 
 @lru_cache(maxsize=256)
 def _nearest_chunks_query(
-    store: Store, where_sql: str, exact: bool, with_embeddings: bool, by_filter: bool = False
+    store: Store, where_sql: str, exact: bool, with_embeddings: bool, by_filter: bool
 ) -> sql.Composed:
     """The top-k query.
 

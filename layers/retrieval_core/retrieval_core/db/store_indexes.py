@@ -58,8 +58,8 @@ _MAINTENANCE_LOCK = 7_351_902_116
 
 @dataclass(frozen=True)
 class IndexPolicy:
-    """Which stores get an HNSW index: the `most` largest of those holding `min_chunks` or more (the
-    defaults are the settings')."""
+    """Which stores get an HNSW index: the `most` largest of those holding `min_chunks` or more (both from
+    the settings: `from_settings`)."""
 
     min_chunks: int
     most: int
