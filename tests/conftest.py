@@ -9,6 +9,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -69,9 +70,67 @@ def postgres_dsn() -> Iterator[str]:
     shutil.rmtree(parent, ignore_errors=True)
 
 
+# Schemas where the tests create users' tables to attach: the owner's default privileges there stand in
+# for the grants a DBA gives the service's roles on such tables (docs/existing-tables.md).
+USER_TABLE_SCHEMAS = ("public", "team")
+
+
 @pytest.fixture(scope="session")
-def service_env(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Process environment pointing the service at the test database; settings and service rebuilt."""
+def service_roles(postgres_dsn: str) -> Any:
+    """Migrate the test database as its owner, which sets up the serving and write roles; their names.
+
+    `serve_dsn` and `write_dsn` sign in as the roles (the embedded server trusts local connections)."""
+    import psycopg
+    from psycopg import sql
+
+    from retrieval_core.db.migrations.roles import RoleSetup, roles_of_conninfo
+    from retrieval_core.db.migrations.runner import migrate
+
+    setup = RoleSetup()
+    migrate(postgres_dsn, roles=setup)
+    roles = roles_of_conninfo(postgres_dsn, setup)
+    serve, write = sql.Identifier(roles.serve), sql.Identifier(roles.write)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for name in USER_TABLE_SCHEMAS:
+            schema = sql.Identifier(name)
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}, {}").format(schema, serve, write))
+            conn.execute(
+                sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}, {}").format(
+                    schema, serve, write
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT INSERT, DELETE ON TABLES TO {}").format(
+                    schema, write
+                )
+            )
+    return roles
+
+
+@pytest.fixture(scope="session")
+def write_dsn(postgres_dsn: str, service_roles: Any) -> str:
+    """The test database as the write role: what the service (and `retrieval serve`) connects with."""
+    from retrieval_core.db.migrations.roles import as_role
+
+    return as_role(postgres_dsn, service_roles.write)
+
+
+@pytest.fixture(scope="session")
+def serve_dsn(postgres_dsn: str, service_roles: Any) -> str:
+    """The test database as the serving role: what the deployed read functions connect with."""
+    from retrieval_core.db.migrations.roles import as_role
+
+    return as_role(postgres_dsn, service_roles.serve)
+
+
+@pytest.fixture(scope="session")
+def service_env(
+    postgres_dsn: str, service_roles: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """Process environment pointing the service at the test database (as its owner, like `retrieval serve`;
+    tests/integration/test_database_roles.py runs the paths as the serving and write roles); settings and
+    service rebuilt."""
     from retrieval_core import container
     from retrieval_core.embeddings import get_embedder
     from retrieval_core.settings import get_settings

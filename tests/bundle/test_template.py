@@ -727,15 +727,24 @@ def test_the_created_database_is_not_reachable_from_the_internet(egress: str) ->
 
     assert admits("FunctionSecurityGroup") == []
     assert admits("ProxySecurityGroup") == [("tcp", 5432, 5432, {"Ref": "FunctionSecurityGroup"})]
-    assert admits("DatabaseSecurityGroup") == [("tcp", 5432, 5432, {"Ref": "ProxySecurityGroup"})]
+    assert admits("MigrateSecurityGroup") == []
+    # The proxy, and the migration signing in as the master (the proxy admits IAM users only).
+    assert admits("DatabaseSecurityGroup") == [
+        ("tcp", 5432, 5432, {"Ref": "ProxySecurityGroup"}),
+        ("tcp", 5432, 5432, {"Ref": "MigrateSecurityGroup"}),
+    ]
     assert resources["DatabaseCluster"]["Properties"]["VpcSecurityGroupIds"] == [
         {"Ref": "DatabaseSecurityGroup"}
     ]
     assert resources["DatabaseProxy"]["Properties"]["VpcSecurityGroupIds"] == [{"Ref": "ProxySecurityGroup"}]
-    for function in FUNCTIONS:
+    for function in FUNCTIONS[:-1]:
         assert resources[function]["Properties"]["VpcConfig"]["SecurityGroupIds"] == [
             {"Ref": "FunctionSecurityGroup"}
         ]
+    assert resources["MigrateFunction"]["Properties"]["VpcConfig"]["SecurityGroupIds"] == [
+        {"Ref": "FunctionSecurityGroup"},
+        {"Ref": "MigrateSecurityGroup"},
+    ]
     if egress == "VpcEndpoints":
         assert admits("EndpointSecurityGroup") == [("tcp", 443, 443, {"Ref": "FunctionSecurityGroup"})]
         services = {
@@ -759,7 +768,12 @@ def test_the_created_database_is_not_reachable_from_the_internet(egress: str) ->
                     {"Ref": "PrivateRouteTable"}
                 ]
     else:
-        assert set(ingress) == {"FunctionSecurityGroup", "ProxySecurityGroup", "DatabaseSecurityGroup"}
+        assert set(ingress) == {
+            "FunctionSecurityGroup",
+            "MigrateSecurityGroup",
+            "ProxySecurityGroup",
+            "DatabaseSecurityGroup",
+        }
 
 
 def test_the_created_cluster_is_encrypted_pinned_and_keeps_a_final_snapshot() -> None:
@@ -783,45 +797,155 @@ def test_the_created_cluster_is_encrypted_pinned_and_keeps_a_final_snapshot() ->
     assert instance["DBInstanceClass"] == "db.serverless" and instance["Engine"] == "aurora-postgresql"
 
 
-def test_the_proxy_requires_tls_and_iam_auth_and_alone_reads_the_master_secret() -> None:
+# Which role each function signs in as (docs/security.md, "Database roles").
+SERVE_FUNCTIONS = (
+    "RetrieveFunction",
+    "SimilaritySearchFunction",
+    "ResolveStoreFunction",
+    "RetrieveQueueFunction",
+)
+WRITE_FUNCTIONS = ("DocumentsFunction", "McpFunction", "IngestFunction")
+MASTER_SECRET = "DatabaseCluster.MasterUserSecret.SecretArn"
+CLUSTER_ID = "DatabaseCluster.DBClusterResourceId"
+
+
+def test_the_proxy_uses_end_to_end_iam_auth_and_holds_no_secret() -> None:
     resources = deployed(shape(True))
-    master_secret = "DatabaseCluster.MasterUserSecret.SecretArn"
     proxy = resources["DatabaseProxy"]["Properties"]
     assert proxy["EngineFamily"] == "POSTGRESQL" and proxy["RequireTLS"] is True
-    assert proxy["Auth"] == [{"AuthScheme": "SECRETS", "SecretArn": master_secret, "IAMAuth": "REQUIRED"}]
+    assert proxy["DefaultAuthScheme"] == "IAM_AUTH" and "Auth" not in proxy
+    assert resources["DatabaseCluster"]["Properties"]["EnableIAMDatabaseAuthentication"] is True
     assert proxy["RoleArn"] == "DatabaseProxyRole.Arn"
+    # The proxy signs in to the cluster as the two roles, and as nobody else (never the master).
     assert grants(role_statements(resources, "DatabaseProxyRole")) == {
-        ("secretsmanager:GetSecretValue", master_secret)
+        ("rds-db:connect", f"arn:aws:rds-db:us-east-1:123456789012:dbuser:{CLUSTER_ID}/postgres_{role}")
+        for role in ("serve", "write")
     }
     target_group = resources["DatabaseProxyTargetGroup"]
     assert target_group["Properties"]["DBProxyName"] == {"Ref": "DatabaseProxy"}
     assert target_group["Properties"]["DBClusterIdentifiers"] == [{"Ref": "DatabaseCluster"}]
     assert target_group["DependsOn"] == "DatabaseInstance"
-    for function in FUNCTIONS:
+    for function in FUNCTIONS[:-1]:
         granted = {resource for _, resource in grants(role_statements(resources, f"{function}Role"))}
-        assert master_secret not in granted, function
+        assert MASTER_SECRET not in granted, function
 
 
-@pytest.mark.parametrize("user", [None, "rag_app"], ids=["default-user", "named-user"])
-def test_with_the_created_database_functions_connect_to_the_proxy_with_iam_auth(user: str | None) -> None:
-    resources = deployed(shape(True) | ({"DatabaseMasterUsername": user} if user else {}))
-    user = user or "retrieval"
+@pytest.mark.parametrize("name", [None, "rag"], ids=["default-database", "named-database"])
+def test_with_the_created_database_each_function_signs_in_as_its_own_role(name: str | None) -> None:
+    resources = deployed(shape(True) | ({"DatabaseName": name} if name else {}))
+    name = name or "postgres"
     # The proxy's resource id (prx-...) ends its ARN: arn:aws:rds:REGION:ACCOUNT:db-proxy:prx-...
     proxy_id = "Select(6, Split(':', DatabaseProxy.DBProxyArn))"
-    connect = ("rds-db:connect", f"arn:aws:rds-db:us-east-1:123456789012:dbuser:{proxy_id}/{user}")
-    for function in FUNCTIONS:
-        env = environment(resources, function)
-        database = {key: value for key, value in env.items() if key.startswith("DATABASE_")}
-        assert database == {
-            "DATABASE_HOST": "DatabaseProxy.Endpoint",
-            "DATABASE_PORT": "5432",
-            "DATABASE_NAME": "postgres",
-            "DATABASE_IAM_AUTH": "true",
-            "DATABASE_USER": user,
-        }, function
-        statements = grants(role_statements(resources, f"{function}Role"))
-        assert connect in statements, function
-        assert {g for g in statements if g[0] == "rds-db:connect"} == {connect}, function
+    for functions, role in ((SERVE_FUNCTIONS, "serve"), (WRITE_FUNCTIONS, "write")):
+        user = f"{name}_{role}"
+        connect = ("rds-db:connect", f"arn:aws:rds-db:us-east-1:123456789012:dbuser:{proxy_id}/{user}")
+        for function in functions:
+            env = environment(resources, function)
+            database = {key: value for key, value in env.items() if key.startswith("DATABASE_")}
+            assert database == {
+                "DATABASE_HOST": "DatabaseProxy.Endpoint",
+                "DATABASE_PORT": "5432",
+                "DATABASE_NAME": name,
+                "DATABASE_IAM_AUTH": "true",
+                "DATABASE_USER": user,
+            }, function
+            statements = grants(role_statements(resources, f"{function}Role"))
+            database_access = {g for g in statements if g[0].startswith(("rds-db:", "secretsmanager:"))}
+            assert database_access - {("secretsmanager:GetSecretValue", API_KEY_SECRET_ARN)} == {connect}
+    # The migration: the owner (the master), straight to the cluster with the master's secret; it sets
+    # up the roles and grants them rds_iam.
+    env = environment(resources, "MigrateFunction")
+    assert {key: value for key, value in env.items() if key.startswith("DATABASE_")} == {
+        "DATABASE_HOST": "DatabaseCluster.Endpoint.Address",
+        "DATABASE_PORT": "5432",
+        "DATABASE_NAME": name,
+        "DATABASE_SECRET_ARN": MASTER_SECRET,
+        "DATABASE_IAM_AUTH": "false",
+        "DATABASE_ROLES": "true",
+        "DATABASE_ROLES_IAM": "true",
+    }
+    assert grants(role_statements(resources, "MigrateFunctionRole")) == {
+        ("secretsmanager:GetSecretValue", MASTER_SECRET)
+    }
+    assert resources["DatabaseSchema"]["Properties"]["Roles"] == f"{name}_serve,{name}_write"
+
+
+ROLE_SECRETS = {
+    "serve": "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/serve-AbCdEf",
+    "write": "arn:aws:secretsmanager:us-east-1:123456789012:secret:retrieval/write-AbCdEf",
+}
+
+
+@pytest.mark.parametrize("credentials", ["secret", "iam"])
+def test_with_your_database_per_role_credentials_reach_their_functions_only(credentials: str) -> None:
+    if credentials == "secret":
+        given = {
+            "DatabaseServeSecretArn": ROLE_SECRETS["serve"],
+            "DatabaseWriteSecretArn": ROLE_SECRETS["write"],
+        }
+        parameters = shape(False) | given
+    else:
+        given = {"DatabaseServeUser": "rag_serve", "DatabaseWriteUser": "rag_write"}
+        parameters = shape(False) | {
+            "DatabaseSecretArn": "",
+            "DatabaseIamAuth": "true",
+            "DatabaseUser": "rag_owner",
+            "DatabaseResourceId": "prx-0abc123def",
+        }
+        parameters |= given
+    assert rules_refusing(parameters) == set()
+    resources = deployed(parameters)
+
+    def access(function: str) -> set[tuple[str, str]]:
+        return {
+            g
+            for g in grants(role_statements(resources, f"{function}Role"))
+            if g[0].startswith(("rds-db:", "secretsmanager:")) and g[1] != API_KEY_SECRET_ARN
+        }
+
+    def expected(role: str) -> tuple[set[tuple[str, str]], str, str]:
+        if credentials == "secret":
+            return (
+                {("secretsmanager:GetSecretValue", ROLE_SECRETS[role])},
+                "DATABASE_SECRET_ARN",
+                ROLE_SECRETS[role],
+            )
+        arn = f"arn:aws:rds-db:us-east-1:123456789012:dbuser:prx-0abc123def/rag_{role}"
+        return {("rds-db:connect", arn)}, "DATABASE_USER", f"rag_{role}"
+
+    for functions, role in ((SERVE_FUNCTIONS, "serve"), (WRITE_FUNCTIONS, "write")):
+        statements, variable, value = expected(role)
+        for function in functions:
+            assert access(function) == statements, function
+            assert environment(resources, function)[variable] == value, function
+    owner = (
+        {("secretsmanager:GetSecretValue", SECRET_ARN)}
+        if credentials == "secret"
+        else {("rds-db:connect", "arn:aws:rds-db:us-east-1:123456789012:dbuser:prx-0abc123def/rag_owner")}
+    )
+    assert access("MigrateFunction") == owner
+    assert environment(resources, "MigrateFunction")["DATABASE_ROLES"] == "true"
+    assert environment(resources, "MigrateFunction")["DATABASE_ROLES_IAM"] == "false"
+
+
+def test_per_role_credentials_come_in_pairs_and_match_the_owners_kind() -> None:
+    serve_only = shape(False) | {"DatabaseServeSecretArn": ROLE_SECRETS["serve"]}
+    assert rules_refusing(serve_only) == {
+        "Give DatabaseServeSecretArn and DatabaseWriteSecretArn together, or neither."
+    }
+    created = shape(True) | {"DatabaseServeUser": "a", "DatabaseWriteUser": "b"}
+    refused = "DatabaseServeUser and DatabaseWriteUser go with DatabaseIamAuth (your database)."
+    assert refused in rules_refusing(created)
+    with_iam = shape(False) | {
+        "DatabaseSecretArn": "",
+        "DatabaseIamAuth": "true",
+        "DatabaseUser": "u",
+        "DatabaseResourceId": "prx-0abc",
+        "DatabaseServeSecretArn": ROLE_SECRETS["serve"],
+        "DatabaseWriteSecretArn": ROLE_SECRETS["write"],
+    }
+    refused = "DatabaseServeSecretArn and DatabaseWriteSecretArn go with DatabaseSecretArn (your database)."
+    assert refused in rules_refusing(with_iam)
 
 
 NETWORK_AND_DATABASE_TYPES = {
@@ -875,9 +999,13 @@ def test_with_your_database_the_functions_get_todays_environment_and_nothing_is_
             else {"DATABASE_IAM_AUTH": "true", "DATABASE_USER": "retrieval_app"}
         ),
     }
+    # Without per-role credentials, every function signs in as the one user, and the migration sets up no
+    # roles (docs/security.md, "Database roles": what that leaves).
+    roles_off = {"DATABASE_ROLES": "false", "DATABASE_ROLES_IAM": "false"}
     for function in FUNCTIONS:
         env = environment(resources, function)
-        assert {key: value for key, value in env.items() if key.startswith("DATABASE_")} == expected, function
+        database = {key: value for key, value in env.items() if key.startswith("DATABASE_")}
+        assert database == expected | (roles_off if function == "MigrateFunction" else {}), function
         assert resources[function]["Properties"]["VpcConfig"] == {
             "SubnetIds": ["subnet-0a1b2c3d", "subnet-1b2c3d4e"],
             "SecurityGroupIds": ["sg-0a1b2c3d", "sg-1b2c3d4e"],
@@ -916,12 +1044,14 @@ def test_the_schema_migrates_on_deploy_through_a_custom_resource_with_a_fixed_se
     assert migrate["Timeout"] == 900 and migrate["MemorySize"] == 512
     # CloudFormation stops waiting after ServiceTimeout: just past the function's own limit.
     assert migrate["Timeout"] < props["ServiceTimeout"] <= migrate["Timeout"] + 120
-    assert migrate["VpcConfig"] == resources["RetrieveFunction"]["Properties"]["VpcConfig"]
+    assert (
+        migrate["VpcConfig"]["SubnetIds"]
+        == resources["RetrieveFunction"]["Properties"]["VpcConfig"]["SubnetIds"]
+    )
     assert migrate["Layers"] == resources["RetrieveFunction"]["Properties"]["Layers"]
     statements = grants(role_statements(resources, "MigrateFunctionRole"))
-    assert {action for action, _ in statements} == (
-        {"rds-db:connect"} if create_database else {"secretsmanager:GetSecretValue"}
-    )
+    # The owner: the created master's secret, or your DatabaseSecretArn.
+    assert {action for action, _ in statements} == {"secretsmanager:GetSecretValue"}
     # The code that needs the schema is deployed after it is migrated.
     for function in FUNCTIONS[:-1]:
         assert resources[function]["DependsOn"] == "DatabaseSchema", function

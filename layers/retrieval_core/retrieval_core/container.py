@@ -18,6 +18,7 @@ from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.clients.aws import fail_open_options, lazy_aws_client
 from retrieval_core.db.connection import Database, PooledConnections, SingleConnection
 from retrieval_core.db.errors import database_errors
+from retrieval_core.db.migrations.roles import RoleSetup
 from retrieval_core.db.migrations.runner import migrate, run_keyword_backfill
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.schema import schema_version
@@ -157,9 +158,10 @@ def _database_locked() -> Database:
     if _database is None:
         settings = get_settings()
         conninfo = database_conninfo(settings)
+        roles = RoleSetup.from_settings(settings)
         if settings.auto_migrate:
             with database_errors("migrating the schema"):
-                migrate(conninfo, settings.db_connect_timeout_s)
+                migrate(conninfo, settings.db_connect_timeout_s, roles=roles)
             # Locally, chunks older than migration 7 are indexed for keyword search at once.
             with database_errors("indexing older chunks for keyword search"):
                 run_keyword_backfill(conninfo, settings.db_connect_timeout_s)

@@ -77,6 +77,22 @@ class Settings(BaseSettings):
         default=False, description="connect to DATABASE_HOST as DATABASE_USER with an RDS IAM auth token"
     )
 
+    # The service's database roles (docs/security.md, "Database roles"): migrations run as the owner and
+    # set up a serving role (reads) and a write role (reads and writes the service's rows).
+    database_roles: bool = Field(
+        default=True,
+        description="migrate creates (if it may) and grants the serving and write roles; false: skip",
+    )
+    database_role_prefix: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_$]{0,56}$",
+        description="prefix of the roles <prefix>_serve and <prefix>_write; unset: the database's name",
+    )
+    database_roles_iam: bool = Field(
+        default=False,
+        description="migrate grants rds_iam (where it exists) to both roles, which then sign in with IAM",
+    )
+
     # Embeddings.
     embedding_provider: EmbeddingProviderName = Field(
         default="local",

@@ -29,13 +29,16 @@ def _migrate(args: argparse.Namespace) -> int:
     """Migrate whatever AUTO_MIGRATE says, with no time limit: long migrations run here, not in Lambda."""
     from retrieval_core.container import database_conninfo
     from retrieval_core.db.errors import database_errors
+    from retrieval_core.db.migrations.roles import RoleSetup
     from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
     from retrieval_core.settings import get_settings
 
     settings = get_settings()
     conninfo = database_conninfo(settings)
     with database_errors("migrating the schema"):
-        result = run_migrations(conninfo, connect_timeout_s=settings.db_connect_timeout_s)
+        result = run_migrations(
+            conninfo, connect_timeout_s=settings.db_connect_timeout_s, roles=RoleSetup.from_settings(settings)
+        )
     state = f"schema version {result.schema_version}, pgvector {result.pgvector_version}"
     if result.applied:
         print(f"applied migrations {', '.join(map(str, result.applied))}: {state}")

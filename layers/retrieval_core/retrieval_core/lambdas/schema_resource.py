@@ -30,6 +30,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from retrieval_core.clients.retry import Deadline
 from retrieval_core.container import database_conninfo
+from retrieval_core.db.migrations.roles import RoleSetup
 from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
@@ -70,7 +71,10 @@ def migrate_schema(request: Request, time_budget_s: float) -> Outcome:
     settings = get_settings()
     conninfo = database_conninfo(settings)  # may read a secret: counted in the budget
     result = run_migrations(
-        conninfo, connect_timeout_s=settings.db_connect_timeout_s, time_budget_s=deadline.remaining_s()
+        conninfo,
+        connect_timeout_s=settings.db_connect_timeout_s,
+        time_budget_s=deadline.remaining_s(),
+        roles=RoleSetup.from_settings(settings),
     )
     # Chunks written before migration 7 get their keyword rows in committed batches, as far as the time
     # left allows; stores not reached are searched with ts_rank_cd until the next deploy or

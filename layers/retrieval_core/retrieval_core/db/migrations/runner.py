@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 from retrieval_core.clients.retry import Deadline, backoff_delay
 from retrieval_core.db.keywords import Backfill, backfill_keywords
 from retrieval_core.db.migrations import bookkeeping
+from retrieval_core.db.migrations.roles import RoleSetup, missing_roles_message, set_up_roles
 from retrieval_core.db.migrations.statements import split_statements
 from retrieval_core.db.migrations.steps import MIGRATIONS, Migration, as_migrations
 from retrieval_core.db.schema import ensure_pgvector, require_pgvector, schema_version
@@ -80,9 +81,17 @@ class _Run:
         return left
 
 
-def migrate(conninfo: str, connect_timeout_s: int = 5, *, time_budget_s: float | None = None) -> list[int]:
-    """Apply every migration not yet recorded; return the versions applied now."""
-    return run_migrations(conninfo, connect_timeout_s=connect_timeout_s, time_budget_s=time_budget_s).applied
+def migrate(
+    conninfo: str,
+    connect_timeout_s: int = 5,
+    *,
+    time_budget_s: float | None = None,
+    roles: RoleSetup | None = None,
+) -> list[int]:
+    """Apply every migration not yet recorded, then set up `roles`; return the versions applied now."""
+    return run_migrations(
+        conninfo, connect_timeout_s=connect_timeout_s, time_budget_s=time_budget_s, roles=roles
+    ).applied
 
 
 def run_migrations(
@@ -91,13 +100,15 @@ def run_migrations(
     connect_timeout_s: int = 5,
     time_budget_s: float | None = None,
     migrations: Sequence[tuple[int, str, str]] = MIGRATIONS,
+    roles: RoleSetup | None = None,
 ) -> Migrated:
-    """Apply every migration of `migrations` (version, description, sql) not yet recorded, within the budget.
+    """Apply every migration of `migrations` (version, description, sql) not yet recorded, within the budget;
+    then, in the same transaction, set up the service's database roles (`roles`; None: no roles step).
 
     time_budget_s None: one connection attempt and no statement timeout (a long migration run by hand).
     Raises DatabaseUnavailableError when no connection could be made, PgvectorVersionError,
     MigrationChecksumError when an applied migration was edited, MigrationTimeoutError when the budget
-    ran out, MigrationError when a statement failed.
+    ran out, MigrationError when a statement failed or the roles are not ready (what is missing named).
     """
     run = _Run(Deadline(time_budget_s))
     conn = connect(conninfo, connect_timeout_s, run.deadline)
@@ -105,7 +116,7 @@ def run_migrations(
     guard = _cancel_at_deadline(conn, run.deadline)
     try:
         with conn:
-            pgvector, version_after = _migrate(conn, as_migrations(migrations), run)
+            pgvector, version_after = _migrate(conn, as_migrations(migrations), run, roles)
     except psycopg.errors.QueryCanceled as exc:
         if run.deadline.budget_s is None:
             raise MigrationError(
@@ -153,13 +164,17 @@ def run_keyword_backfill(
         return backfill_keywords(conn, deadline)
 
 
-def _migrate(conn: psycopg.Connection[Any], migrations: list[Migration], run: _Run) -> tuple[str, int]:
+def _migrate(
+    conn: psycopg.Connection[Any], migrations: list[Migration], run: _Run, roles: RoleSetup | None
+) -> tuple[str, int]:
     """Transactions of ordinary steps, each followed by the step outside a transaction that stopped it,
-    until none is missing; then the pgvector and schema versions, read in the last transaction."""
+    until none is missing; then, in the last transaction, the roles and the pgvector and schema versions."""
     while True:
         with conn.transaction():
             outside = _apply_in_transaction(conn, migrations, run)
             if outside is None:
+                if roles is not None:
+                    _set_up_roles(conn, migrations, run, roles)
                 run.step = "checking the migrated schema"
                 _bound_next_statement(conn, run)
                 pgvector = require_pgvector(conn)
@@ -196,6 +211,23 @@ def _apply_in_transaction(
         bookkeeping.record(conn, migration)
         run.applied.append(migration.version)
     return None
+
+
+def _set_up_roles(
+    conn: psycopg.Connection[Any], migrations: list[Migration], run: _Run, roles: RoleSetup
+) -> None:
+    """The roles step (db/migrations/roles.py), after every numbered migration: a table added by one is
+    granted in the same transaction that creates it."""
+    run.step = "setting up the service's database roles"
+    _bound_next_statement(conn, run)
+    try:
+        missing = set_up_roles(conn, roles, migrations)
+    except ValueError as exc:  # the prefix: a configuration error, named by its setting
+        raise ConfigurationError(str(exc)) from None
+    if missing:
+        raise MigrationError(
+            f"{missing_roles_message(missing)}; {run.outcome()}", {"step": run.step, "missing": missing}
+        )
 
 
 def _apply_outside_transaction(conn: psycopg.Connection[Any], migration: Migration, run: _Run) -> None:
