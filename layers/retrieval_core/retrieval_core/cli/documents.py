@@ -122,8 +122,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _drop_store(args: argparse.Namespace) -> int:
-    """`drop-store`: delete the store's row, documents and chunks, and forget its cached version."""
-    from retrieval_core.backends.pgvector.service import BACKEND
+    """`drop-store`: delete the store's row, documents and chunks."""
     from retrieval_core.container import get_service
     from retrieval_core.db import stores as store_sql
 
@@ -131,9 +130,5 @@ def _drop_store(args: argparse.Namespace) -> int:
     store = service.get_store(args.store)
     with service.database.connection() as conn:
         store_sql.drop_store(conn, store)
-    if service.cache is not None:
-        # A store created later under this name gets a new version; until then nothing may
-        # trust the cached version of the dropped one.
-        service.cache.forget_version(BACKEND, store.name)
     print(f"dropped store {store.name}")
     return 0

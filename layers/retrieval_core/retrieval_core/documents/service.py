@@ -16,7 +16,7 @@ from typing import Any
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
 from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
-from retrieval_core.backends.pgvector.service import BACKEND, RetrievalService
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
@@ -90,7 +90,6 @@ class DocumentService:
         check_store_name(name)
         if definition.source is not None:
             return self._attach(name, definition)
-        version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
             store_sql.lock_store_names(conn)
             store = store_sql.find_store_named(conn, name)
@@ -116,10 +115,8 @@ class DocumentService:
                     text_search or "english",
                 )
             else:
-                store, version = redefined(conn, store, display_name, definition, text_search)
+                store, _ = redefined(conn, store, display_name, definition, text_search)
             info = self._info(conn, store)
-        if version is not None:
-            self.retrieval.publish_store_version(store, version)
         return info, created
 
     def _attach(self, name: str, definition: StoreDefinition) -> tuple[StoreInfo, bool]:
@@ -202,9 +199,7 @@ class DocumentService:
                     "store", f"store '{name}' holds its own documents: its writes keep its answers current"
                 )
             store = refresh_store(conn, store)
-            info = self._info(conn, store)
-        self.retrieval.publish_store_version(store, store.version)
-        return info
+            return self._info(conn, store)
 
     def delete_store(self, name: str, grant: Grant = OPEN_GRANT) -> None:
         """Drop the store with everything in it; its cached answers are never served again."""
@@ -212,10 +207,6 @@ class DocumentService:
         with database_errors("deleting the store"), self._connection() as conn:
             store = self._store(conn, name)
             store_sql.drop_store(conn, store)
-        if self.retrieval.cache is not None:
-            # A store created later under this name gets a new version; until then nothing may
-            # trust the cached version of the dropped one.
-            self.retrieval.cache.forget_version(BACKEND, store.name)
 
     # Documents (scope write to change, read to see).
 
@@ -296,12 +287,7 @@ class DocumentService:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
-        found, changed, version = again_after_deadlock(
-            lambda: self._apply_sidecar(store, source_id, metadata, sequence, create)
-        )
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return changed
+        return again_after_deadlock(lambda: self._apply_sidecar(store, source_id, metadata, sequence, create))
 
     def _apply_sidecar(
         self,
@@ -310,14 +296,14 @@ class DocumentService:
         metadata: dict[str, Any] | None,
         sequence: Sequence | None,
         create: StoreDefinition | None,
-    ) -> tuple[Store, int, int | None]:
+    ) -> int:
         changed = 0
         with database_errors("writing source metadata"), self._connection() as conn, conn.transaction():
             found = self.writer.store_for_write(conn, store, create)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return found, 0, None
+                    return 0
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, metadata is None)
             previous = sql.sidecar_metadata(conn, found, source_id)
             sql.set_sidecar_metadata(conn, found, source_id, metadata)
@@ -334,7 +320,9 @@ class DocumentService:
                 ]
                 sql.update_metadata(conn, found, state.id, state.source, None, new, updated)
                 changed += 1
-            return found, changed, (store_sql.bump_version(conn, found) if changed else None)
+            if changed:
+                store_sql.bump_version(conn, found)
+            return changed
 
     def delete_source(
         self, store: str, source_id: str, grant: Grant = OPEN_GRANT, sequence: Sequence | None = None
@@ -344,30 +332,26 @@ class DocumentService:
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
         """
         grant.require("write", store)
-        found, deleted, version = again_after_deadlock(lambda: self._delete(store, source_id, sequence))
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return deleted
+        return again_after_deadlock(lambda: self._delete(store, source_id, sequence))
 
-    def _delete(
-        self, store: str, source_id: str, sequence: Sequence | None
-    ) -> tuple[Store, list[str], int | None]:
+    def _delete(self, store: str, source_id: str, sequence: Sequence | None) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store)
             if found.source is not None:
                 if sequence is not None:
                     raise not_through_documents_api(found, "an S3 event")
-                deleted, version = delete_attached(conn, found, source_id)
-                return found, deleted, version
+                return delete_attached(conn, found, source_id)
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return found, [], None
+                    return []
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
             ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
-            return found, deleted, (store_sql.bump_version(conn, found) if deleted else None)
+            if deleted:
+                store_sql.bump_version(conn, found)
+            return deleted
 
     def get_document(self, store: str, document_id: str, grant: Grant = OPEN_GRANT) -> DocumentInfo:
         """One document; DocumentNotFoundError (404) when absent."""

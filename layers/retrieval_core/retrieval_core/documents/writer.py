@@ -117,7 +117,7 @@ class SourceWriter:
         for _ in range(_ROUNDS):
             self._embed(store, needed, vectors)
             try:
-                version, found = self._apply(store, items, create, vectors)
+                self._apply(store, items, create, vectors)
             except _NeedVectors as exc:
                 wanted = set(exc.keys)
                 needed = [
@@ -134,14 +134,12 @@ class SourceWriter:
                     raise
                 needed = []
                 continue
-            if version is not None:
-                self.retrieval.publish_store_version(found, version)
             return [item.result for item in items if item.result is not None]
         raise ConflictError("the documents kept changing during the write; try again")
 
     def _apply(
         self, store: str, items: list[WriteItem], create: StoreDefinition | None, vectors: Vectors
-    ) -> tuple[int | None, Store]:
+    ) -> None:
         with (
             database_errors("writing documents"),
             self.retrieval.database.connection() as conn,
@@ -156,8 +154,8 @@ class SourceWriter:
                 missing += self._apply_item(conn, found, n, item, vectors)
             if missing:
                 raise _NeedVectors(missing)
-            changed = any(item.changed for item in items)
-            return (store_sql.bump_version(conn, found) if changed else None), found
+            if any(item.changed for item in items):
+                store_sql.bump_version(conn, found)
 
     def _apply_item(
         self, conn: Connection, store: Store, n: int, item: WriteItem, vectors: Vectors
