@@ -90,7 +90,5 @@ def _reweigh_keywords(args: argparse.Namespace) -> int:
     store = service.get_store(args.store)
     with service.database.connection() as conn:
         done = reweigh_keywords(conn, store.id)
-    if done.version is not None:
-        service.publish_store_version(store, done.version)
     print(f"reweighed {done.chunks} chunks of store {store.name}")
     return 0

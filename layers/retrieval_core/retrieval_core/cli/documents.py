@@ -126,7 +126,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _drop_store(args: argparse.Namespace) -> int:
-    """`drop-store`: delete the store's row, documents and chunks, and forget its cached version."""
+    """`drop-store`: delete the store's row, documents and chunks."""
     from retrieval_core.cli.actor import cli_actor
     from retrieval_core.container import get_document_service, get_service
 

@@ -101,8 +101,7 @@ def write_attached(
             actor.request_id,
             [AuditEntry("put_document", status, document.id)],
         )
-        version = store_sql.bump_version(conn, store)
-    retrieval.publish_store_version(store, version)
+        store_sql.bump_version(conn, store)
     return SourceWrite(
         prepared.source_id,
         prepared.content_type,
@@ -111,16 +110,17 @@ def write_attached(
     )
 
 
-def delete_attached(conn: Connection, store: Store, document_id: str) -> tuple[list[str], int | None]:
-    """Delete the document's rows in the caller's transaction: ([document_id], new version), or ([], None)
-    when the table holds none."""
+def delete_attached(conn: Connection, store: Store, document_id: str) -> list[str]:
+    """Delete the document's rows in the caller's transaction: [document_id], or [] when the table holds
+    none; the store gets a new version when one was deleted."""
     source = writable_source(store)
     sql.lock(conn, store, [document_id])
     with _table_errors(store, source):
         deleted = delete_document(conn, source, document_id)
     if not deleted:
-        return [], None
-    return [document_id], store_sql.bump_version(conn, store)
+        return []
+    store_sql.bump_version(conn, store)
+    return [document_id]
 
 
 def _store(conn: Connection, name: str) -> Store:

@@ -19,7 +19,7 @@ from typing import Any
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
 from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
-from retrieval_core.backends.pgvector.service import BACKEND, RetrievalService
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.audit import AuditEntry
@@ -101,7 +101,6 @@ class DocumentService:
         actor = actor or Actor(grant.name)
         if definition.source is not None:
             return self._attach(name, definition, actor)
-        version: int | None = None
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
             store_sql.lock_store_names(conn)
             store = store_sql.find_store_named(conn, name)
@@ -129,7 +128,7 @@ class DocumentService:
                 outcome = "created"
             else:
                 before = store
-                store, version = redefined(conn, store, display_name, definition, text_search)
+                store, _ = redefined(conn, store, display_name, definition, text_search)
                 same = (store.display_name, store.allowed_metadata_keys) == (
                     before.display_name,
                     before.allowed_metadata_keys,
@@ -137,8 +136,6 @@ class DocumentService:
                 outcome = "unchanged" if same else "updated"
             audit_trail.record(conn, name, actor, AuditEntry("put_store", outcome))
             info = self._info(conn, store)
-        if version is not None:
-            self.retrieval.publish_store_version(store, version)
         return info, created
 
     def _attach(self, name: str, definition: StoreDefinition, actor: Actor) -> tuple[StoreInfo, bool]:
@@ -229,9 +226,7 @@ class DocumentService:
             audit_trail.record(
                 conn, name, actor or Actor(grant.name), AuditEntry("refresh_store", "refreshed")
             )
-            info = self._info(conn, store)
-        self.retrieval.publish_store_version(store, store.version)
-        return info
+            return self._info(conn, store)
 
     def delete_store(self, name: str, grant: Grant = OPEN_GRANT, actor: Actor | None = None) -> None:
         """Drop the store with everything in it; its cached answers are never served again.
@@ -242,10 +237,6 @@ class DocumentService:
             store = self._store(conn, name)
             store_sql.drop_store(conn, store)
             audit_trail.record(conn, name, actor or Actor(grant.name), AuditEntry("delete_store", "deleted"))
-        if self.retrieval.cache is not None:
-            # A store created later under this name gets a new version; until then nothing may
-            # trust the cached version of the dropped one.
-            self.retrieval.cache.forget_version(BACKEND, store.name)
 
     # Documents (scope write to change, read to see).
 
@@ -333,12 +324,9 @@ class DocumentService:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
-        found, changed, version = again_after_deadlock(
+        return again_after_deadlock(
             lambda: apply_sidecar(self.writer, store, source_id, metadata, sequence, create, actor)
         )
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return changed
 
     def delete_source(
         self,
@@ -355,35 +343,32 @@ class DocumentService:
         """
         grant.require("write", store)
         who = actor or Actor(grant.name)
-        found, deleted, version = again_after_deadlock(lambda: self._delete(store, source_id, sequence, who))
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return deleted
+        return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who))
 
-    def _delete(
-        self, store: str, source_id: str, sequence: Sequence | None, actor: Actor
-    ) -> tuple[Store, list[str], int | None]:
+    def _delete(self, store: str, source_id: str, sequence: Sequence | None, actor: Actor) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store)
             if found.source is not None:
                 if sequence is not None:
                     raise not_through_documents_api(found, "an S3 event")
-                deleted, version = delete_attached(conn, found, source_id)
+                deleted = delete_attached(conn, found, source_id)
                 audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
-                return found, deleted, version
+                return deleted
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
                     audit_trail.record(
                         conn, found.name, actor, AuditEntry("delete_document", "stale", source_id)
                     )
-                    return found, [], None
+                    return []
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
             ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
             audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
-            return found, deleted, (store_sql.bump_version(conn, found) if deleted else None)
+            if deleted:
+                store_sql.bump_version(conn, found)
+            return deleted
 
     def get_document(self, store: str, document_id: str, grant: Grant = OPEN_GRANT) -> DocumentInfo:
         """One document; DocumentNotFoundError (404) when absent."""

@@ -11,7 +11,6 @@ from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.audit import AuditEntry
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.stores import Store
 from retrieval_core.documents import audit_trail
 from retrieval_core.documents.models import Actor, Sequence, StoreDefinition
 from retrieval_core.documents.prepare import newer_sequencer
@@ -28,9 +27,8 @@ def apply_sidecar(
     sequence: Sequence | None,
     create: StoreDefinition | None,
     actor: Actor,
-) -> tuple[Store, int, int | None]:
-    """`DocumentService.put_source_metadata` in one transaction: the store, the documents changed, and the
-    store's new version (None: nothing changed)."""
+) -> int:
+    """`DocumentService.put_source_metadata` in one transaction; how many documents changed."""
     changed: list[str] = []
     database = writer.retrieval.database
     with database_errors("writing source metadata"), database.connection() as conn, conn.transaction():
@@ -39,7 +37,7 @@ def apply_sidecar(
         if sequence is not None:
             if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
                 audit_trail.record(conn, found.name, actor, AuditEntry("put_metadata", "stale", source_id))
-                return found, 0, None
+                return 0
             sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, metadata is None)
         previous = sql.sidecar_metadata(conn, found, source_id)
         sql.set_sidecar_metadata(conn, found, source_id, metadata)
@@ -59,7 +57,9 @@ def apply_sidecar(
             )
             changed.append(state.id)
         audit_trail.record(conn, found.name, actor, *audit_trail.metadata_entries(source_id, changed))
-        return found, len(changed), (store_sql.bump_version(conn, found) if changed else None)
+        if changed:
+            store_sql.bump_version(conn, found)
+        return len(changed)
 
 
 def _with_sidecar(

@@ -124,7 +124,7 @@ class SourceWriter:
         for _ in range(_ROUNDS):
             self._embed(store, needed, vectors)
             try:
-                version, found = self._apply(store, items, create, vectors, actor)
+                self._apply(store, items, create, vectors, actor)
             except _NeedVectors as exc:
                 wanted = set(exc.keys)
                 needed = [
@@ -141,8 +141,6 @@ class SourceWriter:
                     raise
                 needed = []
                 continue
-            if version is not None:
-                self.retrieval.publish_store_version(found, version)
             return [item.result for item in items if item.result is not None]
         raise ConflictError("the documents kept changing during the write; try again")
 
@@ -153,7 +151,7 @@ class SourceWriter:
         create: StoreDefinition | None,
         vectors: Vectors,
         actor: Actor,
-    ) -> tuple[int | None, Store]:
+    ) -> None:
         with (
             database_errors("writing documents"),
             self.retrieval.database.connection() as conn,
@@ -170,8 +168,8 @@ class SourceWriter:
                 raise _NeedVectors(missing)
             entries = [e for item in items if item.result for e in audit_trail.write_entries(item.result)]
             audit_trail.record(conn, found.name, actor, *entries)
-            changed = any(item.changed for item in items)
-            return (store_sql.bump_version(conn, found) if changed else None), found
+            if any(item.changed for item in items):
+                store_sql.bump_version(conn, found)
 
     def _apply_item(
         self, conn: Connection, store: Store, n: int, item: WriteItem, vectors: Vectors, actor: Actor
