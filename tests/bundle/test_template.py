@@ -56,7 +56,7 @@ EMBEDDING_FUNCTIONS = (
 RERANKING_FUNCTIONS = ("RetrieveFunction", "RetrieveQueueFunction")
 
 # Every function reads and writes the answer cache, and nothing else in DynamoDB.
-CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem", "DeleteItem")}
+CACHE_GRANTS = {(f"dynamodb:{action}", "CacheTable.Arn") for action in ("GetItem", "PutItem")}
 # The HTTP functions also count requests there (docs/operations.md), on the ratelimit# items only.
 RATE_LIMIT_GRANT = ("dynamodb:UpdateItem", "CacheTable.Arn")
 HTTP_FUNCTIONS = (

@@ -231,7 +231,7 @@ def test_the_template_wires_bucket_queue_dead_letters_and_function() -> None:
     assert grants(role_statements(resources, "IngestFunctionRole")) == {
         ("s3:GetObject", resource_key(in_bucket)),
         ("s3:ListBucket", resource_key(the_bucket)),
-        *{(f"dynamodb:{a}", "CacheTable.Arn") for a in ("GetItem", "PutItem", "DeleteItem")},
+        *{(f"dynamodb:{a}", "CacheTable.Arn") for a in ("GetItem", "PutItem")},
         *{(f"dynamodb:{a}", "IdempotencyTable.Arn") for a in IDEMPOTENCY_ACTIONS},
         ("secretsmanager:GetSecretValue", SECRET_ARN),
         ("bedrock:InvokeModel", f"arn:aws:bedrock:us-east-1::foundation-model/{model}"),

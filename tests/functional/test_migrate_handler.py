@@ -175,8 +175,8 @@ def test_create_on_an_empty_database_migrates_it_whole(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS" and "Reason" not in body and body["NoEcho"] is False
-    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "15"
-    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"
+    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "16"
+    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
     assert body["Data"]["PgvectorVersion"].startswith("0.8.")
     assert summary == {
         "Status": "SUCCESS",
@@ -199,7 +199,7 @@ def test_an_update_on_a_current_schema_changes_nothing(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["SchemaVersion"] == "15" and body["Data"]["Applied"] == ""
+    assert body["Data"]["SchemaVersion"] == "16" and body["Data"]["Applied"] == ""
     assert fingerprint(dsn) == before
     assert before["chunks"][1] == 1  # the fingerprint saw the data
 
@@ -215,8 +215,8 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15"
-    assert body["Data"]["SchemaVersion"] == "15"
+    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15,16"
+    assert body["Data"]["SchemaVersion"] == "16"
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT d.id, d.source, c.content FROM documents d JOIN chunks c ON c.document_id = d.id"
@@ -390,7 +390,7 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
     # Once the other migrator is done, the same request succeeds.
     s3.reset()
     handler(sent, migrate_context())
-    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15"
+    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15,16"
 
 
 def test_an_applied_migration_edited_since_is_answered_failed_and_nothing_is_applied(
@@ -444,6 +444,7 @@ def test_the_schedule_builds_the_largest_stores_index_within_the_functions_time(
         "done": ["build HNSW index of store large (30 chunks)"],
         "failed": [],
         "left": [],
+        "auditRowsDeleted": 0,
     }
     with psycopg.connect(dsn) as conn:
         names = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE '%hnsw%'")]
@@ -453,3 +454,38 @@ def test_the_schedule_builds_the_largest_stores_index_within_the_functions_time(
         conn.execute(f"DROP INDEX chunks_embedding_hnsw_store_{large.id}")
     outcome = handler(task, migrate_context(remaining_ms=5_500))
     assert outcome["done"] == [] and outcome["left"] == ["build HNSW index of store large (30 chunks)"]
+
+
+def test_the_schedule_deletes_audit_rows_older_than_the_retention(
+    handler: Handler, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval_core.backends.pgvector.service import RetrievalService
+    from retrieval_core.db.connection import SingleConnection
+    from retrieval_core.settings import get_settings
+    from tests.writing import GivenVectors, TextDocument, ensure_store, write_documents
+
+    run_migrations(dsn)
+    texts = {f"page {i}": [1.0, float(i), 0.5, -0.5] for i in range(3)}
+    embedder = GivenVectors("given", 4, texts)
+    database = SingleConnection(dsn, 5, 15_000)
+    try:
+        service = RetrievalService(database, embedder, "kept", 40)
+        ensure_store(service, "kept", embedder)
+        documents = [TextDocument(id=f"d{i}", text=t) for i, t in enumerate(texts)]
+        write_documents(service, "kept", documents, 200, 0, embedder)
+    finally:
+        database.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        written = conn.execute("SELECT count(*) FROM audit_log WHERE store = 'kept'").fetchone()
+        conn.execute("UPDATE audit_log SET at = now() - interval '8 days'")
+    assert written is not None and written[0] == 4  # the store, then its three documents
+
+    task = json.loads((EVENTS_DIR / "schedule-index-stores.json").read_text())
+    monkeypatch.setenv("AUDIT_RETENTION_DAYS", "10")
+    get_settings.cache_clear()
+    assert handler(task, migrate_context())["auditRowsDeleted"] == 0
+    monkeypatch.setenv("AUDIT_RETENTION_DAYS", "7")
+    get_settings.cache_clear()
+    assert handler(task, migrate_context())["auditRowsDeleted"] == 4
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)

@@ -75,6 +75,9 @@ def test_the_write_role_writes_rows_but_not_the_migrations_record(write_dsn: str
         conn.execute("UPDATE stores SET updated_at = updated_at")
         conn.rollback()
     assert refused(write_dsn, "DELETE FROM schema_migrations")
+    # The audit log is append-only for the service: only the owner's pruning deletes from it.
+    assert refused(write_dsn, "DELETE FROM audit_log")
+    assert refused(write_dsn, "UPDATE audit_log SET outcome = outcome")
 
 
 def test_neither_role_reaches_another_schema(
@@ -118,15 +121,15 @@ def test_later_migrations_tables_are_granted_on_the_next_run(
     admin.execute("DROP DATABASE IF EXISTS roles_later")
     admin.execute("CREATE DATABASE roles_later")
     dsn = psycopg.conninfo.make_conninfo(postgres_dsn, dbname="roles_later")
-    audit = (len(MIGRATIONS) + 1, "an audit table", "-- an audit table\nCREATE TABLE audit_log (id bigint)")
+    later = (len(MIGRATIONS) + 1, "a later table", "-- a later table\nCREATE TABLE later_table (id bigint)")
     try:
-        run_migrations(dsn, migrations=[*MIGRATIONS, audit], roles=RoleSetup(prefix="roles_later"))
+        run_migrations(dsn, migrations=[*MIGRATIONS, later], roles=RoleSetup(prefix="roles_later"))
         serve = as_role(dsn, "roles_later_serve")
         with psycopg.connect(serve) as conn:
-            conn.execute("SELECT * FROM audit_log")
-        assert refused(serve, "INSERT INTO audit_log VALUES (1)")
+            conn.execute("SELECT * FROM later_table")
+        assert refused(serve, "INSERT INTO later_table VALUES (1)")
         with psycopg.connect(as_role(dsn, "roles_later_write")) as conn:
-            conn.execute("INSERT INTO audit_log VALUES (1)")
+            conn.execute("INSERT INTO later_table VALUES (1)")
     finally:
         admin.execute("DROP DATABASE IF EXISTS roles_later WITH (FORCE)")
         admin.close()

@@ -28,35 +28,6 @@ def test_hit_miss_and_expiry_with_a_controlled_clock(moto: MotoServer, table: st
     assert backend.get("k") is None
 
 
-def test_add_only_writes_when_absent_or_expired(moto: MotoServer, table: str) -> None:
-    clock = ManualClock()
-    backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
-    assert backend.add("v", b"1", ttl_s=60) is True
-    assert backend.add("v", b"2", ttl_s=60) is False
-    assert backend.get("v") == b"1"
-    clock.now += 120
-    assert backend.add("v", b"3", ttl_s=60) is True
-    assert backend.get("v") == b"3"
-
-
-def test_put_newer_keeps_the_highest_order_whatever_order_the_puts_arrive_in(
-    moto: MotoServer, table: str
-) -> None:
-    clock = ManualClock()
-    backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"), clock=clock)
-    assert backend.put_newer("version", b"7", 7, ttl_s=60) is True
-    assert backend.put_newer("version", b"5", 5, ttl_s=60) is False  # published late, committed earlier
-    assert backend.put_newer("version", b"7", 7, ttl_s=60) is False
-    assert backend.get("version") == b"7"
-    assert backend.put_newer("version", b"9", 9, ttl_s=60) is True
-    assert backend.get("version") == b"9"
-    clock.now += 120  # an expired item is no obstacle
-    assert backend.put_newer("version", b"3", 3, ttl_s=60) is True
-    assert backend.get("version") == b"3"
-    backend.put("version", b"1", ttl_s=60)  # a plain put (a reader's add) carries no order
-    assert backend.put_newer("version", b"2", 2, ttl_s=60) is True
-
-
 def test_oversized_value_is_not_cached_and_is_counted(moto: MotoServer, table: str) -> None:
     backend = DynamoDBBackend(table, lambda: moto.client("dynamodb"))
     with pytest.raises(ValueTooLargeError):
@@ -107,9 +78,3 @@ def test_after_a_failure_the_cache_is_left_alone_for_a_while_then_asked_again(
     with pytest.raises(CacheUnavailableError, match="ResourceNotFoundException"):
         missing.get("k")
     assert calls == ["GetItem", "GetItem"]
-
-    # A refused condition is an answer, not a failure: the next call goes to DynamoDB.
-    working = DynamoDBBackend(table, client, clock=clock)
-    assert working.add("once", b"1", ttl_s=60) is True
-    assert working.add("once", b"2", ttl_s=60) is False
-    assert working.get("once") == b"1"

@@ -185,7 +185,7 @@ def test_batch_items_are_checked_one_by_one(client: TestClient, keys: None) -> N
 def test_a_cached_answer_is_not_served_to_a_key_without_the_store(
     moto: MotoServer, service: Any, keys: None, path: str
 ) -> None:
-    # DynamoDB, shared: a hit is served from the cache alone, without reading the store from PostgreSQL.
+    # DynamoDB, shared: a hit reads the store's row (its version) and the answer item, nothing else.
     harness = make_harness(moto, service)
     body: dict[str, Any] = {"store": OTHER, "grade": 0.0, "query": "budget"}
     if path == SEARCH:
@@ -197,7 +197,9 @@ def test_a_cached_answer_is_not_served_to_a_key_without_the_store(
         refused = harness.client.post(path, json=body, headers=as_key(key))
         assert refused.status_code in (403, 404) and "X-Cache" not in refused.headers
         assert "results" not in refused.text
-    assert harness.database.checkouts == checkouts  # refused on the cached resolution alone
+    # The key without the read scope is refused before anything is read; the key without the store
+    # after reading the store's row only.
+    assert harness.database.checkouts == checkouts + 1
     by_display = harness.client.post(path, json={**body, "store": OTHER_DISPLAY}, headers=as_key(SAMPLE_ONLY))
     assert by_display.status_code == 404
     again = harness.client.post(path, json=body, headers=as_key(OTHER_ONLY))

@@ -104,7 +104,7 @@ def post(h: Harness, body: dict[str, Any], path: str = RETRIEVE) -> tuple[str, d
 QUERY = {"query": "How often are air filters replaced?", "grade": 0.2, "similarityTopK": 3}
 
 
-def test_second_identical_request_is_a_hit_with_no_sql_and_no_embedding(harness: Harness) -> None:
+def test_second_identical_request_is_a_hit_that_only_reads_the_store_s_version(harness: Harness) -> None:
     status, first = post(harness, QUERY)
     assert status == "miss"
     sql_before, embeds_before = harness.database.checkouts, harness.embedder.calls
@@ -113,7 +113,7 @@ def test_second_identical_request_is_a_hit_with_no_sql_and_no_embedding(harness:
     status, second = post(harness, QUERY)
     assert status == "hit"
     assert second == first
-    assert harness.database.checkouts == sql_before  # no SQL on a hit
+    assert harness.database.checkouts == sql_before + 1  # the store's row, for its version; no search
     assert harness.embedder.calls == embeds_before  # no embedding on a hit
     assert metrics.counters["CacheHit"] == hits_before + 1
 

@@ -6,9 +6,10 @@ import zlib
 import pytest
 
 from retrieval_core.cache.backends import MemoryBackend
-from retrieval_core.cache.cache_keys import search_key, store_name_key, store_version_key
+from retrieval_core.cache.cache_keys import search_key, store_name_key
 from retrieval_core.cache.json_cache import JsonCache
-from retrieval_core.exceptions import CacheUnavailableError
+from retrieval_core.cache.search_cache import SearchCache, StoreRef
+from retrieval_core.exceptions import CacheUnavailableError, StoreNotFoundError
 from retrieval_core.observability import metrics
 
 
@@ -75,7 +76,7 @@ def test_cache_controls_and_dict_order_do_not_change_the_key() -> None:
 
 
 def test_key_kinds_do_not_collide() -> None:
-    assert len({store_name_key("pgvector", "s"), store_version_key("pgvector", "s"), key()}) == 3
+    assert len({store_name_key("pgvector", "s"), key()}) == 2
 
 
 def test_memory_backend_expires_and_evicts_least_recently_used() -> None:
@@ -88,8 +89,7 @@ def test_memory_backend_expires_and_evicts_least_recently_used() -> None:
     assert backend.get("b") is None and backend.get("a") == b"1" and backend.get("c") == b"3"
     clock.now += 10
     assert backend.get("a") is None  # expired exactly at its TTL
-    assert backend.add("c", b"x", ttl_s=5) is False
-    assert backend.add("a", b"new", ttl_s=5) is True
+    backend.put("a", b"new", ttl_s=5)
     assert backend.get("a") == b"new"
 
 
@@ -99,15 +99,6 @@ class BrokenBackend:
 
     def put(self, key: str, value: bytes, ttl_s: float) -> None:
         raise CacheUnavailableError("DynamoDB PutItem failed: ThrottlingException")
-
-    def add(self, key: str, value: bytes, ttl_s: float) -> bool:
-        raise CacheUnavailableError("DynamoDB PutItem failed: ThrottlingException")
-
-    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
-        raise CacheUnavailableError("DynamoDB PutItem failed: ThrottlingException")
-
-    def delete(self, key: str) -> None:
-        raise CacheUnavailableError("DynamoDB DeleteItem failed: ThrottlingException")
 
 
 def test_json_cache_round_trips_compressed_values() -> None:
@@ -126,87 +117,68 @@ def test_json_cache_fails_open_and_counts(caplog: pytest.LogCaptureFixture) -> N
     before = metrics.counters["CacheError"]
     assert cache.get("k") is None
     cache.put("k", {"a": 1}, ttl_s=60)
-    cache.add("k", {"a": 1}, ttl_s=60)
-    cache.delete("k")
-    assert metrics.counters["CacheError"] - before == 4
+    assert metrics.counters["CacheError"] - before == 2
     assert "serving uncached" in caplog.text
 
 
-def test_a_version_published_by_another_process_is_never_missed() -> None:
-    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+class Versions:
+    """Stands in for PostgreSQL: the store's current version, and how often it was read."""
 
-    shared = MemoryBackend(max_items=100)  # stands in for the DynamoDB table both processes use
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.reads = 0
 
-    def process() -> SearchCache:
-        return SearchCache(
-            JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
-        )
-
-    reader, writer = process(), process()
-
-    def key_of(ref: StoreRef) -> str:
-        return f"answer@{ref.version}"
-
-    assert reader.find("pgvector", "docs", key_of) == (None, None)  # unknown: the caller asks PostgreSQL
-    reader.remember_store("pgvector", "docs", StoreRef("docs", 1))
-    reader.put_answer(key_of(StoreRef("docs", 1)), {"answer": "old"}, 60)
-    assert reader.find("pgvector", "docs", key_of) == (StoreRef("docs", 1), {"answer": "old"})
-
-    writer.publish_version("pgvector", "docs", 2)
-    # The reader's own memory says version 1, but the shared version item wins.
-    assert reader.find("pgvector", "docs", key_of) == (StoreRef("docs", 2), None)
-    reader.put_answer(key_of(StoreRef("docs", 2)), {"answer": "new"}, 60)
-    assert reader.find("pgvector", "docs", key_of) == (StoreRef("docs", 2), {"answer": "new"})
+    def __call__(self) -> StoreRef:
+        self.reads += 1
+        return StoreRef("docs", self.version)
 
 
-def test_a_reader_never_overwrites_a_newer_published_version() -> None:
-    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+def answer_key(ref: StoreRef) -> str:
+    return f"answer@{ref.version}"
 
-    shared = MemoryBackend(max_items=100)
-    cache = SearchCache(
-        JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
+
+def shared_cache(backend: MemoryBackend) -> SearchCache:
+    return SearchCache(
+        JsonCache(backend, "search"), JsonCache(backend, "store"), shared=True, default_ttl_s=300
     )
-    cache.publish_version("pgvector", "docs", 7)  # a writer committed version 7
-    cache.remember_store("pgvector", "docs", StoreRef("docs", 6))  # a slow reader read 6 before that commit
-    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[0] == StoreRef("docs", 7)
 
 
-def test_versions_published_out_of_order_leave_the_newest_current() -> None:
-    from retrieval_core.cache.search_cache import SearchCache, StoreRef
+def test_every_lookup_reads_the_version_so_another_process_s_write_is_never_missed() -> None:
+    table = MemoryBackend(max_items=100)  # stands in for the DynamoDB table both processes use
+    reader = shared_cache(table)
+    versions = Versions(1)
+    assert reader.lookup("pgvector", "docs", versions, answer_key) == (StoreRef("docs", 1), None)
+    reader.put_answer(answer_key(StoreRef("docs", 1)), {"answer": "old"}, 60)
+    assert reader.lookup("pgvector", "docs", versions, answer_key) == (StoreRef("docs", 1), {"answer": "old"})
 
-    shared = MemoryBackend(max_items=100)
-    cache = SearchCache(
-        JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
-    )
-    cache.remember_store("pgvector", "docs", StoreRef("docs", 5))
-    # Two writers commit versions 8 and 9; the second to commit publishes first.
-    cache.publish_version("pgvector", "docs", 9)
-    cache.publish_version("pgvector", "docs", 8)
-    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}")[0] == StoreRef("docs", 9)
+    versions.version = 2  # another process committed a write; it told the cache nothing
+    assert reader.lookup("pgvector", "docs", versions, answer_key) == (StoreRef("docs", 2), None)
+    reader.put_answer(answer_key(StoreRef("docs", 2)), {"answer": "new"}, 60)
+    assert reader.lookup("pgvector", "docs", versions, answer_key) == (StoreRef("docs", 2), {"answer": "new"})
+    assert versions.reads == 4
+
+
+def test_a_failing_cache_still_reads_the_version_and_serves_nothing_cached() -> None:
+    broken = SearchCache(JsonCache(BrokenBackend(), "search"), JsonCache(BrokenBackend(), "store"), True, 300)
+    versions = Versions(3)
+    for _ in range(2):  # the second with a remembered guess, read in parallel
+        assert broken.lookup("pgvector", "docs", versions, answer_key) == (StoreRef("docs", 3), None)
+    assert versions.reads == 2
+
+
+def test_an_unknown_store_is_the_version_reader_s_error() -> None:
+    cache = shared_cache(MemoryBackend(max_items=10))
+
+    def unknown() -> StoreRef:
+        raise StoreNotFoundError("docs")
+
+    with pytest.raises(StoreNotFoundError):
+        cache.lookup("pgvector", "docs", unknown, answer_key)
 
 
 def test_ttl_rules() -> None:
-    from retrieval_core.cache.search_cache import SearchCache
-
     cache = SearchCache(JsonCache(MemoryBackend(1), "s"), JsonCache(MemoryBackend(1), "t"), False, 300)
     assert cache.ttl_for(None) == 300
     assert cache.ttl_for(0) is None
     assert cache.ttl_for(1500) == 1.5
     assert cache.ttl_for(90_000_000) == 86_400
-
-
-def test_a_dropped_store_is_no_longer_vouched_for() -> None:
-    from retrieval_core.cache.search_cache import SearchCache, StoreRef
-
-    shared = MemoryBackend(max_items=100)
-    cache = SearchCache(
-        JsonCache(shared, "search"), JsonCache(shared, "store"), shared=True, default_ttl_s=300
-    )
-    cache.remember_store("pgvector", "docs", StoreRef("docs", 5))
-    cache.put_answer("a@5", {"answer": "from the dropped store"}, 60)
-    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}") == (
-        StoreRef("docs", 5),
-        {"answer": "from the dropped store"},
-    )
-    cache.forget_version("pgvector", "docs")
-    assert cache.find("pgvector", "docs", lambda ref: f"a@{ref.version}") == (None, None)

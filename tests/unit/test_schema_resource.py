@@ -88,7 +88,7 @@ def test_the_events_parse_as_cloudformation_sends_them(name: str) -> None:
     assert (
         request.stack_id.startswith("arn:aws:cloudformation:") and request.request_id in event["ResponseURL"]
     )
-    assert request.properties == {"ServiceToken": event["ServiceToken"], "SchemaVersion": "15"}
+    assert request.properties == {"ServiceToken": event["ServiceToken"], "SchemaVersion": "16"}
     assert request.physical_resource_id == (None if name == "create" else PHYSICAL_RESOURCE_ID)
     assert request.old_properties == (
         {"ServiceToken": event["ServiceToken"], "SchemaVersion": "11"} if name == "update" else {}

@@ -220,6 +220,12 @@ class Settings(BaseSettings):
         ge=0,
         description="`retrieval serve`: seconds between runs of the store index maintenance; 0: never",
     )
+    # The audit trail (docs/security.md, "Audit trail"): rows older than this are deleted by the store
+    # maintenance (the MigrateFunction's schedule, `retrieval index-stores`, `retrieval serve`). 90 days
+    # covers a quarter's incidents; a compliance regime asking for a year sets 365.
+    audit_retention_days: int = Field(
+        default=90, ge=1, le=3_650, description="days an audit row is kept before the maintenance deletes it"
+    )
     # Attached tables (docs/existing-tables.md): a search inspects the table's indexes again when the
     # inspection it holds is older than this, so a dropped or created index needs no refresh; 0: every search.
     attached_inspection_ttl_s: float = Field(

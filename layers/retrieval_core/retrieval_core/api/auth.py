@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retrieval_core.api.api_keys import configured_keys, hash_api_key, keys_configured, match_key
 from retrieval_core.api.docs import is_docs_path
-from retrieval_core.api.errors import retrieval_error_response
+from retrieval_core.api.errors import log_refusal, retrieval_error_response
 from retrieval_core.exceptions import AuthenticationError, RetrievalError
 from retrieval_core.grants import OPEN_GRANT, Grant, grant_from_claims
 from retrieval_core.observability.debug import DebugLog
@@ -99,6 +99,8 @@ class ApiKeyAuth:
             try:
                 grant, subject = await grant_for(scope)
             except RetrievalError as exc:
+                if exc.status_code == 401:
+                    log_refusal(scope.get("method", ""), scope.get("path", ""), exc, None)
                 await retrieval_error_response(exc)(scope, receive, send)
                 return
             # request.state reads scope["state"]; routes take the grant through GrantDep.

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 
 from retrieval_core.api.auth import current_grant
+from retrieval_core.api.request_id import current_request_id
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
 from retrieval_core.container import get_knowledge_service, get_service
+from retrieval_core.documents.models import Actor
 from retrieval_core.grants import Grant
 
 ServiceDep = Annotated[RetrievalService, Depends(get_service)]
@@ -25,3 +27,12 @@ def backends(service: ServiceDep) -> Backends:
 BackendsDep = Annotated[Backends, Depends(backends)]
 # What the caller may do (scopes, stores), as the authentication middleware decided.
 GrantDep = Annotated[Grant, Depends(current_grant)]
+
+
+def current_actor(request: Request, grant: GrantDep) -> Actor:
+    """Who this request changes things as, for the audit trail: the grant's name and the request's id."""
+    request_id = request.scope.get("state", {}).get("request_id") or current_request_id()
+    return Actor(grant.name, request_id)
+
+
+ActorDep = Annotated[Actor, Depends(current_actor)]

@@ -58,6 +58,13 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def log_refusal(method: str, path: str, exc: RetrievalError, credential: str | None) -> None:
+    """A 401 or 403 as one log line (the audit trail holds changes only): a credential name, never a key."""
+    logger.warning(
+        "refused %s %s: %s %s (credential %s)", method, path, exc.status_code, exc.code, credential or "-"
+    )
+
+
 def retrieval_error_response(exc: RetrievalError) -> JSONResponse:
     """The response for an error we raise on purpose (also used by the ASGI middlewares)."""
     if exc.status_code >= 500:
@@ -69,8 +76,11 @@ def retrieval_error_response(exc: RetrievalError) -> JSONResponse:
     return response
 
 
-async def _retrieval_error(_: Request, exc: Exception) -> JSONResponse:
+async def _retrieval_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RetrievalError)
+    if exc.status_code in (401, 403):
+        grant = request.scope.get("state", {}).get("grant")
+        log_refusal(request.method, request.url.path, exc, getattr(grant, "name", None))
     return retrieval_error_response(exc)
 
 

@@ -35,18 +35,6 @@ class CacheBackend(Protocol):
         """Store `value` until `ttl_s` seconds from now."""
         ...
 
-    def add(self, key: str, value: bytes, ttl_s: float) -> bool:
-        """Store `value` only if `key` holds no live value; True when stored."""
-        ...
-
-    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
-        """Store `value` unless `key` holds a live value put with an order >= `order`; True if stored."""
-        ...
-
-    def delete(self, key: str) -> None:
-        """Remove the key if present."""
-        ...
-
 
 class MemoryBackend:
     """A thread-safe LRU of at most `max_items`, each entry expiring on its own."""
@@ -54,8 +42,8 @@ class MemoryBackend:
     def __init__(self, max_items: int, clock: Clock = time.monotonic) -> None:
         self._max_items = max_items
         self._clock = clock
-        # expiry, value, and the order `put_newer` stored it with (-1: none)
-        self._items: OrderedDict[str, tuple[float, bytes, int]] = OrderedDict()
+        # expiry and value
+        self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: str) -> bytes | None:
@@ -63,7 +51,7 @@ class MemoryBackend:
             entry = self._items.get(key)
             if entry is None:
                 return None
-            expires_at, value, _ = entry
+            expires_at, value = entry
             if expires_at <= self._clock():
                 del self._items[key]
                 return None
@@ -72,33 +60,10 @@ class MemoryBackend:
 
     def put(self, key: str, value: bytes, ttl_s: float) -> None:
         with self._lock:
-            self._store(key, value, ttl_s, -1)
-
-    def _store(self, key: str, value: bytes, ttl_s: float, order: int) -> None:
-        self._items[key] = (self._clock() + ttl_s, value, order)
-        self._items.move_to_end(key)
-        while len(self._items) > self._max_items:
-            self._items.popitem(last=False)
-
-    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
-        with self._lock:
-            entry = self._items.get(key)
-            if entry is not None and entry[0] > self._clock() and entry[2] >= order:
-                return False
-            self._store(key, value, ttl_s, order)
-            return True
-
-    def add(self, key: str, value: bytes, ttl_s: float) -> bool:
-        with self._lock:
-            entry = self._items.get(key)
-            if entry is not None and entry[0] > self._clock():
-                return False
-        self.put(key, value, ttl_s)
-        return True
-
-    def delete(self, key: str) -> None:
-        with self._lock:
-            self._items.pop(key, None)
+            self._items[key] = (self._clock() + ttl_s, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self._max_items:
+                self._items.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -108,7 +73,7 @@ class DynamoDBBackend:
     """One item per key: `pk` (S), `value` (B, already compressed) and `expiresAt` (N, the TTL attribute).
 
     DynamoDB deletes expired items lazily, hours later at worst, so reads check `expiresAt`
-    themselves. Only GetItem, PutItem and DeleteItem are used (the template grants nothing else).
+    themselves. Only GetItem and PutItem are used (the template grants nothing else).
     After a failure every call fails at once, without the network, for PAUSE_AFTER_FAILURE_S.
     """
 
@@ -141,48 +106,11 @@ class DynamoDBBackend:
         return bytes(item["value"]["B"])
 
     def put(self, key: str, value: bytes, ttl_s: float) -> None:
-        self._put(key, value, ttl_s, only_if_absent=False)
-
-    def add(self, key: str, value: bytes, ttl_s: float) -> bool:
-        return self._put(key, value, ttl_s, only_if_absent=True)
-
-    def put_newer(self, key: str, value: bytes, order: int, ttl_s: float) -> bool:
-        return self._put(key, value, ttl_s, only_if_absent=False, order=order)
-
-    def _put(
-        self, key: str, value: bytes, ttl_s: float, only_if_absent: bool, order: int | None = None
-    ) -> bool:
         if len(value) > DYNAMODB_MAX_VALUE_BYTES:
             raise ValueTooLargeError(f"{len(value)} bytes exceed DynamoDB's item limit")
-        now = self._clock()
-        expires_at = int(now + ttl_s) + 1  # whole seconds, never earlier than asked
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "Item": {"pk": {"S": key}, "value": {"B": value}, "expiresAt": {"N": str(expires_at)}},
-        }
-        if only_if_absent:
-            # An expired item may still be stored (TTL deletion is lazy): it counts as absent.
-            request["ConditionExpression"] = "attribute_not_exists(pk) OR expiresAt <= :now"
-            request["ExpressionAttributeValues"] = {":now": {"N": str(int(now))}}
-        elif order is not None:
-            # Writers publish out of order: an item put with a higher order wins whoever comes last.
-            request["Item"]["ord"] = {"N": str(order)}
-            request["ConditionExpression"] = (
-                "attribute_not_exists(pk) OR expiresAt <= :now OR attribute_not_exists(ord) OR ord < :ord"
-            )
-            request["ExpressionAttributeValues"] = {":now": {"N": str(int(now))}, ":ord": {"N": str(order)}}
-        try:
-            self._call("PutItem", lambda: self.client.put_item(**request))
-        except CacheUnavailableError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
-
-    def delete(self, key: str) -> None:
-        self._call(
-            "DeleteItem", lambda: self.client.delete_item(TableName=self._table, Key={"pk": {"S": key}})
-        )
+        expires_at = int(self._clock() + ttl_s) + 1  # whole seconds, never earlier than asked
+        item = {"pk": {"S": key}, "value": {"B": value}, "expiresAt": {"N": str(expires_at)}}
+        self._call("PutItem", lambda: self.client.put_item(TableName=self._table, Item=item))
 
     def _call(self, operation: str, call: Callable[[], Any]) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -195,18 +123,8 @@ class DynamoDBBackend:
             return call()
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "unknown")
-            if code != "ConditionalCheckFailedException":  # an answer, not a failure
-                self._paused_until = self._clock() + PAUSE_AFTER_FAILURE_S
+            self._paused_until = self._clock() + PAUSE_AFTER_FAILURE_S
             raise CacheUnavailableError(f"DynamoDB {operation} failed: {code}") from exc
         except BotoCoreError as exc:
             self._paused_until = self._clock() + PAUSE_AFTER_FAILURE_S
             raise CacheUnavailableError(f"DynamoDB {operation} failed: {type(exc).__name__}") from exc
-
-
-def _is_conditional_failure(exc: CacheUnavailableError) -> bool:
-    from botocore.exceptions import ClientError
-
-    cause = exc.__cause__
-    return isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == (
-        "ConditionalCheckFailedException"
-    )

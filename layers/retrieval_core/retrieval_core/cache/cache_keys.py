@@ -56,8 +56,3 @@ def search_key(
 def store_name_key(backend: str, name: str) -> str:
     """Key of a store-name resolution."""
     return "store#" + _digest({"backend": backend, "name": name})
-
-
-def store_version_key(backend: str, store: str) -> str:
-    """Key of the current version of a resolved store."""
-    return "version#" + _digest({"backend": backend, "store": store})

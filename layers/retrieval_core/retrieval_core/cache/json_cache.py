@@ -57,27 +57,6 @@ class JsonCache:
         except CacheUnavailableError as exc:
             self._unavailable(exc)
 
-    def add(self, key: str, value: Any, ttl_s: float) -> None:
-        """Cache `value` only if `key` holds no live value; failures are logged and counted."""
-        try:
-            self.backend.add(key, _encode(value), ttl_s)
-        except CacheUnavailableError as exc:
-            self._unavailable(exc)
-
-    def put_newer(self, key: str, value: Any, order: int, ttl_s: float) -> None:
-        """Cache `value` unless a live value was put with an `order` at least as high; failures logged."""
-        try:
-            self.backend.put_newer(key, _encode(value), order, ttl_s)
-        except CacheUnavailableError as exc:
-            self._unavailable(exc)
-
-    def delete(self, key: str) -> None:
-        """Remove `key`; failures are logged and counted."""
-        try:
-            self.backend.delete(key)
-        except CacheUnavailableError as exc:
-            self._unavailable(exc)
-
     def _unavailable(self, exc: CacheUnavailableError) -> None:
         metrics.count(CACHE_ERROR_METRIC)
         logger.warning("%s cache unavailable, serving uncached: %s", self.name, exc.message)

@@ -1,19 +1,21 @@
-"""The service's cache: answers keyed on everything that shapes them, store names, store versions."""
+"""The service's cache: answers keyed on everything that shapes them, and Gemini store-name resolutions."""
 
 from __future__ import annotations
 
-import time
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval_core.cache.cache_keys import store_name_key, store_version_key
 from retrieval_core.cache.json_cache import JsonCache
 
-# The store-name cache's TTL is one hour; store versions live as long.
+# Gemini File Search store names are resolved once an hour (backends/gemini/resolve.py).
 STORE_NAME_TTL_S = 3600.0
 MAX_SEARCH_TTL_S = 86_400.0
+# Stores whose last-seen version a process keeps as its guess (a few hundred bytes each).
+RECENT_STORES_MAX = 1_024
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +27,15 @@ class StoreRef:
 
 
 class SearchCache:
-    """Cached search answers, store-name resolutions and store versions.
+    """Cached search answers, and the store-name resolutions of Gemini File Search.
 
-    `shared` says whether every process sees the same cache (DynamoDB). Only then can a
-    cached store version be trusted, because only then do writers in other processes
-    (the ingest CLI, other Lambda instances) update it.
+    An answer's key holds the store's version, and that version is read from PostgreSQL on every
+    request (`lookup`): a write gives the store a new version in the transaction that commits it,
+    so no instance serves an answer of an older version once the write has answered, whatever
+    the cache is doing (failing, slow, paused, or holding items of older versions).
+
+    `shared` says whether the cache is a round trip away (DynamoDB, shared by every process): then
+    the answer is read in parallel with the version.
     """
 
     def __init__(self, searches: JsonCache, stores: JsonCache, shared: bool, default_ttl_s: float) -> None:
@@ -37,9 +43,10 @@ class SearchCache:
         self.stores = stores
         self.shared = shared
         self.default_ttl_s = default_ttl_s
-        # Resolutions this process made, with the version seen last: a guess that lets the answer
-        # be read in parallel with the version item. Never trusted without that version read.
-        self._recent_stores: dict[tuple[str, str], tuple[float, StoreRef]] = {}
+        # The version this process saw last, per store name: a guess that lets the answer be read in
+        # parallel with the version. Never trusted: the answer is only used if the guess was right.
+        self._recent_stores: OrderedDict[tuple[str, str], StoreRef] = OrderedDict()
+        self._recent_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
 
     def ttl_for(self, cache_ttl_ms: int | None) -> float | None:
@@ -47,64 +54,40 @@ class SearchCache:
         ttl_s = self.default_ttl_s if cache_ttl_ms is None else cache_ttl_ms / 1000.0
         return min(ttl_s, MAX_SEARCH_TTL_S) if ttl_s > 0 else None
 
-    def find(
-        self, backend: str, name: str, key_of: Callable[[StoreRef], str]
-    ) -> tuple[StoreRef | None, dict[str, Any] | None]:
-        """The store `name` resolves to (with its current version) and the cached answer keyed by `key_of`.
+    def lookup(
+        self,
+        backend: str,
+        name: str,
+        current: Callable[[], StoreRef],
+        key_of: Callable[[StoreRef], str],
+    ) -> tuple[StoreRef, dict[str, Any] | None]:
+        """The store `name` resolves to, at its current version, and the answer cached for it (or None).
 
-        (None, None) when the cache cannot vouch for the store's current version; the caller
-        then reads it from PostgreSQL. On a hit this costs one round trip: the version item
-        and the answer item are read in parallel, the answer's key computed from the version
-        this process saw last, and the answer is only used if that version is still current.
+        `current` reads the store from PostgreSQL; its errors (unknown store, database down)
+        propagate. With a shared cache and a version seen before, the answer item is read in
+        parallel with it, under the version seen last; on a hit that is one round trip.
         """
-        if not self.shared:
-            return None, None
         guess = self._recent_stores.get((backend, name))
-        if guess is not None and guess[0] < time.monotonic():
-            guess = None
-        if guess is None:
-            resolved = self.stores.get(store_name_key(backend, name))
-            if not isinstance(resolved, str):
-                return None, None
-            version_future = self._pool().submit(self.searches.get, store_version_key(backend, resolved))
-            answer_future = None
-        else:
-            resolved = guess[1].name
-            version_future = self._pool().submit(self.searches.get, store_version_key(backend, resolved))
-            answer_future = self._pool().submit(self.get_answer, key_of(guess[1]))
-        version = version_future.result()
-        if not isinstance(version, int):
-            return None, None
-        ref = StoreRef(resolved, version)
-        self._recent_stores[(backend, name)] = (time.monotonic() + STORE_NAME_TTL_S, ref)
-        if answer_future is not None and guess is not None and guess[1] == ref:
-            return ref, answer_future.result()
-        return ref, self.get_answer(key_of(ref))
+        early = None
+        if self.shared and guess is not None:
+            early = self._pool().submit(self.get_answer, key_of(guess))
+        store = current()
+        self._remember(backend, name, store)
+        if early is not None and guess == store:
+            return store, early.result()
+        return store, self.get_answer(key_of(store))
+
+    def _remember(self, backend: str, name: str, store: StoreRef) -> None:
+        with self._recent_lock:
+            self._recent_stores[(backend, name)] = store
+            self._recent_stores.move_to_end((backend, name))
+            if len(self._recent_stores) > RECENT_STORES_MAX:
+                self._recent_stores.popitem(last=False)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cache")
         return self._executor
-
-    def remember_store(self, backend: str, name: str, store: StoreRef) -> None:
-        """Cache a resolution and, if none is cached yet, the version read with it."""
-        if not self.shared:
-            return
-        self.stores.put(store_name_key(backend, name), store.name, STORE_NAME_TTL_S)
-        # `add`, not `put`: a reader must never overwrite the newer version a writer just published.
-        self.searches.add(store_version_key(backend, store.name), store.version, STORE_NAME_TTL_S)
-
-    def publish_version(self, backend: str, store: str, version: int) -> None:
-        """A writer committed `version`: from now on, answers cached for older versions are not read."""
-        if self.shared:
-            # Versions come from one sequence, so the higher one is the newer: two writers publishing
-            # in the opposite order of their commits must not leave the older version current.
-            self.searches.put_newer(store_version_key(backend, store), version, version, STORE_NAME_TTL_S)
-
-    def forget_version(self, backend: str, store: str) -> None:
-        """The store was dropped: readers must go back to PostgreSQL for whatever now bears its name."""
-        if self.shared:
-            self.searches.delete(store_version_key(backend, store))
 
     def get_answer(self, key: str) -> dict[str, Any] | None:
         """A cached answer."""

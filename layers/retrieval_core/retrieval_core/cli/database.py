@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p_index = sub.add_parser(
         "index-stores",
         help="build the HNSW indexes of the largest stores and drop the others' (STORE_INDEXES_MAX), "
-        "concurrently; on an upgraded database, build the shared indexes first",
+        "concurrently; on an upgraded database, build the shared indexes first; then delete the audit "
+        "rows older than AUDIT_RETENTION_DAYS",
     )
     p_index.set_defaults(run=_index_stores)
     p_reweigh = sub.add_parser(
@@ -52,8 +53,10 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _index_stores(args: argparse.Namespace) -> int:
-    """Every index step the catalog asks for, with no time limit, each printed as it starts."""
+    """Every index step the catalog asks for, with no time limit, each printed as it starts; then the
+    audit trail's retention."""
     from retrieval_core.container import database_conninfo
+    from retrieval_core.db.audit import prune_database
     from retrieval_core.db.errors import database_errors
     from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
     from retrieval_core.settings import get_settings
@@ -66,6 +69,12 @@ def _index_stores(args: argparse.Namespace) -> int:
             settings.db_connect_timeout_s,
             progress=lambda action: print(f"  {action} ...", flush=True),
         )
+    with database_errors("deleting old audit rows"):
+        pruned = prune_database(
+            database_conninfo(settings), settings.audit_retention_days, settings.db_connect_timeout_s
+        )
+    if pruned:
+        print(f"audit trail: {pruned} rows older than {settings.audit_retention_days} days deleted")
     if run.busy:
         print("store indexes: another run is under way; nothing done")
         return 0
@@ -84,7 +93,5 @@ def _reweigh_keywords(args: argparse.Namespace) -> int:
     store = service.get_store(args.store)
     with service.database.connection() as conn:
         done = reweigh_keywords(conn, store.id)
-    if done.version is not None:
-        service.publish_store_version(store, done.version)
     print(f"reweighed {done.chunks} chunks of store {store.name}")
     return 0

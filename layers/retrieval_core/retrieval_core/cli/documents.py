@@ -63,6 +63,7 @@ def _add_load_arguments(command: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace) -> int:
     """`ingest` and `sync`: 0 when every file was written or skipped, 1 when any failed."""
+    from retrieval_core.cli.actor import cli_actor
     from retrieval_core.container import get_document_service, get_service
     from retrieval_core.documents import sync
     from retrieval_core.documents.file_sources import FolderTree, open_tree
@@ -85,7 +86,9 @@ def _load(args: argparse.Namespace) -> int:
             display_name=args.display_name, storage=args.storage, text_search=args.text_search
         )
         try:
-            sync.apply_plan(plan, tree, documents, report, create, progress=not args.no_progress)
+            sync.apply_plan(
+                plan, tree, documents, report, create, progress=not args.no_progress, actor=cli_actor()
+            )
         except RetrievalError:
             _print_report(report, args.json)  # what was written before the abort stays written
             raise
@@ -102,6 +105,7 @@ def _print_report(report: Report, as_json: bool) -> None:
 
 def _delete(args: argparse.Namespace) -> int:
     """`delete`: 0 when something was deleted, 1 when none of the ids was found."""
+    from retrieval_core.cli.actor import cli_actor
     from retrieval_core.container import get_document_service, get_service
 
     get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
@@ -110,7 +114,7 @@ def _delete(args: argparse.Namespace) -> int:
     deleted: list[str] = []
     missing: list[str] = []
     for source_id in dict.fromkeys(args.doc_ids):
-        removed = documents.delete_source(store, source_id)
+        removed = documents.delete_source(store, source_id, actor=cli_actor())
         deleted += removed
         if not removed:
             missing.append(source_id)
@@ -122,18 +126,11 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _drop_store(args: argparse.Namespace) -> int:
-    """`drop-store`: delete the store's row, documents and chunks, and forget its cached version."""
-    from retrieval_core.backends.pgvector.service import BACKEND
-    from retrieval_core.container import get_service
-    from retrieval_core.db import stores as store_sql
+    """`drop-store`: delete the store's row, documents and chunks."""
+    from retrieval_core.cli.actor import cli_actor
+    from retrieval_core.container import get_document_service, get_service
 
-    service = get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
-    store = service.get_store(args.store)
-    with service.database.connection() as conn:
-        store_sql.drop_store(conn, store)
-    if service.cache is not None:
-        # A store created later under this name gets a new version; until then nothing may
-        # trust the cached version of the dropped one.
-        service.cache.forget_version(BACKEND, store.name)
-    print(f"dropped store {store.name}")
+    get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    get_document_service().delete_store(args.store, actor=cli_actor())
+    print(f"dropped store {args.store}")
     return 0

@@ -40,7 +40,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _index_stores_in_background(settings: Settings) -> None:
     """Run the store index maintenance every STORE_INDEX_INTERVAL_S seconds (0: never) in a daemon thread, as
-    the scheduled function does on AWS: large stores get their HNSW index without a request waiting for it."""
+    the scheduled function does on AWS: large stores get their HNSW index without a request waiting for it,
+    and audit rows older than AUDIT_RETENTION_DAYS are deleted."""
     interval_s = settings.store_index_interval_s
     if interval_s <= 0:
         return
@@ -48,6 +49,7 @@ def _index_stores_in_background(settings: Settings) -> None:
     import threading
 
     from retrieval_core.container import database_conninfo
+    from retrieval_core.db.audit import prune_database
     from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
 
     conninfo = database_conninfo(settings)
@@ -59,6 +61,7 @@ def _index_stores_in_background(settings: Settings) -> None:
                 maintain_database(
                     conninfo, IndexPolicy.from_settings(settings), settings.db_connect_timeout_s
                 )
+                prune_database(conninfo, settings.audit_retention_days, settings.db_connect_timeout_s)
             except Exception:
                 logging.getLogger(__name__).exception("store index maintenance failed")
 

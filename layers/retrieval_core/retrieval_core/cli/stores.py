@@ -135,6 +135,7 @@ def _list_stores(args: argparse.Namespace) -> int:
 
 def _create_store(args: argparse.Namespace) -> int:
     """`stores create`: 0 when created or already so defined (a different definition is an error)."""
+    from retrieval_core.cli.actor import cli_actor
     from retrieval_core.container import get_document_service, get_service
     from retrieval_core.documents.models import StoreDefinition
 
@@ -142,7 +143,7 @@ def _create_store(args: argparse.Namespace) -> int:
     definition = StoreDefinition(
         display_name=args.display_name, storage=args.storage, text_search=args.text_search
     )
-    info, created = get_document_service().put_store(args.name, definition)
+    info, created = get_document_service().put_store(args.name, definition, actor=cli_actor())
     state = "created" if created else "exists"
     print(f"{state}: store '{info.name}' ({info.storage}, text search {info.text_search})")
     return 0
@@ -151,6 +152,7 @@ def _create_store(args: argparse.Namespace) -> int:
 def _attach_store(args: argparse.Namespace) -> int:
     """`stores attach`: print the store's source and what it supports."""
     from retrieval_core.backends.attached.definition import source_request
+    from retrieval_core.cli.actor import cli_actor
     from retrieval_core.container import get_document_service, get_service
     from retrieval_core.documents.models import StoreDefinition
 
@@ -183,17 +185,18 @@ def _attach_store(args: argparse.Namespace) -> int:
         writable=args.writable,
     )
     definition = StoreDefinition(display_name=args.display_name, source=request)
-    info, created = get_document_service().put_store(args.name, definition)
+    info, created = get_document_service().put_store(args.name, definition, actor=cli_actor())
     _print_source(info, "attached" if created else "exists")
     return 0
 
 
 def _refresh_store(args: argparse.Namespace) -> int:
     """`stores refresh`: print the store's source and what it supports, as inspected now."""
+    from retrieval_core.cli.actor import cli_actor
     from retrieval_core.container import get_document_service, get_service
 
     get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
-    _print_source(get_document_service().refresh_store(args.name), "refreshed")
+    _print_source(get_document_service().refresh_store(args.name, actor=cli_actor()), "refreshed")
     return 0
 
 

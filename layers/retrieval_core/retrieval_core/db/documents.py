@@ -189,6 +189,7 @@ class NewDocument:
     chunks: list[ChunkRow]
     file_metadata: dict[str, Any]
     caller_metadata: dict[str, Any]
+    written_by: str | None = None  # the credential writing it (the audit trail's name for it)
 
 
 def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocument]) -> None:
@@ -200,14 +201,15 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
     with conn.cursor() as cur:
         cur.executemany(
             """INSERT INTO documents (store_id, id, source, source_sha256, title, metadata, content_type,
-                   content_sha256, fingerprint, chunk_count, file_metadata, caller_metadata)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                   content_sha256, fingerprint, chunk_count, file_metadata, caller_metadata, written_by)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                ON CONFLICT (store_id, id) DO UPDATE SET source = EXCLUDED.source,
                    source_sha256 = EXCLUDED.source_sha256, title = EXCLUDED.title,
                    metadata = EXCLUDED.metadata, content_type = EXCLUDED.content_type,
                    content_sha256 = EXCLUDED.content_sha256, fingerprint = EXCLUDED.fingerprint,
                    chunk_count = EXCLUDED.chunk_count, file_metadata = EXCLUDED.file_metadata,
-                   caller_metadata = EXCLUDED.caller_metadata, updated_at = now()""",
+                   caller_metadata = EXCLUDED.caller_metadata, written_by = EXCLUDED.written_by,
+                   updated_at = now()""",
             [
                 (
                     store.id,
@@ -222,6 +224,7 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
                     len(d.chunks),
                     Jsonb(d.file_metadata),
                     Jsonb(d.caller_metadata),
+                    d.written_by,
                 )
                 for d in documents
             ],
@@ -239,15 +242,17 @@ def update_metadata(
     chunk_metadata: Sequence[dict[str, Any]],
     caller_metadata: dict[str, Any] | None = None,
     file_metadata: dict[str, Any] | None = None,
+    written_by: str | None = None,
 ) -> None:
     """Set a document's metadata and its chunks' (`chunk_metadata[i]` for chunk i); no re-embedding.
 
-    None for `source_sha256`, `caller_metadata` or `file_metadata` keeps the stored value.
+    None for `source_sha256`, `caller_metadata` or `file_metadata` keeps the stored value; `written_by`
+    is the credential making the change.
     """
     conn.execute(
         """UPDATE documents SET metadata = %s, source = %s, source_sha256 = coalesce(%s, source_sha256),
                caller_metadata = coalesce(%s, caller_metadata), file_metadata = coalesce(%s, file_metadata),
-               updated_at = now()
+               written_by = %s, updated_at = now()
            WHERE store_id = %s AND id = %s""",
         (
             Jsonb(metadata),
@@ -255,6 +260,7 @@ def update_metadata(
             source_sha256,
             Jsonb(caller_metadata) if caller_metadata is not None else None,
             Jsonb(file_metadata) if file_metadata is not None else None,
+            written_by,
             store.id,
             document_id,
         ),
@@ -339,7 +345,8 @@ def record_sequencer(conn: Connection, store: Store, key: str, sequencer: str, d
 
 
 _INFO_COLUMNS = (
-    "id, source, title, metadata, content_type, content_sha256, chunk_count, created_at, updated_at"
+    "id, source, title, metadata, content_type, content_sha256, chunk_count, created_at, updated_at,"
+    " written_by"
 )
 
 
@@ -356,7 +363,8 @@ def list_documents(
 ) -> list[tuple[Any, ...]]:
     """Up to `limit` documents whose id starts with `prefix` and sorts after `after`, in byte order.
 
-    Rows: id, source, title, metadata, content_type, content_sha256, chunk_count, created_at, updated_at.
+    Rows: id, source, title, metadata, content_type, content_sha256, chunk_count, created_at, updated_at,
+    written_by.
     """
     return conn.execute(
         f"""SELECT {_INFO_COLUMNS} FROM documents

@@ -19,13 +19,15 @@ from retrieval_core.backends.attached.exceptions import ReadOnlyStoreError, Sour
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.backends.attached.writes import ChunkRow, delete_document, insert_document
 from retrieval_core.backends.pgvector.service import RetrievalService
+from retrieval_core.db import audit
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.attached_source import AttachedSource
+from retrieval_core.db.audit import AuditEntry
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
-from retrieval_core.documents.models import DocumentWrite, SourceWrite
+from retrieval_core.documents.models import Actor, DocumentWrite, SourceWrite
 from retrieval_core.documents.prepare import PreparedSource
 from retrieval_core.exceptions import (
     ConflictError,
@@ -58,8 +60,12 @@ def not_through_documents_api(store: Store, what: str) -> ConflictError:
     )
 
 
-def write_attached(retrieval: RetrievalService, name: str, prepared: PreparedSource) -> SourceWrite:
-    """Replace the document of `prepared` in the store's table; search sees it as soon as this returns."""
+def write_attached(
+    retrieval: RetrievalService, name: str, prepared: PreparedSource, actor: Actor
+) -> SourceWrite:
+    """Replace the document of `prepared` in the store's table; search sees it as soon as this returns.
+
+    The transaction writes `actor`'s audit row (the table has no column for who wrote a row)."""
     if len(prepared.documents) != 1 or prepared.documents[0].id != prepared.source_id:
         raise InvalidRequestError.for_field(
             "contentType",
@@ -87,9 +93,15 @@ def write_attached(retrieval: RetrievalService, name: str, prepared: PreparedSou
         with _table_errors(store, source):
             replaced = delete_document(conn, source, document.id)
             insert_document(conn, source, document.id, rows)
-        version = store_sql.bump_version(conn, store)
-    retrieval.publish_store_version(store, version)
-    status: WriteStatus = "updated" if replaced else "created"
+        status: WriteStatus = "updated" if replaced else "created"
+        audit.record(
+            conn,
+            store.name,
+            actor.credential,
+            actor.request_id,
+            [AuditEntry("put_document", status, document.id)],
+        )
+        store_sql.bump_version(conn, store)
     return SourceWrite(
         prepared.source_id,
         prepared.content_type,
@@ -98,16 +110,17 @@ def write_attached(retrieval: RetrievalService, name: str, prepared: PreparedSou
     )
 
 
-def delete_attached(conn: Connection, store: Store, document_id: str) -> tuple[list[str], int | None]:
-    """Delete the document's rows in the caller's transaction: ([document_id], new version), or ([], None)
-    when the table holds none."""
+def delete_attached(conn: Connection, store: Store, document_id: str) -> list[str]:
+    """Delete the document's rows in the caller's transaction: [document_id], or [] when the table holds
+    none; the store gets a new version when one was deleted."""
     source = writable_source(store)
     sql.lock(conn, store, [document_id])
     with _table_errors(store, source):
         deleted = delete_document(conn, source, document_id)
     if not deleted:
-        return [], None
-    return [document_id], store_sql.bump_version(conn, store)
+        return []
+    store_sql.bump_version(conn, store)
+    return [document_id]
 
 
 def _store(conn: Connection, name: str) -> Store:

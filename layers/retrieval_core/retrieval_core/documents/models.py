@@ -12,6 +12,18 @@ from retrieval_core.schemas.common import WriteStatus
 
 
 @dataclass(frozen=True, slots=True)
+class Actor:
+    """Who makes a change, as the audit trail records it (docs/security.md, "Audit trail").
+
+    `credential`: the API key entry's name, `jwt:<subject>`, `s3:<principal>` or `cli:<user>`, never a key.
+    `request_id`: the HTTP request's x-request-id, the S3 request that made the event, a command's run.
+    """
+
+    credential: str
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StoreDefinition:
     """What PUT /api/v1/stores/{store} sets.
 
@@ -129,3 +141,4 @@ class DocumentInfo:
     chunk_count: int
     created_at: datetime
     updated_at: datetime
+    written_by: str | None = None  # the credential of its last change (None: written before the audit trail)

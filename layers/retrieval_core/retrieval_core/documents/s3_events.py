@@ -62,6 +62,9 @@ class ObjectChange:
     sequencer: str | None  # S3's per-key order; absent from some S3 emulators and compatible stores
     etag: str | None  # the created object's ETag; None for removals
     event_time: str | None = None
+    # Who made the change and the S3 request that made it, as the event tells (the audit trail's).
+    principal: str | None = None  # userIdentity.principalId; EventBridge: detail.requester
+    request_id: str | None = None  # responseElements.x-amz-request-id; EventBridge: detail.request-id
 
     @property
     def target(self) -> Target | None:
@@ -129,6 +132,8 @@ def _read_notification(records: Any) -> Message:
                 sequencer=_optional_text(obj, "sequencer"),
                 etag=_optional_text(obj, "eTag") if action == "created" else None,
                 event_time=_optional_text(record, "eventTime"),
+                principal=_optional_text(_optional_object(record, "userIdentity"), "principalId"),
+                request_id=_optional_text(_optional_object(record, "responseElements"), "x-amz-request-id"),
             )
         )
     return message
@@ -149,6 +154,8 @@ def _read_eventbridge(payload: dict[str, Any]) -> Message:
         sequencer=_optional_text(obj, "sequencer"),
         etag=(_optional_text(obj, "etag") or _optional_text(obj, "eTag")) if action == "created" else None,
         event_time=_optional_text(payload, "time"),
+        principal=_optional_text(detail, "requester"),
+        request_id=_optional_text(detail, "request-id"),
     )
     return Message(changes=[change])
 
@@ -158,6 +165,11 @@ def _object(parent: dict[str, Any], name: str, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise S3EventError(f"{where}.{name} is missing or not an object")
     return value
+
+
+def _optional_object(parent: dict[str, Any], name: str) -> dict[str, Any]:
+    value = parent.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def _text(parent: dict[str, Any], name: str, where: str) -> str:

@@ -3,6 +3,9 @@
 Every method that names a store checks `grant` the one way (`grants.Grant.require`): a missing
 scope is a 403, a store outside the grant a 404. Stores are named by their canonical name here.
 
+Every change writes its audit rows (db/audit.py) in its own transaction, as `actor` (by default the
+grant's name, with no request id).
+
 How a write happens (embedding first, then one locked transaction) is `writer.py`; the bytes become
 documents in `prepare.py`.
 """
@@ -16,12 +19,14 @@ from typing import Any
 from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
 from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
-from retrieval_core.backends.pgvector.service import BACKEND, RetrievalService
+from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
+from retrieval_core.db.audit import AuditEntry
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
+from retrieval_core.documents import audit_trail
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
 from retrieval_core.documents.cursors import (
     DEFAULT_PAGE,
@@ -32,6 +37,7 @@ from retrieval_core.documents.cursors import (
     store_cursor,
 )
 from retrieval_core.documents.models import (
+    Actor,
     DocumentInfo,
     Sequence,
     SourceInput,
@@ -46,6 +52,7 @@ from retrieval_core.documents.prepare import (
     newer_sequencer,
     prepare_source,
 )
+from retrieval_core.documents.source_metadata import apply_sidecar
 from retrieval_core.documents.store_definitions import redefined, store_info
 from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_deadlock
 from retrieval_core.exceptions import (
@@ -59,7 +66,6 @@ from retrieval_core.observability.debug import DebugLog
 
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
-_ABSENT = object()
 
 
 debug = DebugLog(__name__)
@@ -77,7 +83,11 @@ class DocumentService:
     # Stores (scope admin to change, read to see).
 
     def put_store(
-        self, name: str, definition: StoreDefinition, grant: Grant = OPEN_GRANT
+        self,
+        name: str,
+        definition: StoreDefinition,
+        grant: Grant = OPEN_GRANT,
+        actor: Actor | None = None,
     ) -> tuple[StoreInfo, bool]:
         """Create the store, or apply `definition` to it; True when created.
 
@@ -88,9 +98,9 @@ class DocumentService:
         """
         grant.require("admin", name)
         check_store_name(name)
+        actor = actor or Actor(grant.name)
         if definition.source is not None:
-            return self._attach(name, definition)
-        version: int | None = None
+            return self._attach(name, definition, actor)
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
             store_sql.lock_store_names(conn)
             store = store_sql.find_store_named(conn, name)
@@ -115,18 +125,24 @@ class DocumentService:
                     definition.allowed_metadata_keys,
                     text_search or "english",
                 )
+                outcome = "created"
             else:
-                store, version = redefined(conn, store, display_name, definition, text_search)
+                before = store
+                store, _ = redefined(conn, store, display_name, definition, text_search)
+                same = (store.display_name, store.allowed_metadata_keys) == (
+                    before.display_name,
+                    before.allowed_metadata_keys,
+                )
+                outcome = "unchanged" if same else "updated"
+            audit_trail.record(conn, name, actor, AuditEntry("put_store", outcome))
             info = self._info(conn, store)
-        if version is not None:
-            self.retrieval.publish_store_version(store, version)
         return info, created
 
-    def _attach(self, name: str, definition: StoreDefinition) -> tuple[StoreInfo, bool]:
+    def _attach(self, name: str, definition: StoreDefinition, actor: Actor) -> tuple[StoreInfo, bool]:
         """`put_store` of an attached store: the table of `definition.source`, inspected."""
         assert definition.source is not None
         embedder = self.retrieval.embedder
-        with database_errors("attaching the store"), self._connection() as conn:
+        with database_errors("attaching the store"), self._connection() as conn, conn.transaction():
             attached, created = attach_store(
                 conn,
                 name,
@@ -136,16 +152,21 @@ class DocumentService:
                 embedder.dimension,
                 definition.allowed_metadata_keys,
             )
+            outcome = "created" if created else "unchanged"
+            audit_trail.record(conn, name, actor, AuditEntry("attach_store", outcome))
             return self._info(conn, attached), created
 
-    def ensure_store(self, name: str) -> Store:
+    def ensure_store(self, name: str, actor: Actor | None = None) -> Store:
         """The store `name`, created with the default definition if missing (S3 sync, CLI)."""
         check_store_name(name)
         embedder = self.retrieval.embedder
-        with database_errors("creating the store"), self._connection() as conn:
-            store = store_sql.find_store_named(conn, name) or store_sql.create_store(
-                conn, name, name, embedder.model, embedder.dimension
-            )
+        with database_errors("creating the store"), self._connection() as conn, conn.transaction():
+            store = store_sql.find_store_named(conn, name)
+            if store is None:
+                store = store_sql.create_store(conn, name, name, embedder.model, embedder.dimension)
+                audit_trail.record(
+                    conn, name, actor or Actor(OPEN_GRANT.name), AuditEntry("put_store", "created")
+                )
         self.writer.check_model(store)
         return store
 
@@ -189,33 +210,33 @@ class DocumentService:
             if cursor is None:
                 return
 
-    def refresh_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
+    def refresh_store(self, name: str, grant: Grant = OPEN_GRANT, actor: Actor | None = None) -> StoreInfo:
         """Inspect an attached store's table again (indexes, rows) and retire its cached answers.
 
         Scope admin. A store of our own has nothing to refresh: 409 (its writes retire answers themselves).
         """
         grant.require("admin", name)
-        with database_errors("refreshing the store"), self._connection() as conn:
+        with database_errors("refreshing the store"), self._connection() as conn, conn.transaction():
             store = self._store(conn, name)
             if store.source is None:
                 raise ConflictError.for_field(
                     "store", f"store '{name}' holds its own documents: its writes keep its answers current"
                 )
             store = refresh_store(conn, store)
-            info = self._info(conn, store)
-        self.retrieval.publish_store_version(store, store.version)
-        return info
+            audit_trail.record(
+                conn, name, actor or Actor(grant.name), AuditEntry("refresh_store", "refreshed")
+            )
+            return self._info(conn, store)
 
-    def delete_store(self, name: str, grant: Grant = OPEN_GRANT) -> None:
-        """Drop the store with everything in it; its cached answers are never served again."""
+    def delete_store(self, name: str, grant: Grant = OPEN_GRANT, actor: Actor | None = None) -> None:
+        """Drop the store with everything in it; its cached answers are never served again.
+
+        One audit row for the store (its documents' rows are not written one by one)."""
         grant.require("admin", name)
-        with database_errors("deleting the store"), self._connection() as conn:
+        with database_errors("deleting the store"), self._connection() as conn, conn.transaction():
             store = self._store(conn, name)
             store_sql.drop_store(conn, store)
-        if self.retrieval.cache is not None:
-            # A store created later under this name gets a new version; until then nothing may
-            # trust the cached version of the dropped one.
-            self.retrieval.cache.forget_version(BACKEND, store.name)
+            audit_trail.record(conn, name, actor or Actor(grant.name), AuditEntry("delete_store", "deleted"))
 
     # Documents (scope write to change, read to see).
 
@@ -226,6 +247,7 @@ class DocumentService:
         grant: Grant = OPEN_GRANT,
         create: StoreDefinition | None = None,
         sequence: Sequence | None = None,
+        actor: Actor | None = None,
     ) -> SourceWrite:
         """Parse, chunk, embed and write one source atomically; the next search sees it, from any instance.
 
@@ -243,7 +265,8 @@ class DocumentService:
         if create is not None:
             check_store_name(store)
         prepared = self._prepare(source)
-        [result] = self.writer.write(store, [WriteItem(prepared, sequence)], create, into_table=True)
+        item = WriteItem(prepared, sequence)
+        [result] = self.writer.write(store, [item], create, actor or Actor(grant.name), into_table=True)
         debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
@@ -253,6 +276,7 @@ class DocumentService:
         sources: Iterable[SourceInput],
         grant: Grant = OPEN_GRANT,
         create: StoreDefinition | None = None,
+        actor: Actor | None = None,
     ) -> Iterator[SourceWrite | RetrievalError]:
         """`write_source` for many sources, embedding across sources in batches (CLI and sync).
 
@@ -263,6 +287,7 @@ class DocumentService:
         grant.require("write", store)
         if create is not None:
             check_store_name(store)
+        actor = actor or Actor(grant.name)
         group: list[WriteItem | RetrievalError] = []
         texts = 0
         for source in sources:
@@ -274,10 +299,10 @@ class DocumentService:
             group.append(WriteItem(prepared, None))
             texts += sum(len(d.chunks) for d in prepared.documents)
             if texts >= GROUP_TEXTS or len(group) >= GROUP_SOURCES:
-                yield from self._write_group(store, group, create)
+                yield from self._write_group(store, group, create, actor)
                 group, texts = [], 0
         if group:
-            yield from self._write_group(store, group, create)
+            yield from self._write_group(store, group, create, actor)
 
     def put_source_metadata(
         self,
@@ -286,88 +311,64 @@ class DocumentService:
         metadata: dict[str, Any] | None,
         sequence: Sequence | None = None,
         create: StoreDefinition | None = None,
+        actor: Actor | None = None,
     ) -> int:
         """Set (None: remove) the sidecar metadata of `source_id` and apply it to its documents
         without re-embedding; kept for a source not stored yet. Returns how many documents changed.
 
         With `sequence` (the sidecar object's own key and sequencer), an older event changes nothing.
+        Audit rows: one per document changed, else one for the source (unchanged, or stale).
         """
+        actor = actor or Actor(OPEN_GRANT.name)
         if metadata is not None:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
-        found, changed, version = again_after_deadlock(
-            lambda: self._apply_sidecar(store, source_id, metadata, sequence, create)
+        return again_after_deadlock(
+            lambda: apply_sidecar(self.writer, store, source_id, metadata, sequence, create, actor)
         )
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return changed
 
-    def _apply_sidecar(
+    def delete_source(
         self,
         store: str,
         source_id: str,
-        metadata: dict[str, Any] | None,
-        sequence: Sequence | None,
-        create: StoreDefinition | None,
-    ) -> tuple[Store, int, int | None]:
-        changed = 0
-        with database_errors("writing source metadata"), self._connection() as conn, conn.transaction():
-            found = self.writer.store_for_write(conn, store, create)
-            sql.lock(conn, found, [sql.source_lock_key(source_id)])
-            if sequence is not None:
-                if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return found, 0, None
-                sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, metadata is None)
-            previous = sql.sidecar_metadata(conn, found, source_id)
-            sql.set_sidecar_metadata(conn, found, source_id, metadata)
-            ids = sql.source_document_ids(conn, found, source_id)
-            sql.lock(conn, found, ids)
-            for state in sql.document_states(conn, found, ids).values():
-                new = _with_sidecar(state, previous, metadata)
-                if new == state.metadata:
-                    continue
-                # A chunk's own keys (its block's, the title) are those the document does not hold.
-                updated = [
-                    {**new, **{k: v for k, v in m.items() if state.metadata.get(k, _ABSENT) != v}}
-                    for m in sql.chunk_metadata(conn, found, state.id)
-                ]
-                sql.update_metadata(conn, found, state.id, state.source, None, new, updated)
-                changed += 1
-            return found, changed, (store_sql.bump_version(conn, found) if changed else None)
-
-    def delete_source(
-        self, store: str, source_id: str, grant: Grant = OPEN_GRANT, sequence: Sequence | None = None
+        grant: Grant = OPEN_GRANT,
+        sequence: Sequence | None = None,
+        actor: Actor | None = None,
     ) -> list[str]:
         """Delete every document whose source or id is `source_id`; the ids deleted (empty: none).
 
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
+        Audit rows: one per document deleted, else one for `source_id` (not_found, or stale).
         """
         grant.require("write", store)
-        found, deleted, version = again_after_deadlock(lambda: self._delete(store, source_id, sequence))
-        if version is not None:
-            self.retrieval.publish_store_version(found, version)
-        return deleted
+        who = actor or Actor(grant.name)
+        return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who))
 
-    def _delete(
-        self, store: str, source_id: str, sequence: Sequence | None
-    ) -> tuple[Store, list[str], int | None]:
+    def _delete(self, store: str, source_id: str, sequence: Sequence | None, actor: Actor) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store)
             if found.source is not None:
                 if sequence is not None:
                     raise not_through_documents_api(found, "an S3 event")
-                deleted, version = delete_attached(conn, found, source_id)
-                return found, deleted, version
+                deleted = delete_attached(conn, found, source_id)
+                audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
+                return deleted
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
                 if not newer_sequencer(sequence.sequencer, sql.applied_sequencer(conn, found, sequence.key)):
-                    return found, [], None
+                    audit_trail.record(
+                        conn, found.name, actor, AuditEntry("delete_document", "stale", source_id)
+                    )
+                    return []
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
             ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
-            return found, deleted, (store_sql.bump_version(conn, found) if deleted else None)
+            audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
+            if deleted:
+                store_sql.bump_version(conn, found)
+            return deleted
 
     def get_document(self, store: str, document_id: str, grant: Grant = OPEN_GRANT) -> DocumentInfo:
         """One document; DocumentNotFoundError (404) when absent."""
@@ -422,10 +423,14 @@ class DocumentService:
         return prepare_source(source, self.chunk_size, self.chunk_overlap, model)
 
     def _write_group(
-        self, store: str, group: list[WriteItem | RetrievalError], create: StoreDefinition | None
+        self,
+        store: str,
+        group: list[WriteItem | RetrievalError],
+        create: StoreDefinition | None,
+        actor: Actor,
     ) -> Iterator[SourceWrite | RetrievalError]:
         items = [g for g in group if isinstance(g, WriteItem)]
-        results = iter(self.writer.write(store, items, create) if items else [])
+        results = iter(self.writer.write(store, items, create, actor) if items else [])
         for entry in group:
             yield entry if isinstance(entry, RetrievalError) else next(results)
 
@@ -461,24 +466,6 @@ class DocumentService:
         self.retrieval.live_sources.remember(store, source)
         return replace(store, source=source)
 
-    def _chunk_metadata(self, conn: Connection, store: Store, document_id: str) -> list[dict[str, Any]]:
-        rows = conn.execute(
-            "SELECT metadata FROM chunks WHERE store_id = %s AND document_id = %s ORDER BY chunk_index",
-            (store.id, document_id),
-        ).fetchall()
-        return [dict(r[0]) for r in rows]
-
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])
         return store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
-
-
-def _with_sidecar(
-    state: sql.DocumentState, previous: dict[str, Any] | None, sidecar: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The document's metadata under a new sidecar: file, then sidecar, then the writer's own keys."""
-    if state.file_metadata is not None and state.caller_metadata is not None:
-        return {**state.file_metadata, **(sidecar or {}), **state.caller_metadata}
-    # Written before the layers were kept: what remains when the old sidecar's keys are taken away.
-    base = {k: v for k, v in state.metadata.items() if k not in (previous or {})}
-    return {**base, **(sidecar or {})}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
-from retrieval_core.documents.models import SourceInput, SourceWrite, StoreDefinition
+from retrieval_core.documents.models import Actor, SourceInput, SourceWrite, StoreDefinition
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.documents.sidecar import read_sidecar
@@ -282,10 +282,12 @@ def apply_plan(
     report: Report,
     create: StoreDefinition,
     progress: bool = True,
+    actor: Actor | None = None,
 ) -> None:
     """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got).
 
-    Per-file errors are recorded; errors of the whole operation (database, embedder) are raised.
+    Per-file errors are recorded; errors of the whole operation (database, embedder) are raised. The
+    changes are audited as `actor`.
     """
     report.skipped += plan.skipped
     report.failed += plan.failed
@@ -294,7 +296,7 @@ def apply_plan(
     changed: dict[str, int] = {}
     if plan.stored is not None:
         # Before the writes, so that new and changed files are written with their sidecar's metadata.
-        changed = _put_sidecars(documents, report.store, present, sidecars)
+        changed = _put_sidecars(documents, report.store, present, sidecars, actor)
     to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
     for entry in plan.unchanged:
         if entry.source_id not in sidecars:
@@ -305,12 +307,14 @@ def apply_plan(
             )
         else:
             report.unchanged.append(Written(entry.path, entry.source_id))
-    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress)
+    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor)
     if plan.stored is None and written:
         # A new store exists only once a file is written in it; its sidecars follow the first write.
-        _put_sidecars(documents, report.store, [e for e in written if sidecars[e.source_id]], sidecars)
+        first = [e for e in written if sidecars[e.source_id]]
+        _put_sidecars(documents, report.store, first, sidecars, actor)
     for source_id in plan.deleted:
-        report.deleted.append(Deleted(source_id, documents.delete_source(report.store, source_id)))
+        deleted = documents.delete_source(report.store, source_id, actor=actor)
+        report.deleted.append(Deleted(source_id, deleted))
 
 
 def sha256(data: bytes) -> str:
@@ -338,10 +342,12 @@ def _put_sidecars(
     store: str,
     entries: list[Entry],
     sidecars: dict[str, dict[str, Any] | None],
+    actor: Actor | None,
 ) -> dict[str, int]:
     """Apply each entry's sidecar (None removes one set before); documents changed, by source id."""
     return {
-        e.source_id: documents.put_source_metadata(store, e.source_id, sidecars[e.source_id]) for e in entries
+        e.source_id: documents.put_source_metadata(store, e.source_id, sidecars[e.source_id], actor=actor)
+        for e in entries
     }
 
 
@@ -353,6 +359,7 @@ def _write(
     stored: dict[str, str],
     create: StoreDefinition,
     progress: bool,
+    actor: Actor | None,
 ) -> list[Entry]:
     """Write `entries` through the service; the entries written."""
     from tqdm import tqdm
@@ -378,7 +385,7 @@ def _write(
         disable=not progress or not entries,
         dynamic_ncols=True,
     ) as bar:
-        for result in documents.write_sources(report.store, sources(), create=create):
+        for result in documents.write_sources(report.store, sources(), create=create, actor=actor):
             entry = sent.popleft()
             if isinstance(result, SourceWrite):
                 written.append(entry)

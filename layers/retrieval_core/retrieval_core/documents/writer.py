@@ -17,12 +17,14 @@ import psycopg
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
+from retrieval_core.db.audit import AuditEntry
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.documents import ChunkRow, NewDocument
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
+from retrieval_core.documents import audit_trail
 from retrieval_core.documents.attached import not_through_documents_api, writable_source, write_attached
-from retrieval_core.documents.models import DocumentWrite, Sequence, SourceWrite, StoreDefinition
+from retrieval_core.documents.models import Actor, DocumentWrite, Sequence, SourceWrite, StoreDefinition
 from retrieval_core.documents.prepare import PreparedDocument, PreparedSource, newer_sequencer
 from retrieval_core.exceptions import (
     ConflictError,
@@ -84,9 +86,14 @@ class SourceWriter:
         self.retrieval = retrieval
 
     def write(
-        self, store: str, items: list[WriteItem], create: StoreDefinition | None, into_table: bool = False
+        self,
+        store: str,
+        items: list[WriteItem],
+        create: StoreDefinition | None,
+        actor: Actor,
+        into_table: bool = False,
     ) -> list[SourceWrite]:
-        """Embed what the stored state lacks, then apply every item in one transaction; each item's result.
+        """Embed what the stored state lacks, then apply all items in one transaction, audited as `actor`.
 
         `into_table`: a writable attached store takes the write into its table (documents/attached.py);
         otherwise (batches, S3 events) an attached store refuses it (409).
@@ -107,7 +114,7 @@ class SourceWriter:
             else:
                 states = {}
         if found is not None and found.source is not None:
-            return [write_attached(self.retrieval, found.name, item.prepared) for item in items]
+            return [write_attached(self.retrieval, found.name, item.prepared, actor) for item in items]
         needed = [
             (n, doc)
             for n, item in enumerate(items)
@@ -117,7 +124,7 @@ class SourceWriter:
         for _ in range(_ROUNDS):
             self._embed(store, needed, vectors)
             try:
-                version, found = self._apply(store, items, create, vectors)
+                self._apply(store, items, create, vectors, actor)
             except _NeedVectors as exc:
                 wanted = set(exc.keys)
                 needed = [
@@ -134,33 +141,38 @@ class SourceWriter:
                     raise
                 needed = []
                 continue
-            if version is not None:
-                self.retrieval.publish_store_version(found, version)
             return [item.result for item in items if item.result is not None]
         raise ConflictError("the documents kept changing during the write; try again")
 
     def _apply(
-        self, store: str, items: list[WriteItem], create: StoreDefinition | None, vectors: Vectors
-    ) -> tuple[int | None, Store]:
+        self,
+        store: str,
+        items: list[WriteItem],
+        create: StoreDefinition | None,
+        vectors: Vectors,
+        actor: Actor,
+    ) -> None:
         with (
             database_errors("writing documents"),
             self.retrieval.database.connection() as conn,
             conn.transaction(),
         ):
-            found = self.store_for_write(conn, store, create)
+            found = self.store_for_write(conn, store, create, actor)
             keys = [sql.source_lock_key(item.prepared.source_id) for item in items]
             keys += [d.id for item in items for d in item.prepared.documents]
             sql.lock(conn, found, keys)
             missing: list[tuple[int, str]] = []
             for n, item in enumerate(items):
-                missing += self._apply_item(conn, found, n, item, vectors)
+                missing += self._apply_item(conn, found, n, item, vectors, actor)
             if missing:
                 raise _NeedVectors(missing)
-            changed = any(item.changed for item in items)
-            return (store_sql.bump_version(conn, found) if changed else None), found
+            entries = [e for item in items if item.result for e in audit_trail.write_entries(item.result)]
+            audit_trail.record(conn, found.name, actor, *entries)
+            if any(item.changed for item in items):
+                store_sql.bump_version(conn, found)
 
     def _apply_item(
-        self, conn: Connection, store: Store, n: int, item: WriteItem, vectors: Vectors
+        self, conn: Connection, store: Store, n: int, item: WriteItem, vectors: Vectors, actor: Actor
     ) -> list[tuple[int, str]]:
         """Apply one source under its locks; the (item, document) keys that need vectors first."""
         prepared, sequence = item.prepared, item.sequence
@@ -185,7 +197,7 @@ class SourceWriter:
         if missing:
             return missing
         fresh = {d.id: vectors[(n, d.id)] for d in prepared.documents if (n, d.id) in vectors}
-        writes = _write_documents(conn, store, prepared, states, sidecar, fresh)
+        writes = _write_documents(conn, store, prepared, states, sidecar, fresh, actor.credential)
         deleted = sql.remove_documents(conn, store, removed)
         if sequence is not None:
             sql.record_sequencer(conn, store, sequence.key, sequence.sequencer, False)
@@ -208,12 +220,16 @@ class SourceWriter:
                 raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
             vectors[key].append(list(vector))
 
-    def store_for_write(self, conn: Connection, name: str, create: StoreDefinition | None) -> Store:
-        """The store, created in the caller's transaction from `create` when it is missing."""
+    def store_for_write(
+        self, conn: Connection, name: str, create: StoreDefinition | None, actor: Actor
+    ) -> Store:
+        """The store, created in the caller's transaction from `create` when it is missing (an audit row
+        of `actor` then says so)."""
         store = store_sql.find_store_named(conn, name)
         if store is None:
             if create is None:
                 raise StoreNotFoundError(name)
+            audit_trail.record(conn, name, actor, AuditEntry("put_store", "created"))
             embedder = self.retrieval.embedder
             store = store_sql.create_store(
                 conn,
@@ -247,9 +263,11 @@ def _write_documents(
     states: dict[str, sql.DocumentState],
     sidecar: dict[str, Any] | None,
     vectors: dict[str, list[list[float]]],
+    written_by: str,
 ) -> list[DocumentWrite]:
     """Rewrite the source's documents whose content changed (with `vectors`, by document id), update the
-    metadata of those whose metadata alone changed, and leave the rest; what happened to each."""
+    metadata of those whose metadata alone changed, and leave the rest; what happened to each. The
+    documents changed record `written_by`."""
     writes: list[DocumentWrite] = []
     rewrite: list[NewDocument] = []
     rehashed: list[str] = []
@@ -258,7 +276,9 @@ def _write_documents(
         metadata = prepared.document_metadata(doc, sidecar)
         chunk_metadata = doc.chunk_metadata(metadata)
         if state is None or not same_content(prepared, doc, state):
-            rewrite.append(_new_document(prepared, doc, metadata, chunk_metadata, vectors[doc.id]))
+            rewrite.append(
+                _new_document(prepared, doc, metadata, chunk_metadata, vectors[doc.id], written_by)
+            )
             status: WriteStatus = "created" if state is None else "updated"
             writes.append(DocumentWrite(doc.id, status, len(doc.chunks)))
         elif (
@@ -276,6 +296,7 @@ def _write_documents(
                 chunk_metadata,
                 prepared.caller_metadata,
                 doc.metadata,
+                written_by,
             )
             writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
         else:
@@ -293,6 +314,7 @@ def _new_document(
     metadata: dict[str, Any],
     chunk_metadata: list[dict[str, Any]],
     vectors: list[list[float]],
+    written_by: str,
 ) -> NewDocument:
     """The document as written anew: its chunks with their metadata and vectors."""
     chunks = [
@@ -311,6 +333,7 @@ def _new_document(
         chunks,
         doc.metadata,
         prepared.caller_metadata,
+        written_by,
     )
 
 

@@ -9,6 +9,9 @@
   last one applied to that key, in the write's own transaction. Replays and reorderings converge.
 - Idempotency (Powertools, DynamoDB; key: bucket, key, sequencer, event name): a redelivered event
   does no work at all, not even the S3 read.
+- Audit: each change's rows name `s3:<principal>` (the event's userIdentity.principalId, EventBridge's
+  requester) and, as request id, the S3 request that made the change (x-amz-request-id), which S3's
+  access logs and CloudTrail also show; a redelivery keeps it, unlike the Lambda's own request id.
 - Failures: a message that is not an S3 event, and any transient fault (database, embedder, S3,
   the idempotency table), fails its batch item: retried, then dead-lettered after the queue's
   maxReceiveCount. An object we cannot read as a document (415, 422, 413: a property of that object)
@@ -34,7 +37,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from retrieval_core import container
 from retrieval_core.clients.aws import handler_options, lazy_aws_client
 from retrieval_core.documents.exceptions import ObjectReadError, ObjectTooLargeError, S3EventError
-from retrieval_core.documents.models import Sequence, SourceInput, StoreDefinition
+from retrieval_core.documents.models import Actor, Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.s3_events import ObjectChange, Target, read_message
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.documents.sidecar import read_sidecar
@@ -182,6 +185,7 @@ class IngestProcessor:
         """Run under idempotency: apply one change. The stored result is a summary only."""
         documents = container.get_document_service()
         sequence = Sequence(target.object_key, change.sequencer) if change.sequencer else None
+        actor = s3_actor(change)
         where = {
             "bucket": change.bucket,
             "key": change.key,
@@ -190,9 +194,9 @@ class IngestProcessor:
         }
         try:
             if change.action == "removed":
-                outcome = self._remove(documents, change, target, sequence)
+                outcome = self._remove(documents, change, target, sequence, actor)
             else:
-                outcome = self._create(documents, change, target, sequence)
+                outcome = self._create(documents, change, target, sequence, actor)
         except RetrievalError as exc:
             if exc.status_code not in PERMANENT_STATUSES:
                 raise
@@ -207,7 +211,12 @@ class IngestProcessor:
         return outcome
 
     def _create(
-        self, documents: DocumentService, change: ObjectChange, target: Target, sequence: Sequence | None
+        self,
+        documents: DocumentService,
+        change: ObjectChange,
+        target: Target,
+        sequence: Sequence | None,
+        actor: Actor,
     ) -> dict[str, Any]:
         obj = self._read(change)
         if obj is None:
@@ -220,11 +229,14 @@ class IngestProcessor:
                 read_sidecar(obj.data),
                 sequence=sequence,
                 create=StoreDefinition(),
+                actor=actor,
             )
             metrics.count("SidecarsApplied")
             return {"outcome": "sidecar", "documentsChanged": changed}
         source = SourceInput(target.source_id, obj.data, obj.content_type, name=target.file_name)
-        written = documents.write_source(target.store, source, create=StoreDefinition(), sequence=sequence)
+        written = documents.write_source(
+            target.store, source, create=StoreDefinition(), sequence=sequence, actor=actor
+        )
         if written.stale:
             metrics.count("StaleEvents")
             return {"outcome": "stale"}
@@ -232,7 +244,12 @@ class IngestProcessor:
         return {"outcome": written.status, "chunks": written.chunk_count}
 
     def _remove(
-        self, documents: DocumentService, change: ObjectChange, target: Target, sequence: Sequence | None
+        self,
+        documents: DocumentService,
+        change: ObjectChange,
+        target: Target,
+        sequence: Sequence | None,
+        actor: Actor,
     ) -> dict[str, Any]:
         if self._exists(change):
             # A later upload's event decides (or decided); in a versioned bucket, removing an old
@@ -242,10 +259,10 @@ class IngestProcessor:
         try:
             if target.sidecar:
                 changed = documents.put_source_metadata(
-                    target.store, target.source_id, None, sequence=sequence
+                    target.store, target.source_id, None, sequence=sequence, actor=actor
                 )
                 return {"outcome": "sidecar-removed", "documentsChanged": changed}
-            deleted = documents.delete_source(target.store, target.source_id, sequence=sequence)
+            deleted = documents.delete_source(target.store, target.source_id, sequence=sequence, actor=actor)
         except StoreNotFoundError:
             return {"outcome": "no-store"}
         metrics.count("ObjectsDeleted")
@@ -281,6 +298,11 @@ class IngestProcessor:
         metrics.count("DuplicatesSuppressed")
         logger.info("S3 event already applied; nothing done", extra={"result": response})
         return response
+
+
+def s3_actor(change: ObjectChange) -> Actor:
+    """Who made an S3 change, for the audit trail: `s3:<principal>` (`s3:unknown` when the event has none)."""
+    return Actor(f"s3:{change.principal or 'unknown'}", change.request_id)
 
 
 class _S3Errors(AbstractContextManager[None]):

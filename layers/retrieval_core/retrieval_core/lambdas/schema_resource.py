@@ -15,7 +15,8 @@
 
 The same function runs the store index maintenance on a schedule (events/schedule-index-stores.json):
 the HNSW indexes of the largest stores, and on an upgraded database the shared indexes, each built
-concurrently within the function's time; what is left goes on at the next run.
+concurrently within the function's time; what is left goes on at the next run. The same run then
+deletes the audit rows older than AUDIT_RETENTION_DAYS.
 
 See docs/migrations.md.
 """
@@ -30,6 +31,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from retrieval_core.clients.retry import Deadline
 from retrieval_core.container import database_conninfo
+from retrieval_core.db.audit import prune_database
 from retrieval_core.db.migrations.roles import RoleSetup
 from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
@@ -115,17 +117,34 @@ _INDEX_MARGIN_S = 5.0
 
 
 def index_stores(time_budget_s: float) -> dict[str, Any]:
-    """The store index maintenance (db/store_indexes.py) within `time_budget_s`; what it did, as a dict."""
+    """The store index maintenance (db/store_indexes.py), then the audit trail's retention (db/audit.py),
+    within `time_budget_s`; what they did, as a dict."""
     settings = get_settings()
+    deadline = Deadline(time_budget_s)
+    conninfo = database_conninfo(settings)
     run = maintain_database(
-        database_conninfo(settings),
+        conninfo,
         IndexPolicy.from_settings(settings),
         settings.db_connect_timeout_s,
         time_budget_s=time_budget_s,
     )
     if run.left:
         logger.info("store index maintenance: %d steps left for the next run", len(run.left))
-    return {"busy": run.busy, "done": run.done, "failed": run.failed, "left": run.left}
+    pruned = prune_database(
+        conninfo,
+        settings.audit_retention_days,
+        settings.db_connect_timeout_s,
+        time_budget_s=max(deadline.remaining_s() or 0.0, 1.0),
+    )
+    if pruned:
+        logger.info("audit trail: %d rows older than %d days deleted", pruned, settings.audit_retention_days)
+    return {
+        "busy": run.busy,
+        "done": run.done,
+        "failed": run.failed,
+        "left": run.left,
+        "auditRowsDeleted": pruned,
+    }
 
 
 def build_schema_handler() -> LambdaHandler:

@@ -207,6 +207,11 @@ class DocumentResponse(ResponseModel):
     chunk_count: int
     created_at: datetime
     updated_at: datetime
+    written_by: str | None = Field(
+        default=None,
+        description="the credential of the document's last change (an API key's name, jwt:<subject>, "
+        "s3:<principal>, cli:<user>); null when written before the audit trail was kept",
+    )
 
 
 class DocumentListResponse(ResponseModel):

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from retrieval_core import __version__
 from retrieval_core.api.auth import current_grant
+from retrieval_core.api.errors import log_refusal
 from retrieval_core.api.mcp.tools import TOOLS, Tool, call_tool, tools_for
 from retrieval_core.exceptions import RetrievalError
 from retrieval_core.grants import Grant
@@ -56,9 +57,12 @@ def build_server() -> Server[Any]:
             # Not a tool of this server: a protocol error (JSON-RPC invalid params), as the spec asks.
             raise MCPError(types.INVALID_PARAMS, f"unknown tool '{params.name}'; tools: {', '.join(TOOLS)}")
         grant = grant_of(ctx)
+        request_id = request_id_of(ctx)
         try:
-            result = await anyio.to_thread.run_sync(call_tool, tool, params.arguments, grant)
+            result = await anyio.to_thread.run_sync(call_tool, tool, params.arguments, grant, request_id)
         except RetrievalError as exc:
+            if exc.status_code == 403:
+                log_refusal("MCP", params.name, exc, grant.name)
             return tool_error(exc)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
@@ -116,6 +120,12 @@ def grant_of(ctx: ServerRequestContext[Any, Any]) -> Grant:
         return current_grant(request)
     except RetrievalError as exc:
         raise MCPError(types.INVALID_REQUEST, exc.message) from None
+
+
+def request_id_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The x-request-id of the HTTP request carrying this message (api/request_id.py)."""
+    request = ctx.request
+    return request.scope.get("state", {}).get("request_id") if isinstance(request, Request) else None
 
 
 class McpEndpoint:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, Field, ValidationError
 
 from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
-from retrieval_core.documents.models import SourceInput
+from retrieval_core.documents.models import Actor, SourceInput
 from retrieval_core.exceptions import DocumentNotFoundError
 from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
 from retrieval_core.filters.predicate import MetadataValue
@@ -121,7 +121,7 @@ class Tool:
     description: str
     scope: Scope
     arguments: type[RequestModel]
-    run: Callable[[Any, Grant], dict[str, Any]]
+    run: Callable[[Any, Grant, Actor], dict[str, Any]]  # arguments, grant, who changes things (audit)
     read_only: bool = True
     destructive: bool = False
     idempotent: bool = True
@@ -133,13 +133,16 @@ class Tool:
         return schema
 
 
-def call_tool(tool: Tool, arguments: Mapping[str, Any] | None, grant: Grant) -> dict[str, Any]:
-    """Validate `arguments` (a 422-shaped InvalidRequestError naming the field) and run the tool."""
+def call_tool(
+    tool: Tool, arguments: Mapping[str, Any] | None, grant: Grant, request_id: str | None = None
+) -> dict[str, Any]:
+    """Validate `arguments` (a 422-shaped InvalidRequestError naming the field) and run the tool; its
+    changes are audited under the grant's name and `request_id` (the HTTP request carrying the call)."""
     try:
         parsed = tool.arguments.model_validate(dict(arguments or {}))
     except ValidationError as exc:
         raise validation_error(exc) from None
-    return tool.run(parsed, grant)
+    return tool.run(parsed, grant, Actor(grant.name, request_id))
 
 
 def tools_for(grant: Grant) -> list[Tool]:
@@ -155,7 +158,7 @@ def memory_id(text: str) -> str:
 # The calls. Services are looked up per call: built on first use, never at import.
 
 
-def _memory_search(args: MemorySearchArguments, grant: Grant) -> dict[str, Any]:
+def _memory_search(args: MemorySearchArguments, grant: Grant, _actor: Actor) -> dict[str, Any]:
     from retrieval_core.container import get_service
 
     request = RetrieveRequest.model_validate(
@@ -188,7 +191,7 @@ def _memory_search(args: MemorySearchArguments, grant: Grant) -> dict[str, Any]:
     return {"results": results, "count": len(results), "store": response.store}
 
 
-def _memory_store(args: MemoryStoreArguments, grant: Grant) -> dict[str, Any]:
+def _memory_store(args: MemoryStoreArguments, grant: Grant, actor: Actor) -> dict[str, Any]:
     from retrieval_core.container import get_document_service
 
     documents = get_document_service()
@@ -204,28 +207,28 @@ def _memory_store(args: MemoryStoreArguments, grant: Grant) -> dict[str, Any]:
         content_type=MEMORY_CONTENT_TYPE,
         metadata=dict(args.metadata),
     )
-    written = documents.write_source(store.name, source, grant)
+    written = documents.write_source(store.name, source, grant, actor=actor)
     return {"id": memory, "store": store.name, "status": written.status, "chunkCount": written.chunk_count}
 
 
-def _memory_delete(args: MemoryDeleteArguments, grant: Grant) -> dict[str, Any]:
+def _memory_delete(args: MemoryDeleteArguments, grant: Grant, actor: Actor) -> dict[str, Any]:
     from retrieval_core.container import get_document_service
 
     documents = get_document_service()
     store = _writable_store(documents.retrieval, args.store, grant)
-    if not documents.delete_source(store.name, args.id, grant):
+    if not documents.delete_source(store.name, args.id, grant, actor=actor):
         raise DocumentNotFoundError(store.name, args.id)
     return {"id": args.id, "store": store.name, "deleted": True}
 
 
-def _retrieve(args: RetrieveRequest, grant: Grant) -> dict[str, Any]:
+def _retrieve(args: RetrieveRequest, grant: Grant, _actor: Actor) -> dict[str, Any]:
     from retrieval_core.container import get_backends
 
     answer, _ = get_backends().retrieve(args, grant, caller="mcp")
     return answer.model_dump(mode="json", by_alias=True)
 
 
-def _list_stores(args: ListStoresArguments, grant: Grant) -> dict[str, Any]:
+def _list_stores(args: ListStoresArguments, grant: Grant, _actor: Actor) -> dict[str, Any]:
     from retrieval_core.container import get_document_service
 
     documents = get_document_service()

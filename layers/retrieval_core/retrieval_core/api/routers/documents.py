@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.api.dependencies import ActorDep, GrantDep
 from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
 from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
@@ -69,7 +69,12 @@ async def list_stores(
     responses={201: {"model": StoreResponse, "description": "Created"}, **_errors(409, 422)},
 )
 async def put_store(
-    store: Text, body: StorePutRequest, documents: DocumentsDep, grant: GrantDep, response: Response
+    store: Text,
+    body: StorePutRequest,
+    documents: DocumentsDep,
+    grant: GrantDep,
+    actor: ActorDep,
+    response: Response,
 ) -> StoreResponse:
     """Create the store (201) or apply the definition (200; the same one again changes nothing).
 
@@ -94,7 +99,7 @@ async def put_store(
             "an attached store's text search configuration is source.textSearch",
             "invalid_source",
         )
-    info, created = await run_in_threadpool(documents.put_store, store, definition, grant)
+    info, created = await run_in_threadpool(documents.put_store, store, definition, grant, actor)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return _store_response(info)
 
@@ -106,16 +111,18 @@ async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> St
 
 
 @router.post("/{store}/refresh", response_model=StoreResponse, responses=_errors(409))
-async def refresh_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
+async def refresh_store(
+    store: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep
+) -> StoreResponse:
     """An attached store: inspect its table again (indexes, rows) and stop serving answers cached before
     (scope admin). The service does not see writes to a table it does not own: call this after one."""
-    return _store_response(await run_in_threadpool(documents.refresh_store, store, grant))
+    return _store_response(await run_in_threadpool(documents.refresh_store, store, grant, actor))
 
 
 @router.delete("/{store}", status_code=204, responses=_errors())
-async def delete_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> Response:
+async def delete_store(store: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep) -> Response:
     """Drop the store with all its documents (scope admin); cached answers about it are forgotten."""
-    await run_in_threadpool(documents.delete_store, store, grant)
+    await run_in_threadpool(documents.delete_store, store, grant, actor)
     return Response(status_code=204)
 
 
@@ -150,6 +157,7 @@ async def put_document(
     body: DocumentPutRequest,
     documents: DocumentsDep,
     grant: GrantDep,
+    actor: ActorDep,
     response: Response,
 ) -> DocumentWriteResponse:
     """Write a document (scope write): 201 created, 200 updated or unchanged (nothing re-embedded).
@@ -158,7 +166,7 @@ async def put_document(
     records it no longer holds in `removed`. The store must exist (PUT it first: 404 otherwise).
     """
     source = _source_input(body, document_id)
-    written = await run_in_threadpool(documents.write_source, store, source, grant)
+    written = await run_in_threadpool(documents.write_source, store, source, grant, actor=actor)
     records = written.content_type in ROW_FORMATS
     response.status_code = status.HTTP_201_CREATED if written.status == "created" else status.HTTP_200_OK
     return _write_response(document_id, written, records)
@@ -174,10 +182,10 @@ async def get_document(
 
 @router.delete("/{store}/documents/{document_id:path}", status_code=204, responses=_errors())
 async def delete_document(
-    store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep
+    store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep
 ) -> Response:
     """Delete the document, or every record of the row source of that id (scope write); 404 when absent."""
-    deleted = await run_in_threadpool(documents.delete_source, store, document_id, grant)
+    deleted = await run_in_threadpool(documents.delete_source, store, document_id, grant, actor=actor)
     if not deleted:
         raise DocumentNotFoundError(store, document_id)
     return Response(status_code=204)
@@ -268,4 +276,5 @@ def _document_response(info: DocumentInfo) -> DocumentResponse:
         chunk_count=info.chunk_count,
         created_at=info.created_at,
         updated_at=info.updated_at,
+        written_by=info.written_by,
     )

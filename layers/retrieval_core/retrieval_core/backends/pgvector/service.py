@@ -219,11 +219,6 @@ class RetrievalService:
             return own if own is not None else self.allowed_metadata_keys
         return own & self.allowed_metadata_keys
 
-    def publish_store_version(self, store: Store, version: int) -> None:
-        """Called after a write commits: cached answers for older versions are no longer served."""
-        if self.cache is not None:
-            self.cache.publish_version(BACKEND, store.name, version)
-
     def _through_cache(
         self,
         operation: str,
@@ -257,12 +252,12 @@ class RetrievalService:
             )
 
         name = request.store or self.default_store
-        store, cached = self.cache.find(BACKEND, name, key_of)
-        if store is None:
+
+        def current() -> StoreRef:
             found = self.get_store(name)
-            store = StoreRef(found.name, found.version)
-            self.cache.remember_store(BACKEND, name, store)
-            cached = self.cache.get_answer(key_of(store))
+            return StoreRef(found.name, found.version)
+
+        store, cached = self.cache.lookup(BACKEND, name, current, key_of)
         # Answers are shared by every caller, so the grant is checked before one is served.
         grant.require_store(store.name, name)
         # A hit skips the store's own allowedMetadataKeys check (search_chunks makes it on a miss), and

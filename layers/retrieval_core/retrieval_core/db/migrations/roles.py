@@ -4,7 +4,7 @@ Two LOGIN roles per database (roles are cluster-wide, so their names carry a per
 
 - `<prefix>_serve`: the serving functions. SELECT on the service's tables, EXECUTE on its functions.
 - `<prefix>_write`: the write functions. The same, plus INSERT, UPDATE, DELETE on the service's tables
-  (`schema_migrations` stays read-only) and USAGE on its sequences.
+  (`schema_migrations` stays read-only, `audit_log` append-only) and USAGE on its sequences.
 
 Neither may run DDL: they own nothing and get no CREATE on any schema. "The service's tables" are the
 ones the migrations create (their `CREATE TABLE` names, plus `schema_migrations`), wherever the search
@@ -39,7 +39,10 @@ DOCS = 'docs/security.md, "Database roles"'
 
 SERVE_TABLE_PRIVILEGES = ("SELECT",)
 WRITE_TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
-READ_ONLY_TABLES = frozenset({"schema_migrations"})
+# Tables no service role may change at will: the migrations' record (read-only) and the audit log
+# (append-only: only the owner's pruning deletes from it).
+LIMITED_TABLES = {"schema_migrations": ("SELECT",), "audit_log": ("SELECT", "INSERT")}
+_CHANGES = ("INSERT", "UPDATE", "DELETE", "TRUNCATE")
 
 _TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _SEQUENCE = re.compile(r"CREATE\s+SEQUENCE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
@@ -222,15 +225,14 @@ def _table_grants(
     missing: list[str] = []
     for oid, schema, table in tables:
         target = sql.Identifier(schema, table)
-        wanted = SERVE_TABLE_PRIVILEGES if table in READ_ONLY_TABLES else privileges
+        limit = LIMITED_TABLES.get(table)
+        wanted = tuple(p for p in privileges if limit is None or p in limit)
         listed = sql.SQL(", ").join(sql.SQL(p) for p in wanted)
         _granted(conn, sql.SQL("GRANT {} ON TABLE {} TO {}").format(listed, target, sql.Identifier(role)))
-        if table in READ_ONLY_TABLES:
+        if limit is not None:
+            withheld = sql.SQL(", ").join(sql.SQL(p) for p in _CHANGES if p not in wanted)
             _granted(
-                conn,
-                sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON TABLE {} FROM {}").format(
-                    target, sql.Identifier(role)
-                ),
+                conn, sql.SQL("REVOKE {} ON TABLE {} FROM {}").format(withheld, target, sql.Identifier(role))
             )
         lacking = [
             p
