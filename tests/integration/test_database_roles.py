@@ -187,3 +187,42 @@ def test_rds_iam_is_granted_where_it_exists(postgres_dsn: str, service_roles: Se
     finally:
         admin.execute("DROP ROLE rds_iam")
         admin.close()
+
+
+@pytest.fixture()
+def writing_client(own_runtime: Any, write_dsn: str, service: Any) -> Iterator[TestClient]:
+    """The app on the write role, as the deployed documents function runs (the schema already migrated)."""
+    from retrieval_core.api.app import create_app
+
+    own_runtime(DATABASE_URL=write_dsn, AUTO_MIGRATE="false")
+    with TestClient(create_app()) as client:
+        yield client
+
+
+def test_every_write_of_the_documents_api_works_as_the_write_role(
+    writing_client: TestClient, postgres_dsn: str
+) -> None:
+    store = "/api/v1/stores/role-writes"
+    assert writing_client.put(store, json={"allowedMetadataKeys": ["team"]}).status_code == 201
+    doc = f"{store}/documents/runbook"
+    body = {"text": "Rotate the on-call pager every Monday.", "metadata": {"team": "ops"}}
+    assert writing_client.put(doc, json=body).status_code == 201
+    assert writing_client.get(doc).json()["writtenBy"] == "open"
+    found = writing_client.post(
+        "/api/v1/rag/retrieve", json={"query": "pager rotation", "store": "role-writes", "grade": 0.0}
+    )
+    assert found.status_code == 200 and found.json()["results"][0]["content"] == body["text"]
+    assert writing_client.put(store, json={"allowedMetadataKeys": ["team", "tier"]}).status_code == 200
+    assert writing_client.delete(doc).status_code == 204
+    assert writing_client.delete(store).status_code == 204
+    with psycopg.connect(postgres_dsn) as conn:
+        actions = conn.execute(
+            "SELECT action, outcome FROM audit_log WHERE store = 'role-writes' ORDER BY id"
+        ).fetchall()
+    assert actions == [
+        ("put_store", "created"),
+        ("put_document", "created"),
+        ("put_store", "updated"),
+        ("delete_document", "deleted"),
+        ("delete_store", "deleted"),
+    ]
