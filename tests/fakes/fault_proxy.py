@@ -29,11 +29,24 @@ class FaultProxy:
         self._target = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.mode: Mode = "pass"
         self.requests = 0
+        self._in_flight = 0
+        self._last_seen = time.monotonic()
+        self._lock = threading.Lock()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                proxy.requests += 1
+                with proxy._lock:
+                    proxy.requests += 1
+                    proxy._in_flight += 1
+                try:
+                    self._answer()
+                finally:
+                    with proxy._lock:
+                        proxy._in_flight -= 1
+                        proxy._last_seen = time.monotonic()
+
+            def _answer(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 mode = proxy.mode
                 if mode == "reset":
@@ -69,6 +82,19 @@ class FaultProxy:
         self._server.daemon_threads = True
         self.endpoint_url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def wait_until_quiet(self, quiet_s: float = 1.5, timeout_s: float = 20.0) -> None:
+        """Wait until no request has been in flight for `quiet_s`: longer than botocore's first retry
+        backoff (at most 1 s), so every client call of a fault has given up, and a failure cannot land
+        after the test has moved on."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                quiet = self._in_flight == 0 and time.monotonic() - self._last_seen >= quiet_s
+            if quiet:
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"requests still reached the proxy after {timeout_s} s")
 
     def __enter__(self) -> FaultProxy:
         self._thread.start()
