@@ -199,23 +199,30 @@ def _rds_iam(conn: psycopg.Connection[Any], role: str) -> list[str]:
 def _connect_and_usage(conn: psycopg.Connection[Any], role: str, schemas: set[str]) -> list[str]:
     """CONNECT on the database and USAGE on the tables' schemas: usually held through PUBLIC; granted
     only when not, which needs the database's or schema's owner."""
-    missing: list[str] = []
-    if not _scalar(conn, "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (role,)):
-        database = str(_scalar(conn, "SELECT current_database()"))
-        statement = sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-            sql.Identifier(database), sql.Identifier(role)
-        )
-        if _granted(conn, statement) is not None:
-            missing.append(f"{role} lacks CONNECT on database {database}")
+    database = str(_scalar(conn, "SELECT current_database()"))
+    missing = _grant_unless_held(
+        conn,
+        ("SELECT has_database_privilege(%s, %s, 'CONNECT')", (role, database)),
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database), sql.Identifier(role)),
+        f"{role} lacks CONNECT on database {database}",
+    )
     for schema in sorted(schemas):
-        if _scalar(conn, "SELECT has_schema_privilege(%s, %s, 'USAGE')", (role, schema)):
-            continue
-        statement = sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-            sql.Identifier(schema), sql.Identifier(role)
+        missing += _grant_unless_held(
+            conn,
+            ("SELECT has_schema_privilege(%s, %s, 'USAGE')", (role, schema)),
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)),
+            f"{role} lacks USAGE on schema {schema}",
         )
-        if _granted(conn, statement) is not None:
-            missing.append(f"{role} lacks USAGE on schema {schema}")
     return missing
+
+
+def _grant_unless_held(
+    conn: psycopg.Connection[Any], held: tuple[str, tuple[Any, ...]], grant: sql.Composed, lack: str
+) -> list[str]:
+    """Run `grant` unless the `held` query says the role has the privilege; [lack] when it could not."""
+    if _scalar(conn, *held):
+        return []
+    return [lack] if _granted(conn, grant) is not None else []
 
 
 def _table_grants(
@@ -260,14 +267,13 @@ def _function_grants(
     """EXECUTE is PUBLIC's by default; granted only where someone revoked it."""
     missing: list[str] = []
     for oid, signature in functions:
-        if _scalar(conn, "SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (role, oid)):
-            continue
         # The signature is the catalog's own rendering (regprocedure), quoted by PostgreSQL.
-        statement = sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(
-            sql.SQL(signature), sql.Identifier(role)
+        missing += _grant_unless_held(
+            conn,
+            ("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (role, oid)),
+            sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(sql.SQL(signature), sql.Identifier(role)),
+            f"{role} lacks EXECUTE on function {signature}",
         )
-        if _granted(conn, statement) is not None:
-            missing.append(f"{role} lacks EXECUTE on function {signature}")
     return missing
 
 
