@@ -125,18 +125,18 @@ def serve_dsn(postgres_dsn: str, service_roles: Any) -> str:
 
 
 @pytest.fixture(scope="session")
-def service_env(
-    postgres_dsn: str, service_roles: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
-    """Process environment pointing the service at the test database (as its owner, like `retrieval serve`;
-    tests/integration/test_database_roles.py runs the paths as the serving and write roles); settings and
+def service_env(write_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Process environment pointing the service at the test database as the write role, as the deployed
+    write functions sign in (`service_roles` migrated it as the owner, who alone runs DDL: tests that
+    build indexes or triggers, or run the store maintenance, connect with `postgres_dsn`); settings and
     service rebuilt."""
     from retrieval_core import container
     from retrieval_core.embeddings import get_embedder
     from retrieval_core.settings import get_settings
 
     env = {
-        "DATABASE_URL": postgres_dsn,
+        "DATABASE_URL": write_dsn,
+        "AUTO_MIGRATE": "false",
         "DATA_DIR": str(tmp_path_factory.mktemp("data")),
         "EMBEDDING_PROVIDER": "local",
         "DEFAULT_STORE": "sample",

@@ -204,7 +204,8 @@ def served_app() -> Iterator[ServedApp]:
     pytest's basetemp, which a concurrent pytest run may prune.
     """
     root = Path(tempfile.mkdtemp(prefix="retrieval-serve-"))
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    # Not the shared test service's database settings: `make serve` sets neither.
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "AUTO_MIGRATE")}
     env.update(
         DATA_DIR=str(root / "data"),
         PYTHONPATH=PYTHONPATH,

@@ -781,6 +781,12 @@ def aws_database_env(postgres_dsn: str, moto: MotoServer, sample_store: Any) -> 
     }
 
 
+@pytest.fixture()
+def read_role(service_roles: Any) -> str:
+    """The user a read function's secret names: the serving role, as in the deployed stack."""
+    return str(service_roles.serve)
+
+
 def create_secret(moto: MotoServer, value: dict[str, str]) -> str:
     created = moto.client("secretsmanager").create_secret(
         Name=f"retrieval/db-{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value)
@@ -801,7 +807,7 @@ def test_handler_import_loads_no_ml_library_genai_or_boto3(tmp_path: Path) -> No
 
 
 def test_secret_credentials_recover_after_rotation_and_never_leak(
-    aws_database_env: dict[str, str], moto: MotoServer, tmp_path: Path
+    aws_database_env: dict[str, str], read_role: str, moto: MotoServer, tmp_path: Path
 ) -> None:
     old_password = f"old-{uuid.uuid4().hex}"
     new_password = f"new-{uuid.uuid4().hex}"
@@ -812,7 +818,7 @@ def test_secret_credentials_recover_after_rotation_and_never_leak(
         "similarity_search",
         [
             {"invoke": SEARCH_EVENT},
-            {"put_secret": {"arn": arn, "value": {"username": "postgres", "password": new_password}}},
+            {"put_secret": {"arn": arn, "value": {"username": read_role, "password": new_password}}},
             {"invoke": SEARCH_EVENT},
         ],
         env,
@@ -847,9 +853,9 @@ def test_secret_credentials_recover_after_rotation_and_never_leak(
 
 
 def test_snapstart_restore_hook_reconnects_and_rereads_the_secret(
-    aws_database_env: dict[str, str], moto: MotoServer, tmp_path: Path
+    aws_database_env: dict[str, str], read_role: str, moto: MotoServer, tmp_path: Path
 ) -> None:
-    arn = create_secret(moto, {"username": "postgres", "password": "first"})
+    arn = create_secret(moto, {"username": read_role, "password": "first"})
     env = {**aws_database_env, "DATABASE_SECRET_ARN": arn}
     run = run_handler(
         "similarity_search",
@@ -877,9 +883,9 @@ LAMBDA_TRACE_HEADER = f"Root={TRACE_ID};Parent=53995c3f42cd8ad8;Sampled=1"
 
 @pytest.mark.parametrize("initialization", ["on-demand", "snap-start"])
 def test_the_first_request_is_traced_with_its_aws_calls_however_the_function_was_initialised(
-    aws_database_env: dict[str, str], moto: MotoServer, tmp_path: Path, initialization: str
+    aws_database_env: dict[str, str], read_role: str, moto: MotoServer, tmp_path: Path, initialization: str
 ) -> None:
-    arn = create_secret(moto, {"username": "postgres", "password": "any"})
+    arn = create_secret(moto, {"username": read_role, "password": "any"})
     with XRayDaemon() as daemon:
         env = {
             **aws_database_env,

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
@@ -93,9 +94,10 @@ def served_app() -> Iterator[ServedApp]:
 
 
 @pytest.fixture()
-def poison_trigger(service: Any) -> Iterator[None]:
-    """A trigger that makes PostgreSQL reject any chunk containing 'poison-pill', mid-COPY."""
-    with service.database.connection() as conn:
+def poison_trigger(postgres_dsn: str, service: Any) -> Iterator[None]:
+    """A trigger that makes PostgreSQL reject any chunk containing 'poison-pill', mid-COPY (created by the
+    owner of `chunks`: the service's role may not)."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
             """CREATE OR REPLACE FUNCTION test_reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN
@@ -108,6 +110,6 @@ def poison_trigger(service: Any) -> Iterator[None]:
             " FOR EACH ROW EXECUTE FUNCTION test_reject_poison()"
         )
     yield
-    with service.database.connection() as conn:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TRIGGER test_reject_poison ON chunks")
         conn.execute("DROP FUNCTION test_reject_poison()")

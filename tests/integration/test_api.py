@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.roles import write_role_dsn
+
 RETRIEVE = "/api/v1/rag/retrieve"
 SEARCH = "/api/v1/chunks/similarity-search"
 
@@ -216,7 +218,7 @@ def test_service_recovers_when_postgres_restarts(app_on, private_postgres) -> No
     from retrieval_core.documents.sample import load_sample_corpus
 
     server = private_postgres
-    client = app_on(server.get_uri())
+    client = app_on(write_role_dsn(server.get_uri()))
     load_sample_corpus(get_service())
     assert retrieve(client, query="espresso machine")["totalResults"] == 5
 

@@ -27,6 +27,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.integration.attached_support import assert_index_recall
+from tests.roles import grant_to_service_roles
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -234,6 +235,7 @@ LAYOUTS = [langchain_v1, langchain_v2, llamaindex, shared_tables_view]
 def layout(request: pytest.FixtureRequest, postgres_dsn: str, service: Any) -> Layout:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         made: Layout = request.param(conn)
+        grant_to_service_roles(conn, made.source["table"].split(".")[0])
         conn.execute("ANALYZE")
     return made
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -527,7 +527,7 @@ def test_the_cli_attaches_and_refreshes(
 
 
 def test_add_fulltext_alters_the_table_only_when_asked_and_hybrid_ranks_with_ts_rank_cd(
-    client: TestClient, text_table: str, postgres_dsn: str
+    client: TestClient, text_table: str, postgres_dsn: str, own_runtime: Any
 ) -> None:
     def tsv_column() -> bool:
         with psycopg.connect(postgres_dsn) as conn:
@@ -538,6 +538,26 @@ def test_add_fulltext_alters_the_table_only_when_asked_and_hybrid_ranks_with_ts_
         return row == (1,)
 
     columns = {"id": "id", "content": "text", "embedding": "embedding", "metadata": ["topic"]}
+    # The write role owns no user table: it is told to have the owner add the column.
+    _, refused = attach(client, {"table": text_table, "columns": columns, "addFulltext": True})
+    assert refused.status_code == 422 and not tsv_column()
+    assert refused.json()["error"]["details"]["errors"][0]["field"] == "source.addFulltext"
+    assert "does not own team.notes" in refused.json()["error"]["message"]
+    # Altering the table takes its owner: the service as the owner, as `retrieval serve` runs locally.
+    from retrieval_core.api.app import create_app
+
+    own_runtime(DATABASE_URL=postgres_dsn)
+    with TestClient(create_app()) as owner_client:
+        _add_fulltext_as_owner(owner_client, text_table, postgres_dsn, tsv_column, columns)
+
+
+def _add_fulltext_as_owner(
+    client: TestClient,
+    text_table: str,
+    postgres_dsn: str,
+    tsv_column: Callable[[], bool],
+    columns: dict[str, Any],
+) -> None:
     # A definition that fails after the column would be added leaves the table as it was.
     _, failed = attach(
         client, {"table": text_table, "columns": {**columns, "title": "nope"}, "addFulltext": True}

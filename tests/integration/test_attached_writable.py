@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.backends.attached.writes import ID_NAMESPACE
+from tests.roles import grant_to_service_roles
 
 STORES = "/api/v1/stores"
 RETRIEVE = "/api/v1/rag/retrieve"
@@ -324,6 +325,7 @@ def test_a_writable_preset_writes_rows_its_library_reads(
     make, reader, row_id, keys = READERS[preset]
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         source = make(conn)
+        grant_to_service_roles(conn, source["table"].split(".")[0], writable=True)
     name, created = attach(client, {**source, "writable": True})
     assert created.status_code == 201, created.text
     assert created.json()["source"]["documentKey"] == next(iter(keys)) or preset == "llamaindex"
@@ -356,6 +358,7 @@ def test_langchain_writes_stay_in_the_store_s_collection(client: TestClient, pos
             "INSERT INTO wlc.langchain_pg_embedding VALUES ('doc-a#0', %s, %s::vector, 'theirs', %s)",
             (uuid.UUID(int=2), vector_literal([1.0] * 384), json.dumps({"documentId": "doc-a"})),
         )
+        grant_to_service_roles(conn, "wlc", writable=True)
     name, created = attach(client, {**source, "writable": True})
     assert created.status_code == 201, created.text
     # The other collection's row holds the id this write would take: refused, nothing written.
@@ -386,8 +389,14 @@ def odd_tables(postgres_dsn: str, service: Any) -> Iterator[None]:
                     id integer PRIMARY KEY, doc text, body text, vec vector({dim}), meta jsonb);
                 CREATE TABLE odd.data_docs (
                     id BIGSERIAL NOT NULL, index_id VARCHAR NOT NULL, text VARCHAR NOT NULL, metadata_ JSON,
-                    node_id VARCHAR, embedding VECTOR({dim}), PRIMARY KEY (id));"""
+                    node_id VARCHAR, embedding VECTOR({dim}), PRIMARY KEY (id));
+                CREATE TABLE odd.serial (id bigserial PRIMARY KEY, doc text, body text, vec vector({dim}),
+                                         meta jsonb);"""
         )
+        # Granted all a writable store needs: each definition is refused for its own reason.
+        roles = grant_to_service_roles(conn, "odd", writable=True)
+        # But the sequence filling odd.serial's ids: an insert would fail on it.
+        conn.execute(f'REVOKE USAGE ON SEQUENCE odd.serial_id_seq FROM "{roles.write}"')
     yield
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS odd CASCADE")
@@ -432,6 +441,7 @@ BASE = {"id": "id", "content": "body", "embedding": "vec", "metadata": "meta", "
         ),
         ({"table": "odd.ints", "columns": BASE}, "source.columns.id", "integer without a default"),
         ({"preset": "llamaindex", "table": "odd.data_docs"}, "source.writable", "index_id"),
+        ({"table": "odd.serial", "columns": BASE}, "source.writable", "sequences that fill odd.serial's"),
     ],
 )
 def test_definitions_the_service_cannot_write_are_refused_and_change_nothing(

@@ -166,11 +166,11 @@ def test_refusals_write_no_row_and_are_logged_without_the_key(
 
 
 @pytest.fixture()
-def failing_version_bump(service: Any) -> Iterator[str]:
+def failing_version_bump(postgres_dsn: str, service: Any) -> Iterator[str]:
     """A store whose version cannot be bumped: every change to its documents fails at its last statement,
-    after its audit rows were written in the same transaction."""
+    after its audit rows were written in the same transaction. The trigger is the owner's doing."""
     store = new_store()
-    with service.database.connection() as conn:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
             """CREATE OR REPLACE FUNCTION test_refuse_bump() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN
@@ -185,7 +185,7 @@ def failing_version_bump(service: Any) -> Iterator[str]:
             f" EXECUTE FUNCTION test_refuse_bump('{store}')"
         )
     yield store
-    with service.database.connection() as conn:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TRIGGER test_refuse_bump ON stores")
         conn.execute("DROP FUNCTION test_refuse_bump()")
 
@@ -199,10 +199,10 @@ def test_a_change_that_fails_leaves_no_row(
     store = failing_version_bump
     keyed.put(f"{STORES}/{store}", json={}, headers=as_key(ADMIN, "req-store"))
     # A document put before the trigger bites: written through the service with the bump let through.
-    with service.database.connection() as conn:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE stores DISABLE TRIGGER test_refuse_bump")
     get_document_service().write_source(store, SourceInput("kept", b"Kept since before.", "text/plain"))
-    with service.database.connection() as conn:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE stores ENABLE TRIGGER test_refuse_bump")
     before = rows(postgres_dsn, store)
 

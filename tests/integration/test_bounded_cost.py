@@ -106,11 +106,11 @@ def expensive_bodies(store: str | None = None) -> list[tuple[str, dict[str, Any]
 
 
 @pytest.fixture()
-def small_timeouts(own_runtime: Any, postgres_dsn: str, sample_store: Any) -> Iterator[Any]:
+def small_timeouts(own_runtime: Any, write_dsn: str, sample_store: Any) -> Iterator[Any]:
     from retrieval_core.container import get_service
 
     own_runtime(
-        DATABASE_URL=postgres_dsn,
+        DATABASE_URL=write_dsn,
         SEARCH_STATEMENT_TIMEOUT_MS="1500",
         EXPENSIVE_SEARCH_STATEMENT_TIMEOUT_MS="300",
         DB_STATEMENT_TIMEOUT_MS="15000",
@@ -184,14 +184,12 @@ def test_a_search_runs_under_its_own_statement_timeout_shorter_for_the_expensive
 
 
 def test_a_request_that_finds_every_connection_lent_out_gets_overloaded_in_well_under_a_second(
-    own_runtime: Any, postgres_dsn: str, sample_store: Any
+    own_runtime: Any, write_dsn: str, sample_store: Any
 ) -> None:
     from retrieval_core.container import get_service
 
     # A long connect timeout: the wait for a lent-out connection is DB_POOL_WAIT_MS, not that.
-    own_runtime(
-        DATABASE_URL=postgres_dsn, DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="1", DB_CONNECT_TIMEOUT_S="10"
-    )
+    own_runtime(DATABASE_URL=write_dsn, DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="1", DB_CONNECT_TIMEOUT_S="10")
     service = get_service()
     with app_client() as client:
         body = ordinary("espresso machine")

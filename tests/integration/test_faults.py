@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.observability import metrics
 from tests.conftest import EVENTS_DIR
+from tests.roles import write_role_dsn
 from tests.servers import free_port
 
 RETRIEVE = "/api/v1/rag/retrieve"
@@ -54,8 +55,8 @@ def test_fault_postgres_stopped_mid_run_with_requests_in_flight_then_recovers(
     from retrieval_core.documents.sample import load_sample_corpus
 
     server = private_postgres
-    dsn = server.get_uri()
-    own_runtime(DATABASE_URL=dsn, DB_CONNECT_TIMEOUT_S="1", DB_POOL_MAX_SIZE="4")
+    dsn = write_role_dsn(server.get_uri())
+    own_runtime(DATABASE_URL=dsn, AUTO_MIGRATE="false", DB_CONNECT_TIMEOUT_S="1", DB_POOL_MAX_SIZE="4")
     service = get_service()
     load_sample_corpus(service)
     vector = service.embedder.embed(["espresso machine"], "query")[0]
@@ -121,8 +122,10 @@ def test_fault_postgres_restart_lambda_handler_recovers_in_the_same_container(
     from retrieval_core.documents.sample import load_sample_corpus
 
     server = private_postgres
-    dsn = server.get_uri()
-    own_runtime(DATABASE_URL=dsn, DB_CONNECT_TIMEOUT_S="1", POWERTOOLS_METRICS_NAMESPACE="Test")
+    dsn = write_role_dsn(server.get_uri())
+    own_runtime(
+        DATABASE_URL=dsn, AUTO_MIGRATE="false", DB_CONNECT_TIMEOUT_S="1", POWERTOOLS_METRICS_NAMESPACE="Test"
+    )
     handler = build_handler(retrieve.router, chunks.router, health.router)
     # Set only now: at handler build time it would move the core's loggers off the root logger.
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "retrieval-test")
@@ -156,13 +159,13 @@ def _as_response(lambda_response: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_fault_dynamodb_unreachable_searches_are_served_uncached(
-    own_runtime: Any, postgres_dsn: str, sample_store: Any, aws_env: None, caplog: pytest.LogCaptureFixture
+    own_runtime: Any, write_dsn: str, sample_store: Any, aws_env: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     from retrieval_core.api.app import create_app
     from retrieval_core.container import get_service
 
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    own_runtime(DATABASE_URL=postgres_dsn, CACHE_TABLE_NAME="retrieval-cache", DYNAMODB_ENDPOINT_URL=closed)
+    own_runtime(DATABASE_URL=write_dsn, CACHE_TABLE_NAME="retrieval-cache", DYNAMODB_ENDPOINT_URL=closed)
     assert get_service().cache is not None and get_service().cache.shared
     vector = get_service().embedder.embed(["espresso machine"], "query")[0]
     errors_before = metrics.counters["CacheError"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
@@ -128,6 +129,7 @@ ONE_PERCENT_FILTERS = [
 
 def _write_store(
     service: Any,
+    owner_dsn: str,
     name: str,
     storage: Storage,
     metadata: Callable[[str], dict[str, Any]] = _tenant,
@@ -148,28 +150,31 @@ def _write_store(
             drop_store(conn, existing)
         store = create_store(conn, name, name, "synthetic", DIM, storage)
         replace_documents(conn, store, documents)
-        # What the store index maintenance builds for a store this large (db/store_indexes.py).
-        conn.execute(create_index_statement(store))
-        conn.execute("ANALYZE chunks")
+    # What the store index maintenance builds for a store this large (db/store_indexes.py), as the owner.
+    with psycopg.connect(owner_dsn, autocommit=True) as owner:
+        owner.execute(create_index_statement(store))
+        owner.execute("ANALYZE chunks")
+    with service.database.connection() as conn:
         written = find_store(conn, name)  # with its version and chunk count after the writes
     assert written is not None
     return Corpus(written, vectors, ids, tenants, queries)
 
 
 @pytest.fixture(scope="module")
-def corpus(service: Any) -> Corpus:
-    return _write_store(service, "filtered-ann", "vector")
+def corpus(service: Any, postgres_dsn: str) -> Corpus:
+    return _write_store(service, postgres_dsn, "filtered-ann", "vector")
 
 
 @pytest.fixture(scope="module")
-def operator_corpus(service: Any) -> Corpus:
-    return _write_store(service, "filtered-ann-operators", "vector", _operator_metadata)
+def operator_corpus(service: Any, postgres_dsn: str) -> Corpus:
+    return _write_store(service, postgres_dsn, "filtered-ann-operators", "vector", _operator_metadata)
 
 
 @pytest.fixture(scope="module")
-def database(postgres_dsn: str) -> Iterator[SingleConnection]:
-    """One connection of its own, so that its index statistics can be flushed before they are read."""
-    database = SingleConnection(postgres_dsn, 5, 15_000)
+def database(write_dsn: str) -> Iterator[SingleConnection]:
+    """One connection of its own (the service's role), so that its index statistics can be flushed before
+    they are read."""
+    database = SingleConnection(write_dsn, 5, 15_000)
     yield database
     database.close()
 
@@ -393,11 +398,11 @@ def test_a_selective_filter_is_answered_exactly_and_a_broad_one_by_the_index(
 
 @pytest.mark.parametrize("statistics_target", [1, 10_000])
 def test_the_choice_does_not_move_with_the_planners_statistics(
-    service: Any, database: SingleConnection, corpus: Corpus, statistics_target: int
+    service: Any, postgres_dsn: str, database: SingleConnection, corpus: Corpus, statistics_target: int
 ) -> None:
     # The planner's estimates of these filters change with the sample ANALYZE takes (a target of 1
     # samples 300 rows); the choice reads counts only, so it is the same for a fresh service each time.
-    with service.database.connection() as conn:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f"SET default_statistics_target = {statistics_target}")
         conn.execute("ANALYZE chunks")
     chooser = _service(database, service)
@@ -474,8 +479,8 @@ def test_knobs_through_the_api(sample_store: Any, corpus: Corpus) -> None:
 
 
 @pytest.fixture()
-def halfvec_corpus(service: Any) -> Iterator[Corpus]:
-    corpus = _write_store(service, "filtered-ann-half", "halfvec")
+def halfvec_corpus(service: Any, postgres_dsn: str) -> Iterator[Corpus]:
+    corpus = _write_store(service, postgres_dsn, "filtered-ann-half", "halfvec")
     yield corpus
     with service.database.connection() as conn:
         drop_store(conn, corpus.store)

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import EVENTS_DIR
 from tests.fakes.openai_embeddings import FakeOpenAIEmbeddings
+from tests.roles import write_role_dsn
 from tests.servers import free_port
 
 HEALTH = "/api/v1/health"
@@ -199,7 +200,7 @@ def test_a_table_or_column_missing_under_a_running_service_is_schema_not_ready_n
     own_runtime: Any, private_postgres: Any
 ) -> None:
     dsn = private_postgres.get_uri()
-    own_runtime(DATABASE_URL=dsn)
+    own_runtime(DATABASE_URL=write_role_dsn(dsn), AUTO_MIGRATE="false")
     with app_client() as client:
         assert client.put(f"{STORES}/handbook", json={"displayName": "Handbook"}).status_code == 201
         # Someone restores an old dump under the running service.
@@ -221,7 +222,9 @@ def test_database_down_fails_health_quickly_skips_what_needs_it_and_recovers(
 
     server = private_postgres
     # A long connect timeout: a probe must not wait that long for a connection.
-    own_runtime(DATABASE_URL=server.get_uri(), DB_CONNECT_TIMEOUT_S="30")
+    own_runtime(
+        DATABASE_URL=write_role_dsn(server.get_uri()), AUTO_MIGRATE="false", DB_CONNECT_TIMEOUT_S="30"
+    )
     get_service()
     with app_client() as client:
         assert client.get(HEALTH).status_code == 200
@@ -264,13 +267,11 @@ def test_health_of_an_unreachable_host_names_no_host_user_or_password(own_runtim
 
 
 @pytest.fixture()
-def one_connection_pool(own_runtime: Any, postgres_dsn: str, sample_store: Any) -> Any:
+def one_connection_pool(own_runtime: Any, write_dsn: str, sample_store: Any) -> Any:
     """The service on a pool of one connection, waiting at most a second for it."""
     from retrieval_core.container import get_service
 
-    own_runtime(
-        DATABASE_URL=postgres_dsn, DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="1", DB_CONNECT_TIMEOUT_S="1"
-    )
+    own_runtime(DATABASE_URL=write_dsn, DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="1", DB_CONNECT_TIMEOUT_S="1")
     return get_service()
 
 

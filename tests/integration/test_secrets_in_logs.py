@@ -16,6 +16,7 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -30,6 +31,7 @@ SEARCH = "/api/v1/chunks/similarity-search"
 def test_secrets_never_appear_in_logs_during_a_whole_session(
     own_runtime: Any,
     postgres_dsn: str,
+    service_roles: Any,
     sample_store: Any,
     aws_env: None,
     caplog: pytest.LogCaptureFixture,
@@ -53,10 +55,11 @@ def test_secrets_never_appear_in_logs_during_a_whole_session(
         "OpenAI key": openai_key,
     }
 
-    # A login role with a password: the DSN the service gets carries it, as a production one would.
+    # A login role with a password, a member of the write role: the DSN the service gets carries it, as a
+    # production one would.
     role = f"svc_{uuid.uuid4().hex[:8]}"
-    with get_service().database.connection() as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN SUPERUSER PASSWORD '{password}'")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' IN ROLE {service_roles.write}")
     dsn = make_conninfo(postgres_dsn, user=role, password=password)
     unreachable = make_conninfo(
         postgres_dsn, user=role, password=password, host="127.0.0.1", port=free_port()

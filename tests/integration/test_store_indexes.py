@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from retrieval_core.cli.main import main
 from retrieval_core.db.stores import index_name
+from tests.roles import owner_settings, write_role_dsn
 from tests.writing import GivenVectors, TextDocument, ensure_store, write_documents
 
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -26,11 +27,17 @@ K = 5
 
 @pytest.fixture()
 def runtime(own_runtime: Any, private_postgres: Any) -> Iterator[tuple[Any, str]]:
-    """The service on a database of its own: stores of 50 chunks or more get an index, one store at most."""
+    """The service on a database of its own, as the write role (the owner's DSN is the second item, for
+    `_index_stores`): stores of 50 chunks or more get an index, one store at most."""
     from retrieval_core.container import get_service
 
     dsn = str(private_postgres.get_uri())
-    own_runtime(DATABASE_URL=dsn, STORE_INDEX_MIN_CHUNKS="50", STORE_INDEXES_MAX="1")
+    own_runtime(
+        DATABASE_URL=write_role_dsn(dsn),
+        AUTO_MIGRATE="false",
+        STORE_INDEX_MIN_CHUNKS="50",
+        STORE_INDEXES_MAX="1",
+    )
     yield get_service(), dsn
 
 
@@ -70,8 +77,10 @@ def _indexed(dsn: str) -> dict[int, bool]:
     return {int(name.rsplit("_", 1)[1]): valid for name, valid in rows}
 
 
-def _index_stores(capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["index-stores"]) == 0
+def _index_stores(capsys: pytest.CaptureFixture[str], dsn: str) -> str:
+    """`retrieval index-stores` as the owner of `dsn`'s database."""
+    with owner_settings(dsn):
+        assert main(["index-stores"]) == 0
     return capsys.readouterr().out
 
 
@@ -89,18 +98,18 @@ def test_the_largest_store_gets_its_index_outside_requests_and_searches_stay_exa
         assert _indexed(dsn) == {}
         assert all(_search(client, "big", q) == _exact(big, q) for q in queries)
 
-        out = _index_stores(capsys)
+        out = _index_stores(capsys, dsn)
         assert "build HNSW index of store big (120 chunks)" in out and "1 steps done, 0 failed" in out
         assert _indexed(dsn) == {ids["big"]: True}
         assert service.get_store("big").vector_index and not service.get_store("middle").vector_index
         assert _plan_reads(dsn, ids["big"], index_name(ids["big"]))
         assert all(_search(client, "big", q) == _exact(big, q) for q in queries)
-        assert _index_stores(capsys) == ""  # nothing left to do
+        assert _index_stores(capsys, dsn) == ""  # nothing left to do
 
         # middle grows past big: the one index moves to it (dropped first, so the cap always holds).
         more = _vectors(4, 60)
         _write(service, "middle", more, start=80)
-        out = _index_stores(capsys)
+        out = _index_stores(capsys, dsn)
         assert out.index(f"drop index {index_name(ids['big'])}") < out.index(
             "build HNSW index of store middle"
         )
@@ -112,7 +121,7 @@ def test_the_largest_store_gets_its_index_outside_requests_and_searches_stay_exa
         # A dropped store's index goes with the next run (a request never runs DDL).
         assert client.delete("/api/v1/stores/middle").status_code == 204
         assert _indexed(dsn) == {ids["middle"]: True}
-        out = _index_stores(capsys)
+        out = _index_stores(capsys, dsn)
         assert f"drop index {index_name(ids['middle'])}" in out
         assert _indexed(dsn) == {ids["big"]: True}
 
@@ -125,14 +134,14 @@ def test_a_failed_build_is_dropped_and_built_again_and_runs_never_overlap(
     service, dsn = runtime
     _write(service, "big", _vectors(1, 60))
     store_id = service.get_store("big").id
-    _index_stores(capsys)
+    _index_stores(capsys, dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         # What a concurrent build cut off (a deadline, a failure) leaves behind: an index marked invalid.
         conn.execute(
             "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (index_name(store_id),)
         )
     assert not _plan_reads(dsn, store_id, index_name(store_id))  # the planner skips it: searched exactly
-    out = _index_stores(capsys)
+    out = _index_stores(capsys, dsn)
     assert f"drop index {index_name(store_id)}" in out and "build HNSW index of store big" in out
     assert _indexed(dsn) == {store_id: True}
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from psycopg import Rollback, sql
@@ -195,9 +196,10 @@ def test_a_grant_pages_through_its_own_stores_only(service: Any, many: list[str]
     ]
 
 
-def test_the_list_the_prefix_and_display_name_lookups_read_indexes(service: Any) -> None:
-    """On a few thousand stores, with the planner's own choice (no setting forces an index)."""
-    with service.database.connection() as conn, conn.transaction() as transaction:
+def test_the_list_the_prefix_and_display_name_lookups_read_indexes(service: Any, postgres_dsn: str) -> None:
+    """On a few thousand stores, with the planner's own choice (no setting forces an index). As the owner:
+    the stores' statistics are taken (ANALYZE) in the transaction that writes them."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn, conn.transaction() as transaction:
         conn.execute(
             """INSERT INTO stores (name, display_name, embedding_model, dimension)
                SELECT 'plan-' || md5(g::text), 'Plan store ' || g, 'm', 4 FROM generate_series(1, 4000) g"""

@@ -105,6 +105,7 @@ def check_writable(conn: Connection, source: AttachedSource, oid: int, kind: str
             f"{where} has NOT NULL columns without a default that the mapping does not fill: "
             f"{', '.join(unfilled)}",
         )
+    _check_sequences(conn, oid, [name for name in table if name not in written], where)
     return checked
 
 
@@ -214,6 +215,31 @@ def _columns(conn: Connection, oid: int) -> dict[str, _Column]:
         (oid,),
     ).fetchall()
     return {str(r[0]): _Column(str(r[1]), bool(r[2]), bool(r[3]), bool(r[4])) for r in rows}
+
+
+def _check_sequences(conn: Connection, oid: int, defaulted: list[str], where: str) -> None:
+    """Refused when the defaults of the `defaulted` columns call nextval on a sequence (a serial column's)
+    that this user may not advance: every insert would fail on it. Identity columns need no privilege."""
+    rows = conn.execute(
+        """SELECT DISTINCT s.oid::regclass::text
+           FROM pg_attrdef d
+           JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+           JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
+                AND dep.refclassid = 'pg_class'::regclass
+           JOIN pg_class s ON s.oid = dep.refobjid AND s.relkind = 'S'
+           WHERE d.adrelid = %s AND a.attname = ANY(%s)
+             -- A CASE: has_sequence_privilege fails on another relation, and filters may run in any order.
+             AND CASE WHEN s.relkind = 'S' THEN NOT has_sequence_privilege(s.oid, 'USAGE')
+                      AND NOT has_sequence_privilege(s.oid, 'UPDATE') ELSE false END
+           ORDER BY 1""",
+        (oid, defaulted),
+    ).fetchall()
+    if rows:
+        raise _refused(
+            "source.writable",
+            f"the service's database user may not use the sequences that fill {where}'s defaults: "
+            f"{', '.join(str(r[0]) for r in rows)} (its owner grants USAGE on them)",
+        )
 
 
 def _refused(field: str, message: str) -> InvalidRequestError:
