@@ -52,3 +52,21 @@ def grant_to_service_roles(conn: Any, schema: str, writable: bool = False) -> An
         conn.execute(sql.SQL("GRANT INSERT, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(name, write))
         conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(name, write))
     return roles
+
+
+def grant_tables_to_service_roles(conn: Any, schema: str, tables: list[str], writable: bool = False) -> None:
+    """`grant_to_service_roles` for some tables of `schema` only (a schema the service's own tables share)."""
+    from psycopg import sql
+
+    from retrieval_core.db.migrations.roles import ServiceRoles
+
+    roles = ServiceRoles.of(conn.execute("SELECT current_database()").fetchone()[0])
+    serve, write, name = sql.Identifier(roles.serve), sql.Identifier(roles.write), sql.Identifier(schema)
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}, {}").format(name, serve, write))
+    for table in tables:
+        target = sql.Identifier(schema, table)
+        conn.execute(sql.SQL("GRANT SELECT ON TABLE {} TO {}, {}").format(target, serve, write))
+        if writable:
+            conn.execute(sql.SQL("GRANT INSERT, DELETE ON TABLE {} TO {}").format(target, write))
+    if writable:
+        conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(name, write))

@@ -555,7 +555,6 @@ def test_sam_build_puts_the_core_at_python_retrieval_core_without_torch_or_boto3
         "aws_lambda_powertools",
         "aws_xray_sdk",
         "httpx",
-        "pydantic_settings",
     ):
         assert present in shipped, f"{present} is missing from the layer"
     assert (layer / "python" / "google" / "genai").is_dir()

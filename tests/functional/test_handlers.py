@@ -926,7 +926,7 @@ def test_rds_iam_auth_builds_a_tls_conninfo_with_a_signed_token(monkeypatch: pyt
     for key, value in AWS_TEST_ENV.items():
         monkeypatch.setenv(key, value)
     settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         database_host="rag-proxy.proxy-abc123.us-east-1.rds.amazonaws.com",
         database_port=5432,
         database_name="rag",

@@ -210,7 +210,7 @@ def client_with_rerankers(service: RetrievalService, **settings: Any) -> Iterato
     from retrieval_core.api.app import create_app
     from retrieval_core.rerank import clear_reranker_cache
 
-    rerankers = container.build_rerankers(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
+    rerankers = container.build_rerankers(Settings(_env_file=None, **settings))
     wired = RetrievalService(
         service.database, service.embedder, service.default_store, service.ef_search, rerankers=rerankers
     )

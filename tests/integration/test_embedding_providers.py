@@ -35,7 +35,7 @@ AWS_SECRET_ACCESS_KEY = "fake-secret-0123456789abcdefghijklmnop"
 
 
 def _settings(**fields: Any) -> Settings:
-    return Settings(_env_file=None, **fields)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **fields)
 
 
 def _unit(vector: list[float]) -> list[float]:

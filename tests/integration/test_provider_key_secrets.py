@@ -41,7 +41,7 @@ DOCUMENTS = ["The scheduler places pods on nodes.", "Bananas are rich in potassi
 
 
 def _settings(**fields: Any) -> Settings:
-    return Settings(_env_file=None, **fields)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **fields)
 
 
 def _key(prefix: str) -> str:

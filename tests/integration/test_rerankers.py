@@ -44,7 +44,7 @@ GEMINI_KEY = "gm-test-0123456789abcdef"
 
 
 def _settings(**fields: Any) -> Settings:
-    return Settings(_env_file=None, **fields)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **fields)
 
 
 def _assert_scores(actual: list[RerankScore], expected: list[RerankScore]) -> None:

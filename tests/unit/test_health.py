@@ -52,7 +52,7 @@ def settings_of(monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.delenv(name, raising=False)
 
     def build(**fields: Any) -> Settings:
-        return Settings(_env_file=None, **fields)  # type: ignore[call-arg]
+        return Settings(_env_file=None, **fields)
 
     return build
 

@@ -27,6 +27,9 @@ HEAVY = [
     "httpx",
     # The local model's tokenizer: the first embedding, or the first returnFormatted answer, loads it.
     "tokenizers",
+    # Settings read the environment themselves: pydantic-settings and python-dotenv cost about 100 ms.
+    "pydantic_settings",
+    "dotenv",
 ]
 
 # The MCP SDK's streamable HTTP transport imports sse-starlette, which imports uvicorn's logging setup

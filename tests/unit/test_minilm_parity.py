@@ -131,7 +131,7 @@ def test_local_embedder_through_the_settings(runtime: LocalRuntime, cache_dir: P
 
 
 def test_onnx_is_the_default_runtime() -> None:
-    assert Settings(_env_file=None).local_embedder_runtime == "onnx"  # type: ignore[call-arg]
+    assert Settings(_env_file=None).local_embedder_runtime == "onnx"
     assert LocalEmbedder().runtime == "onnx"
 
 

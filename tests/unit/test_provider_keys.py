@@ -28,7 +28,7 @@ PARAMETER = "arn:aws:ssm:us-east-1:123456789012:parameter/retrieval/openai"
 
 
 def _settings(**fields: Any) -> Settings:
-    return Settings(_env_file=None, **fields)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **fields)
 
 
 @pytest.mark.parametrize(

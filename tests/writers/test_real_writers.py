@@ -28,6 +28,7 @@ from fastapi.testclient import TestClient
 
 from tests.integration.attached_support import assert_index_recall
 from tests.integration.test_attached_presets import DIM, ROWS, K, Rows, synthetic
+from tests.roles import grant_tables_to_service_roles
 
 STORES = "/api/v1/stores"
 SEARCH = "/api/v1/chunks/similarity-search"
@@ -94,6 +95,17 @@ def run_python(python: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [python, *args], env=writer_env(), capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def granted(dsn: str, source: dict[str, Any], writable: bool = False) -> None:
+    """What the owner of a library's tables grants the service's roles (docs/security.md, "Attached
+    tables"): the service signs in as its write role, as the deployed documents function does."""
+    import psycopg
+
+    schema, _, table = (source.get("table") or "langchain_pg_embedding").rpartition(".")
+    tables = [table, "langchain_pg_collection"] if source["preset"] == "langchain-postgres" else [table]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        grant_tables_to_service_roles(conn, schema or "public", tables, writable)
 
 
 def write(
@@ -164,6 +176,7 @@ def test_a_table_the_library_wrote_is_served_exactly_then_through_its_index_then
     rows = synthetic(ids[:ROWS])
     data = rows_file(tmp_path / "rows.npz", rows, ids[ROWS:])
     write(writers_python, library, "create", postgres_dsn, data, 0, ROWS)
+    granted(postgres_dsn, library.source)
 
     name = f"{library.name}-{uuid.uuid4().hex[:6]}"
     created = client.put(f"{STORES}/{name}", json={"source": library.source})
@@ -261,6 +274,7 @@ def test_hybrid_search_reads_the_full_text_column_the_library_keeps(
         texts=np.array(texts),
     )
     write(writers_python, library, "create", postgres_dsn, data, 0, count)
+    granted(postgres_dsn, library.source)
 
     name = f"{library.name}-{uuid.uuid4().hex[:6]}"
     created = client.put(f"{STORES}/{name}", json={"source": library.source})
@@ -316,6 +330,7 @@ def test_the_libraries_read_what_a_writable_store_wrote(
         docs=np.array([f"doc-{i}" for i in range(count)]),
     )
     write(writers_python, library, "create", postgres_dsn, data, 0, count)
+    granted(postgres_dsn, source, writable=True)
     name = f"{writer}-{uuid.uuid4().hex[:6]}"
     created = client.put(f"{STORES}/{name}", json={"source": {**source, "writable": True}})
     assert created.status_code == 201, created.text

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from retrieval_core.environment import environment_values
 
 EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
 # Runtimes of the local model (embeddings/local.py describes each).
@@ -33,10 +34,20 @@ EF_SEARCH_MIN, EF_SEARCH_MAX = 1, 1000
 MAX_SCAN_TUPLES_MIN, MAX_SCAN_TUPLES_MAX = 100, 200_000
 
 
-class Settings(BaseSettings):
-    """All configuration of the retrieval core. Field names map to upper-case env vars."""
+# The `.env` file read from the working directory, when present.
+ENV_FILE = Path(".env")
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+class Settings(BaseModel):
+    """All configuration of the retrieval core. Field names map to upper-case env vars (matched without
+    regard to case). Values given to the constructor win over the environment, which wins over `.env`
+    (`_env_file`; None: none)."""
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, _env_file: Path | None = ENV_FILE, **values: Any) -> None:
+        names = type(self).model_fields
+        super().__init__(**{**environment_values(names, os.environ, _env_file), **values})
 
     # PostgreSQL. Unset: the local service and the tests start an embedded server in data_dir.
     database_url: SecretStr | None = Field(
