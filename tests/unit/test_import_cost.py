@@ -27,7 +27,7 @@ HEAVY = [
     "httpx",
     # The local model's tokenizer: the first embedding, or the first returnFormatted answer, loads it.
     "tokenizers",
-    # Settings read the environment themselves: pydantic-settings and python-dotenv cost about 100 ms.
+    # Settings read the environment themselves: pydantic-settings and python-dotenv are 30 modules more.
     "pydantic_settings",
     "dotenv",
 ]
