@@ -91,14 +91,19 @@ def test_neither_role_reaches_another_schema(
         assert refused(dsn, "CREATE TABLE elsewhere.intruder (id int)")
 
 
-@pytest.fixture()
-def serving_client(own_runtime: Any, serve_dsn: str, sample_store: Any) -> Iterator[TestClient]:
-    """The app on the serving role, as the deployed read functions run (the schema is already migrated)."""
+def app_signed_in_as(own_runtime: Any, dsn: str) -> Iterator[TestClient]:
+    """The app on a runtime of its own that signs in with `dsn` (the schema is already migrated)."""
     from retrieval_core.api.app import create_app
 
-    own_runtime(DATABASE_URL=serve_dsn, AUTO_MIGRATE="false")
+    own_runtime(DATABASE_URL=dsn, AUTO_MIGRATE="false")
     with TestClient(create_app()) as client:
         yield client
+
+
+@pytest.fixture()
+def serving_client(own_runtime: Any, serve_dsn: str, sample_store: Any) -> Iterator[TestClient]:
+    """The app on the serving role, as the deployed read functions run."""
+    yield from app_signed_in_as(own_runtime, serve_dsn)
 
 
 def test_retrieve_works_as_the_serving_role_and_a_write_needs_the_write_role(
@@ -191,12 +196,8 @@ def test_rds_iam_is_granted_where_it_exists(postgres_dsn: str, service_roles: Se
 
 @pytest.fixture()
 def writing_client(own_runtime: Any, write_dsn: str, service: Any) -> Iterator[TestClient]:
-    """The app on the write role, as the deployed documents function runs (the schema already migrated)."""
-    from retrieval_core.api.app import create_app
-
-    own_runtime(DATABASE_URL=write_dsn, AUTO_MIGRATE="false")
-    with TestClient(create_app()) as client:
-        yield client
+    """The app on the write role, as the deployed documents function runs."""
+    yield from app_signed_in_as(own_runtime, write_dsn)
 
 
 def test_every_write_of_the_documents_api_works_as_the_write_role(
