@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from retrieval_core.api.auth import current_grant
-from retrieval_core.api.request_id import current_request_id
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
 from retrieval_core.container import get_knowledge_service, get_service
@@ -31,8 +30,7 @@ GrantDep = Annotated[Grant, Depends(current_grant)]
 
 def current_actor(request: Request, grant: GrantDep) -> Actor:
     """Who this request changes things as, for the audit trail: the grant's name and the request's id."""
-    request_id = request.scope.get("state", {}).get("request_id") or current_request_id()
-    return Actor(grant.name, request_id)
+    return Actor(grant.name, getattr(request.state, "request_id", None))
 
 
 ActorDep = Annotated[Actor, Depends(current_actor)]

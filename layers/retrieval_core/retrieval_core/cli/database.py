@@ -56,7 +56,6 @@ def _index_stores(args: argparse.Namespace) -> int:
     """Every index step the catalog asks for, with no time limit, each printed as it starts; then the
     audit trail's retention."""
     from retrieval_core.container import database_conninfo
-    from retrieval_core.db.audit import prune_database
     from retrieval_core.db.errors import database_errors
     from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
     from retrieval_core.settings import get_settings
@@ -68,13 +67,11 @@ def _index_stores(args: argparse.Namespace) -> int:
             IndexPolicy.from_settings(settings),
             settings.db_connect_timeout_s,
             progress=lambda action: print(f"  {action} ...", flush=True),
+            audit_retention_days=settings.audit_retention_days,
         )
-    with database_errors("deleting old audit rows"):
-        pruned = prune_database(
-            database_conninfo(settings), settings.audit_retention_days, settings.db_connect_timeout_s
-        )
-    if pruned:
-        print(f"audit trail: {pruned} rows older than {settings.audit_retention_days} days deleted")
+    if run.audit_rows_deleted:
+        days = settings.audit_retention_days
+        print(f"audit trail: {run.audit_rows_deleted} rows older than {days} days deleted")
     if run.busy:
         print("store indexes: another run is under way; nothing done")
         return 0

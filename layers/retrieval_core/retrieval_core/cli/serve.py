@@ -49,7 +49,6 @@ def _index_stores_in_background(settings: Settings) -> None:
     import threading
 
     from retrieval_core.container import database_conninfo
-    from retrieval_core.db.audit import prune_database
     from retrieval_core.db.store_indexes import IndexPolicy, maintain_database
 
     conninfo = database_conninfo(settings)
@@ -59,9 +58,11 @@ def _index_stores_in_background(settings: Settings) -> None:
         while not stop.wait(interval_s):
             try:
                 maintain_database(
-                    conninfo, IndexPolicy.from_settings(settings), settings.db_connect_timeout_s
+                    conninfo,
+                    IndexPolicy.from_settings(settings),
+                    settings.db_connect_timeout_s,
+                    audit_retention_days=settings.audit_retention_days,
                 )
-                prune_database(conninfo, settings.audit_retention_days, settings.db_connect_timeout_s)
             except Exception:
                 logging.getLogger(__name__).exception("store index maintenance failed")
 

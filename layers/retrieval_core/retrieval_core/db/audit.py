@@ -1,8 +1,9 @@
 """The SQL of the audit trail: rows written in the transaction of each change, and their retention.
 
 Writers call `record` inside the transaction that makes the change, so a change rolled back leaves no
-row. `prune` runs outside requests (the scheduled maintenance, `retrieval index-stores`, `retrieval
-serve`) and deletes the rows older than the retention in bounded batches.
+row. `prune` runs outside requests, at the end of the store maintenance (db/store_indexes.py: the scheduled
+MigrateFunction, `retrieval index-stores`, `retrieval serve`), and deletes the rows older than the
+retention in bounded batches.
 """
 
 from __future__ import annotations
@@ -72,14 +73,3 @@ def prune(conn: Connection, retention_days: int, deadline: float | None = None) 
         if count < PRUNE_BATCH:
             break
     return deleted
-
-
-def prune_database(
-    conninfo: str, retention_days: int, connect_timeout_s: int, time_budget_s: float | None = None
-) -> int:
-    """`prune` on a connection of its own to `conninfo`, for at most `time_budget_s` (None: no limit)."""
-    import psycopg
-
-    deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout_s) as conn:
-        return prune(conn, retention_days, deadline)

@@ -242,7 +242,8 @@ def update_metadata(
     chunk_metadata: Sequence[dict[str, Any]],
     caller_metadata: dict[str, Any] | None = None,
     file_metadata: dict[str, Any] | None = None,
-    written_by: str | None = None,
+    *,
+    written_by: str,
 ) -> None:
     """Set a document's metadata and its chunks' (`chunk_metadata[i]` for chunk i); no re-embedding.
 

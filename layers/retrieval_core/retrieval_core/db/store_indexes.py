@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from psycopg import sql
 
+from retrieval_core.db import audit
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import (
     HNSW_INDEX_PREFIX,
@@ -86,6 +87,7 @@ class MaintenanceRun:
     failed: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
     busy: bool = False  # another run held the lock: this one did nothing
+    audit_rows_deleted: int = 0  # the audit trail's retention, run after the index steps
 
 
 def planned_steps(conn: Connection, policy: IndexPolicy) -> list[Step]:
@@ -250,10 +252,17 @@ def maintain_database(
     connect_timeout_s: int,
     time_budget_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    audit_retention_days: int | None = None,
 ) -> MaintenanceRun:
-    """`maintain` on a connection of its own to `conninfo`, for at most `time_budget_s` (None: no limit)."""
+    """`maintain` on a connection of its own to `conninfo`, for at most `time_budget_s` (None: no limit);
+    then, with `audit_retention_days`, delete the older audit rows (db/audit.py), given at least a second
+    even when the index steps took the whole budget."""
     import psycopg
 
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout_s) as conn:
-        return maintain(conn, policy, deadline, progress)
+        run = maintain(conn, policy, deadline, progress)
+        if audit_retention_days is not None:
+            prune_by = None if deadline is None else max(deadline, time.monotonic() + 1.0)
+            run.audit_rows_deleted = audit.prune(conn, audit_retention_days, prune_by)
+        return run

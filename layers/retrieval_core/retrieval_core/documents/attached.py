@@ -19,7 +19,6 @@ from retrieval_core.backends.attached.exceptions import ReadOnlyStoreError, Sour
 from retrieval_core.backends.attached.features import relation_name
 from retrieval_core.backends.attached.writes import ChunkRow, delete_document, insert_document
 from retrieval_core.backends.pgvector.service import RetrievalService
-from retrieval_core.db import audit
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.attached_source import AttachedSource
@@ -27,6 +26,7 @@ from retrieval_core.db.audit import AuditEntry
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
+from retrieval_core.documents import audit_trail
 from retrieval_core.documents.models import Actor, DocumentWrite, SourceWrite
 from retrieval_core.documents.prepare import PreparedSource
 from retrieval_core.exceptions import (
@@ -94,13 +94,7 @@ def write_attached(
             replaced = delete_document(conn, source, document.id)
             insert_document(conn, source, document.id, rows)
         status: WriteStatus = "updated" if replaced else "created"
-        audit.record(
-            conn,
-            store.name,
-            actor.credential,
-            actor.request_id,
-            [AuditEntry("put_document", status, document.id)],
-        )
+        audit_trail.record(conn, store.name, actor, AuditEntry("put_document", status, document.id))
         store_sql.bump_version(conn, store)
     return SourceWrite(
         prepared.source_id,

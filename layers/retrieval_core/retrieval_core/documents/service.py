@@ -98,7 +98,7 @@ class DocumentService:
         """
         grant.require("admin", name)
         check_store_name(name)
-        actor = actor or Actor(grant.name)
+        actor = acting(actor, grant)
         if definition.source is not None:
             return self._attach(name, definition, actor)
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
@@ -127,13 +127,8 @@ class DocumentService:
                 )
                 outcome = "created"
             else:
-                before = store
-                store, _ = redefined(conn, store, display_name, definition, text_search)
-                same = (store.display_name, store.allowed_metadata_keys) == (
-                    before.display_name,
-                    before.allowed_metadata_keys,
-                )
-                outcome = "unchanged" if same else "updated"
+                store, changed = redefined(conn, store, display_name, definition, text_search)
+                outcome = "updated" if changed else "unchanged"
             audit_trail.record(conn, name, actor, AuditEntry("put_store", outcome))
             info = self._info(conn, store)
         return info, created
@@ -164,9 +159,7 @@ class DocumentService:
             store = store_sql.find_store_named(conn, name)
             if store is None:
                 store = store_sql.create_store(conn, name, name, embedder.model, embedder.dimension)
-                audit_trail.record(
-                    conn, name, actor or Actor(OPEN_GRANT.name), AuditEntry("put_store", "created")
-                )
+                audit_trail.record(conn, name, acting(actor, OPEN_GRANT), AuditEntry("put_store", "created"))
         self.writer.check_model(store)
         return store
 
@@ -223,9 +216,7 @@ class DocumentService:
                     "store", f"store '{name}' holds its own documents: its writes keep its answers current"
                 )
             store = refresh_store(conn, store)
-            audit_trail.record(
-                conn, name, actor or Actor(grant.name), AuditEntry("refresh_store", "refreshed")
-            )
+            audit_trail.record(conn, name, acting(actor, grant), AuditEntry("refresh_store", "refreshed"))
             return self._info(conn, store)
 
     def delete_store(self, name: str, grant: Grant = OPEN_GRANT, actor: Actor | None = None) -> None:
@@ -236,7 +227,7 @@ class DocumentService:
         with database_errors("deleting the store"), self._connection() as conn, conn.transaction():
             store = self._store(conn, name)
             store_sql.drop_store(conn, store)
-            audit_trail.record(conn, name, actor or Actor(grant.name), AuditEntry("delete_store", "deleted"))
+            audit_trail.record(conn, name, acting(actor, grant), AuditEntry("delete_store", "deleted"))
 
     # Documents (scope write to change, read to see).
 
@@ -266,7 +257,7 @@ class DocumentService:
             check_store_name(store)
         prepared = self._prepare(source)
         item = WriteItem(prepared, sequence)
-        [result] = self.writer.write(store, [item], create, actor or Actor(grant.name), into_table=True)
+        [result] = self.writer.write(store, [item], create, acting(actor, grant), into_table=True)
         debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
@@ -287,7 +278,7 @@ class DocumentService:
         grant.require("write", store)
         if create is not None:
             check_store_name(store)
-        actor = actor or Actor(grant.name)
+        actor = acting(actor, grant)
         group: list[WriteItem | RetrievalError] = []
         texts = 0
         for source in sources:
@@ -319,7 +310,7 @@ class DocumentService:
         With `sequence` (the sidecar object's own key and sequencer), an older event changes nothing.
         Audit rows: one per document changed, else one for the source (unchanged, or stale).
         """
-        actor = actor or Actor(OPEN_GRANT.name)
+        actor = acting(actor, OPEN_GRANT)
         if metadata is not None:
             check_metadata(metadata)
         if create is not None:
@@ -342,7 +333,7 @@ class DocumentService:
         Audit rows: one per document deleted, else one for `source_id` (not_found, or stale).
         """
         grant.require("write", store)
-        who = actor or Actor(grant.name)
+        who = acting(actor, grant)
         return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who))
 
     def _delete(self, store: str, source_id: str, sequence: Sequence | None, actor: Actor) -> list[str]:
@@ -469,3 +460,8 @@ class DocumentService:
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])
         return store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
+
+
+def acting(actor: Actor | None, grant: Grant) -> Actor:
+    """`actor`, or by default the grant's name with no request id (callers that know the request pass one)."""
+    return actor or Actor(grant.name)

@@ -31,8 +31,9 @@ def store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) -
 
 def redefined(
     conn: Connection, store: Store, display_name: str, definition: StoreDefinition, text_search: str | None
-) -> tuple[Store, int | None]:
-    """Apply `definition` to an existing store; the store, and its new version when answers may change."""
+) -> tuple[Store, bool]:
+    """Apply `definition` to an existing store; the store, and whether anything changed (a new version too
+    when answers may change: they depend on which keys a filter may name)."""
     if store.storage != definition.storage:
         raise ConflictError.for_field(
             "storage", f"the store holds {store.storage} embeddings; it cannot change"
@@ -45,8 +46,9 @@ def redefined(
         )
     keys = definition.allowed_metadata_keys
     if (display_name, keys) == (store.display_name, store.allowed_metadata_keys):
-        return store, None
+        return store, False
     keys_changed = keys != store.allowed_metadata_keys
     store = store_sql.update_store(conn, store, display_name, keys)
-    # Answers depend on which keys a filter may name.
-    return store, (store_sql.bump_version(conn, store) if keys_changed else None)
+    if keys_changed:
+        store_sql.bump_version(conn, store)
+    return store, True

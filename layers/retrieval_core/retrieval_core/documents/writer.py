@@ -296,7 +296,7 @@ def _write_documents(
                 chunk_metadata,
                 prepared.caller_metadata,
                 doc.metadata,
-                written_by,
+                written_by=written_by,
             )
             writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
         else:

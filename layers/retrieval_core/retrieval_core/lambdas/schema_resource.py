@@ -31,7 +31,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from retrieval_core.clients.retry import Deadline
 from retrieval_core.container import database_conninfo
-from retrieval_core.db.audit import prune_database
 from retrieval_core.db.migrations.roles import RoleSetup
 from retrieval_core.db.migrations.runner import run_keyword_backfill, run_migrations
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
@@ -120,30 +119,27 @@ def index_stores(time_budget_s: float) -> dict[str, Any]:
     """The store index maintenance (db/store_indexes.py), then the audit trail's retention (db/audit.py),
     within `time_budget_s`; what they did, as a dict."""
     settings = get_settings()
-    deadline = Deadline(time_budget_s)
-    conninfo = database_conninfo(settings)
     run = maintain_database(
-        conninfo,
+        database_conninfo(settings),
         IndexPolicy.from_settings(settings),
         settings.db_connect_timeout_s,
         time_budget_s=time_budget_s,
+        audit_retention_days=settings.audit_retention_days,
     )
     if run.left:
         logger.info("store index maintenance: %d steps left for the next run", len(run.left))
-    pruned = prune_database(
-        conninfo,
-        settings.audit_retention_days,
-        settings.db_connect_timeout_s,
-        time_budget_s=max(deadline.remaining_s() or 0.0, 1.0),
-    )
-    if pruned:
-        logger.info("audit trail: %d rows older than %d days deleted", pruned, settings.audit_retention_days)
+    if run.audit_rows_deleted:
+        logger.info(
+            "audit trail: %d rows older than %d days deleted",
+            run.audit_rows_deleted,
+            settings.audit_retention_days,
+        )
     return {
         "busy": run.busy,
         "done": run.done,
         "failed": run.failed,
         "left": run.left,
-        "auditRowsDeleted": pruned,
+        "auditRowsDeleted": run.audit_rows_deleted,
     }
 
 
