@@ -20,6 +20,7 @@ from tests.conftest import EVENTS_DIR
 from tests.template import (
     API_KEY_SECRET_ARN,
     PARAMETERS,
+    PSEUDO,
     SECRET_ARN,
     aws_managed_policies,
     deploy,
@@ -588,6 +589,33 @@ def test_the_fail_open_alarms_sum_the_metric_the_code_counts_as_the_functions_na
     assert props["TreatMissingData"] == "notBreaching"
 
 
+@SHAPES
+def test_the_alarms_and_dashboard_read_this_stacks_service_metrics_only(create_database: bool) -> None:
+    # Two stacks in one account and region emit into the same namespace: each reads its own `service`.
+    resources = deployed(shape(create_database))
+    stack = PSEUDO["AWS::StackName"]
+    for function in FUNCTIONS:
+        assert environment(resources, function)["POWERTOOLS_SERVICE_NAME"] == stack, function
+    for alarm in FAIL_OPEN_ALARMS:
+        assert fail_open_query(resources, alarm)[2] == {"service": stack}, alarm
+    unreadable = resources["UnreadableObjectsAlarm"]["Properties"]
+    assert unreadable["Namespace"] == "RetrievalService"
+    assert unreadable["Dimensions"] == [{"Name": "service", "Value": stack}]
+    body = json.loads(resources["Dashboard"]["Properties"]["DashboardBody"])
+    lines = [line for widget in body["widgets"] for line in widget["properties"]["metrics"]]
+    searches = [
+        line[0]["expression"]
+        for line in lines
+        if isinstance(line[0], dict) and "SEARCH(" in line[0]["expression"]
+    ]
+    ours = [line for line in lines if line[0] == "RetrievalService"]
+    assert searches and ours
+    for expression in searches:
+        assert "RetrievalService" in expression and f'service="{stack}"' in expression, expression
+    for line in ours:
+        assert line[2:4] == ["service", stack], line
+
+
 class UnreachableDynamoDB:
     """The cache backend and the rate counter of a DynamoDB table that cannot be reached."""
 
@@ -1121,6 +1149,7 @@ def test_the_dashboard_shows_the_api_functions_service_metrics_and_queues(create
     # The service's own EMF metrics, EmbedTime and SearchTime included once the core emits them.
     assert {"ResultCount", "CacheHit", "CacheMiss", "ServerErrors", "EmbedTime", "SearchTime"} <= shown
     assert {"ObjectsIngested", "UnreadableObjects", "ApproximateNumberOfMessagesVisible"} <= shown
+    assert {"RateLimitError", "CacheError"} <= shown  # what fails open, beside its alarms
     for title, metric in (
         ("Lambda errors", "Errors"),
         ("Lambda throttles", "Throttles"),
