@@ -616,6 +616,22 @@ def test_the_alarms_and_dashboard_read_this_stacks_service_metrics_only(create_d
         assert line[2:4] == ["service", stack], line
 
 
+@SHAPES
+@pytest.mark.parametrize("days", [None, "365"], ids=["default-retention", "365-days"])
+def test_the_maintenance_keeps_the_audit_trail_the_chosen_days(
+    create_database: bool, days: str | None
+) -> None:
+    from retrieval_core.settings import Settings
+
+    parameters = shape(create_database) | ({"AuditRetentionDays": days} if days else {})
+    env = environment(deployed(parameters), "MigrateFunction")
+    # The migrate function runs the maintenance that deletes old audit rows; Settings reads the variable.
+    assert env["AUDIT_RETENTION_DAYS"] == (days or "90")
+    assert Settings(
+        _env_file=None, audit_retention_days=env["AUDIT_RETENTION_DAYS"]
+    ).audit_retention_days == int(days or 90)
+
+
 class UnreachableDynamoDB:
     """The cache backend and the rate counter of a DynamoDB table that cannot be reached."""
 
