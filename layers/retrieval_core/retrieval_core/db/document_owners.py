@@ -15,10 +15,14 @@ def foreign_owner(
     `document_ids` or `source` as its id, or is read from a source named by one of `document_ids`;
     None when every one of those ids is `source`'s alone."""
     ids = list(document_ids)
+    # Two index lookups (by id, by source), so the cost follows the write's ids, not the store's size.
     row = conn.execute(
-        """SELECT id, source FROM documents
-           WHERE store_id = %s AND source <> %s AND (id = ANY(%s::text[]) OR source = ANY(%s::text[]))
+        """(SELECT id, source FROM documents
+            WHERE store_id = %(store)s AND id = ANY(%(ids)s::text[]) AND source <> %(source)s)
+           UNION ALL
+           (SELECT id, source FROM documents
+            WHERE store_id = %(store)s AND source = ANY(%(sources)s::text[]) AND source <> %(source)s)
            LIMIT 1""",
-        (store.id, source, [*ids, source], ids),
+        {"store": store.id, "ids": [*ids, source], "sources": ids, "source": source},
     ).fetchone()
     return (row[0], row[1]) if row is not None else None
