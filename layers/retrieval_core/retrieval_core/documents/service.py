@@ -359,9 +359,10 @@ class DocumentService:
                     )
                     return []
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
-            ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             if own_source:
                 ids = own_document(conn, found, source_id)
+            else:
+                ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
             audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
