@@ -36,6 +36,7 @@ from retrieval_core.documents.cursors import (
     encode_cursor,
     store_cursor,
 )
+from retrieval_core.documents.exceptions import ForeignDocumentError
 from retrieval_core.documents.models import (
     Actor,
     DocumentInfo,
@@ -430,9 +431,24 @@ class DocumentService:
         actor: Actor,
     ) -> Iterator[SourceWrite | RetrievalError]:
         items = [g for g in group if isinstance(g, WriteItem)]
-        results = iter(self.writer.write(store, items, create, actor) if items else [])
+        results: Iterator[SourceWrite | RetrievalError]
+        try:
+            results = iter(self.writer.write(store, items, create, actor) if items else [])
+        except ForeignDocumentError as exc:
+            # One source names another's document: write each alone, so that only it is refused.
+            alone = [exc] if len(items) == 1 else [self._write_alone(store, i, create, actor) for i in items]
+            results = iter(alone)
         for entry in group:
             yield entry if isinstance(entry, RetrievalError) else next(results)
+
+    def _write_alone(
+        self, store: str, item: WriteItem, create: StoreDefinition | None, actor: Actor
+    ) -> SourceWrite | RetrievalError:
+        try:
+            [result] = self.writer.write(store, [item], create, actor)
+        except ForeignDocumentError as exc:
+            return exc
+        return result
 
     # Helpers.
 
