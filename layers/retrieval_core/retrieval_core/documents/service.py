@@ -36,6 +36,7 @@ from retrieval_core.documents.cursors import (
     encode_cursor,
     store_cursor,
 )
+from retrieval_core.documents.exceptions import ForeignDocumentError
 from retrieval_core.documents.models import (
     Actor,
     DocumentInfo,
@@ -45,6 +46,7 @@ from retrieval_core.documents.models import (
     StoreDefinition,
     StoreInfo,
 )
+from retrieval_core.documents.ownership import own_document
 from retrieval_core.documents.prepare import (
     PreparedSource,
     check_metadata,
@@ -326,17 +328,22 @@ class DocumentService:
         grant: Grant = OPEN_GRANT,
         sequence: Sequence | None = None,
         actor: Actor | None = None,
+        own_source: bool = False,
     ) -> list[str]:
         """Delete every document whose source or id is `source_id`; the ids deleted (empty: none).
 
+        `own_source` (MCP memory_delete): only the document `source_id` that is its own source; a record
+        of another source is a ForeignDocumentError (409), a row source's id deletes nothing.
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
         Audit rows: one per document deleted, else one for `source_id` (not_found, or stale).
         """
         grant.require("write", store)
         who = acting(actor, grant)
-        return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who))
+        return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who, own_source))
 
-    def _delete(self, store: str, source_id: str, sequence: Sequence | None, actor: Actor) -> list[str]:
+    def _delete(
+        self, store: str, source_id: str, sequence: Sequence | None, actor: Actor, own_source: bool = False
+    ) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store)
             if found.source is not None:
@@ -353,7 +360,10 @@ class DocumentService:
                     )
                     return []
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
-            ids = sql.source_document_ids(conn, found, source_id, or_id=True)
+            if own_source:
+                ids = own_document(conn, found, source_id)
+            else:
+                ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
             audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
@@ -421,9 +431,24 @@ class DocumentService:
         actor: Actor,
     ) -> Iterator[SourceWrite | RetrievalError]:
         items = [g for g in group if isinstance(g, WriteItem)]
-        results = iter(self.writer.write(store, items, create, actor) if items else [])
+        results: Iterator[SourceWrite | RetrievalError]
+        try:
+            results = iter(self.writer.write(store, items, create, actor) if items else [])
+        except ForeignDocumentError as exc:
+            # One source names another's document: write each alone, so that only it is refused.
+            alone = [exc] if len(items) == 1 else [self._write_alone(store, i, create, actor) for i in items]
+            results = iter(alone)
         for entry in group:
             yield entry if isinstance(entry, RetrievalError) else next(results)
+
+    def _write_alone(
+        self, store: str, item: WriteItem, create: StoreDefinition | None, actor: Actor
+    ) -> SourceWrite | RetrievalError:
+        try:
+            [result] = self.writer.write(store, [item], create, actor)
+        except ForeignDocumentError as exc:
+            return exc
+        return result
 
     # Helpers.
 
