@@ -2,32 +2,35 @@
 
 Read by python-docx. Word's built-in "Heading 1".."Heading 9" styles give the `section` path; page
 headers, footers, footnotes and comments are not read.
+
+The budget (parsers/budget.py) is checked before python-docx builds its tree, which costs hundreds of
+bytes an element: the parts' unzipped size, then their XML elements and nesting, counted by streaming
+through each part (a few KB of zip can hold millions of empty paragraphs).
 """
 
 from __future__ import annotations
 
 import io
 import zipfile
-from typing import TYPE_CHECKING
+import zlib
+from typing import IO, TYPE_CHECKING, Any
 
 from retrieval_core.parsers.base import ParsedDocument, ParsedFile, error_summary
+from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import DOCX
-from retrieval_core.parsers.exceptions import DocumentParseError
+from retrieval_core.parsers.exceptions import DocumentLimitError, DocumentParseError, WriteCancelledError
 from retrieval_core.parsers.sections import SectionBlocks
 
 if TYPE_CHECKING:
     from docx.table import Table
 
-# A DOCX is a zip: a few KB can unpack to gigabytes. Refused before python-docx unpacks it.
-MAX_UNZIPPED_BYTES = 256 * 1024 * 1024
 
-
-def read_docx(data: bytes, charset: str | None) -> ParsedFile:
+def read_docx(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """Blocks per heading section; title from the core properties, else the Title style or first heading."""
     import docx
     from docx.table import Table
 
-    _check_unzipped_size(data)
+    _check_size(data, meter)
     sections = SectionBlocks()
     titles: dict[str, str] = {}
     try:
@@ -35,6 +38,7 @@ def read_docx(data: bytes, charset: str | None) -> ParsedFile:
         # Paragraph.style looks the style up anew each time (milliseconds a paragraph): names once.
         style_names = {style.style_id: style.name or "" for style in document.styles}
         for item in document.iter_inner_content():
+            meter.tick()
             if isinstance(item, Table):
                 sections.text(_table_text(item))
                 continue
@@ -49,6 +53,8 @@ def read_docx(data: bytes, charset: str | None) -> ParsedFile:
             else:
                 sections.text(item.text)
         titles["core"] = " ".join((document.core_properties.title or "").split())
+    except (DocumentLimitError, WriteCancelledError):
+        raise
     # python-docx meets a damaged package with exceptions of zipfile, lxml, its own and KeyError; each
     # means the same to the caller: this file cannot be read.
     except Exception as error:  # noqa: BLE001
@@ -78,12 +84,36 @@ def _table_text(table: Table) -> str:
     return "\n".join(lines)
 
 
-def _check_unzipped_size(data: bytes) -> None:
+def _check_size(data: bytes, meter: ParseMeter) -> None:
+    """The parts' unzipped bytes, then the XML elements and nesting of every XML part, within the budget."""
+    from lxml import etree
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            unzipped = sum(info.file_size for info in archive.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
+            parts = archive.infolist()
+            meter.within("max_unzipped_bytes", sum(p.file_size for p in parts), "unzipped bytes")
+            for part in parts:
+                if part.filename.endswith((".xml", ".rels")):
+                    with archive.open(part) as stream:
+                        _count_elements(etree, stream, meter)
+    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as error:
         raise DocumentParseError(DOCX, f"damaged or truncated ({error_summary(error)})") from None
-    if unzipped > MAX_UNZIPPED_BYTES:
-        limit = MAX_UNZIPPED_BYTES // (1024 * 1024)
-        raise DocumentParseError(DOCX, f"unzips to more than {limit} MiB")
+
+
+def _count_elements(etree: Any, stream: IO[bytes], meter: ParseMeter) -> None:
+    """Count a part's elements and depth without keeping them (each is cleared once read)."""
+    depth = 0
+    try:
+        for event, element in etree.iterparse(stream, events=("start", "end"), huge_tree=True):
+            if event == "start":
+                depth += 1
+                meter.within("max_depth", depth, "elements nested")
+                meter.add("max_elements", 1, "XML elements")
+                meter.tick()
+            else:
+                depth -= 1
+                element.clear(keep_tail=False)
+                while element.getprevious() is not None:
+                    del element.getparent()[0]
+    except etree.XMLSyntaxError as error:
+        raise DocumentParseError(DOCX, f"damaged ({error_summary(error)})") from None

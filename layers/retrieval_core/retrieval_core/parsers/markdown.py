@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from retrieval_core.parsers.base import ParsedDocument, ParsedFile
+from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import MARKDOWN
 from retrieval_core.parsers.sections import SectionBlocks
 from retrieval_core.parsers.text import decode_text
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 
 
-def read_markdown(data: bytes, charset: str | None) -> ParsedFile:
+def read_markdown(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """Blocks per heading section; title = the first level-1 heading."""
     from markdown_it import MarkdownIt
 
@@ -32,7 +33,9 @@ def read_markdown(data: bytes, charset: str | None) -> ParsedFile:
     sections = SectionBlocks()
     title = ""
     start = 0
+    meter.check()
     for index, token in enumerate(tokens):
+        meter.tick()
         # Only top-level headings make sections: one inside a blockquote or list item is quoted text.
         if token.type != "heading_open" or token.level != 0 or token.map is None:
             continue
