@@ -3,6 +3,7 @@ within a bounded time and memory; and parsing work grows linearly with the input
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -94,30 +95,37 @@ def test_a_docx_of_millions_of_empty_paragraphs_is_refused_fast() -> None:
     assert len(data) < 100_000  # 18 MB of XML, zipped
     started = time.monotonic()
     error = refused(data, "bomb.docx")
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 1.0
     assert error.details["limit"] == "DOCUMENT_MAX_ELEMENTS"
-    assert "XML elements 500,001, over the 500,000 DOCUMENT_MAX_ELEMENTS" in error.message
+    assert re.search(r"XML elements [\d,]+, over the 500,000 DOCUMENT_MAX_ELEMENTS", error.message)
 
 
-def test_a_docx_refused_for_its_elements_never_builds_its_tree() -> None:
-    # In a process of its own: the peak resident memory of the whole refusal, imports included.
+def test_a_docx_refused_for_its_elements_never_builds_its_tree(tmp_path: Path) -> None:
+    # In a process of its own: the peak resident memory of the whole refusal, imports included (VmHWM: the
+    # high-water mark of this program alone; ru_maxrss would carry over the forking pytest's).
+    bomb = tmp_path / "bomb.docx"
+    bomb.write_bytes(paragraph_bomb_docx(3_000_000))
     script = (
-        "import resource\n"
+        "import sys\n"
         "from retrieval_core.parsers import parse\n"
         "from retrieval_core.parsers.exceptions import DocumentLimitError\n"
-        "from tests.files import paragraph_bomb_docx\n"
-        "data = paragraph_bomb_docx(3_000_000)\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
         "try:\n"
         "    parse(data, None, 'bomb.docx')\n"
         "except DocumentLimitError:\n"
-        "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    print(int(status.split('VmHWM:')[1].split()[0]) // 1024)\n"
     )
     path = f"{REPO / 'layers' / 'retrieval_core'}:{REPO}"
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONPATH": path}, check=True
+        [sys.executable, "-c", script, str(bomb)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": path},
+        check=True,
     )
-    # Building the tree of 3 million paragraphs takes gigabytes; the refusal about the interpreter's size.
-    assert int(result.stdout) < 200, result.stdout
+    # Building the tree of 3 million paragraphs takes gigabytes; the refusal, what the imports take.
+    assert int(result.stdout) < 100, result.stdout
 
 
 def test_a_docx_that_unzips_past_its_limit_is_refused() -> None:

@@ -45,6 +45,7 @@ BUDGET_FIELDS = tuple(f.name for f in fields(ParseBudget))
 # Checkpoints between two looks at the clock: a call to time.monotonic() costs about what a small loop
 # body does, and no parser loop body takes long enough for 64 of them to matter against the deadline.
 _TICKS_PER_CHECK = 64
+_YIELD_EVERY_S = 0.001
 
 
 class ParseMeter:
@@ -65,6 +66,7 @@ class ParseMeter:
         self._started = time.monotonic()
         self._deadline = self._started + budget.parse_timeout_s
         self._ticks = 0
+        self._yielded = self._started
         self._counts: dict[str, int] = {}
 
     def check(self) -> None:
@@ -73,14 +75,21 @@ class ParseMeter:
             raise WriteCancelledError
         now = time.monotonic()
         if now > self._deadline:
-            elapsed, limit = round(now - self._started, 1), self.budget.parse_timeout_s
-            self._over("parse_timeout_s", "reading it took", f"{elapsed} s", f"{limit} s")
+            elapsed, limit = now - self._started, self.budget.parse_timeout_s
+            self._over("parse_timeout_s", "reading it took", f"{elapsed:.2f} s", f"{limit} s")
 
     def tick(self) -> None:
-        """A checkpoint of a tight loop: looks at the clock every few calls."""
+        """A checkpoint of a tight loop: looks at the clock every few calls, and lets other threads run."""
         self._ticks += 1
         if self._ticks % _TICKS_PER_CHECK == 0:
             self.check()
+            now = time.monotonic()
+            if now - self._yielded > _YIELD_EVERY_S:
+                # Parsing is Python holding the GIL: a thread waiting for it (a search between two database
+                # round trips) would wait out the switch interval (5 ms) each time. Sleeping 0 s hands it
+                # over now; each sleep costs up to a time slice on a busy machine, hence not every tick.
+                time.sleep(0)
+                self._yielded = now
 
     def within(self, field: str, value: int, what: str) -> None:
         """A DocumentLimitError when `value` is over the budget's `field` (`what` names the quantity)."""
