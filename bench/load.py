@@ -208,7 +208,7 @@ def noisy_neighbour(dsn: str, clients: int, seconds: float, uploads: bool = Fals
     if uploads:
         attackers = hostile_uploads()
         servers: tuple[tuple[str, dict[str, str]], ...] = (
-            (f"defaults ({os.environ.get('PARSE_CONCURRENCY', 1)} parse slots)", {}),
+            (f"defaults (PARSE_CONCURRENCY {os.environ.get('PARSE_CONCURRENCY', 1)})", {}),
             ("no parse slot limit", {"PARSE_CONCURRENCY": "1000"}),
         )
     else:

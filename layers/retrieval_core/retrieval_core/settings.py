@@ -414,8 +414,10 @@ class Settings(BaseModel):
     parse_timeout_s: float = Field(
         default=10.0, gt=0, le=900, description="seconds reading and chunking one source may take"
     )
+    # One: parsing is Python holding the GIL, so a second parse adds little on 2 vCPUs and takes it from
+    # the searches beside it (docs/benchmarks.md, "Hostile uploads"); a Lambda instance parses one anyway.
     parse_concurrency: int = Field(
-        default=2, ge=1, description="sources read at once per process; more wait DB_POOL_WAIT_MS, then 503"
+        default=1, ge=1, description="sources read at once per process; more wait DB_POOL_WAIT_MS, then 503"
     )
 
     # Rate limits per credential (docs/operations.md): a key's grant may set its own `rateLimit`; every

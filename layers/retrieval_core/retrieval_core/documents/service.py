@@ -86,12 +86,12 @@ class DocumentService:
         parse_slots: ExpensiveSlots | None = None,
     ) -> None:
         """`budget`: what reading one source may cost; `parse_slots`: the process's parse slots, shared by
-        every DocumentService of the process (a service of its own gets two)."""
+        every DocumentService of the process (a service of its own gets one)."""
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.budget = budget
-        self.parse_slots = parse_slots or parse_slots_of(2, 0.5)
+        self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
         self.writer = SourceWriter(retrieval)
 
     # Stores (scope admin to change, read to see).
