@@ -390,9 +390,7 @@ class Settings(BaseModel):
     document_max_elements: int = Field(
         default=500_000, ge=100, description="most XML elements of a DOCX, or elements of an HTML page"
     )
-    document_max_depth: int = Field(
-        default=512, ge=16, le=800, description="most elements nested in one another (DOCX, HTML)"
-    )
+    document_max_depth: int = Field(default=512, ge=16, le=800, description="most HTML elements nested")
     document_max_pages: int = Field(default=2_000, ge=1, description="most pages of a PDF")
     document_max_content_bytes: int = Field(
         default=4 * 1024 * 1024,
@@ -405,20 +403,13 @@ class Settings(BaseModel):
     document_max_field_chars: int = Field(
         default=1_000_000, ge=1_000, description="most characters of one CSV cell or one JSON Lines line"
     )
-    document_max_columns: int = Field(
-        default=1_000, ge=1, description="most columns of a CSV, or fields of a JSON Lines record"
-    )
-    document_max_chunks: int = Field(
-        default=2_000, ge=1, description="most chunks of one document (each record of a row source)"
-    )
+    document_max_columns: int = Field(default=1_000, ge=1, description="most CSV columns or JSONL fields")
+    document_max_chunks: int = Field(default=2_000, ge=1, description="most chunks of a document or record")
     parse_timeout_s: float = Field(
-        default=10.0, gt=0, le=900, description="seconds reading and chunking one source may take"
+        default=10.0, gt=0, le=900, description="seconds to read and chunk a source"
     )
-    # One: parsing is Python holding the GIL, so a second parse adds little on 2 vCPUs and takes it from
-    # the searches beside it (docs/benchmarks.md, "Hostile uploads"); a Lambda instance parses one anyway.
-    parse_concurrency: int = Field(
-        default=1, ge=1, description="sources read at once per process; more wait DB_POOL_WAIT_MS, then 503"
-    )
+    # One: parsing holds the GIL, and a second parse slows searches more than it speeds uploads.
+    parse_concurrency: int = Field(default=1, ge=1, description="sources read at once per process")
 
     # Rate limits per credential (docs/operations.md): a key's grant may set its own `rateLimit`; every
     # other key and JWT subject gets at most RATE_LIMIT_REQUESTS per fixed window of RATE_LIMIT_WINDOW_S

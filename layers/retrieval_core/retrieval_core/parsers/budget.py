@@ -25,7 +25,7 @@ class ParseBudget:
 
     max_unzipped_bytes: int = 64 * MIB  # a DOCX's parts, unzipped
     max_elements: int = 500_000  # XML elements of a DOCX (every part), elements of an HTML page
-    max_depth: int = 512  # elements nested in one another (DOCX, HTML)
+    max_depth: int = 512  # HTML elements nested in one another (a DOCX's XML parser refuses 256 itself)
     max_pages: int = 2_000  # PDF pages
     max_content_bytes: int = 4 * MIB  # PDF content streams, decoded, counted each time a page uses one
     max_operators: int = 2_000_000  # PDF content-stream operators, forms included
