@@ -142,6 +142,15 @@ def test_html_with_twenty_thousand_empty_main_elements_reads_in_linear_time() ->
     assert document.text == "The text."
 
 
+def test_main_elements_deep_in_the_page_are_found_in_linear_time() -> None:
+    # Each <main> under 500 levels: looking at every ancestor of each took 2.5 s; each is looked at once.
+    body = "<div>" * 500 + "<main></main>" * 20_000 + "<main><p>Deep.</p></main>" + "</div>" * 500
+    started = time.monotonic()
+    [document] = parse(html_bytes(body), None, "deep-mains.html").documents
+    assert time.monotonic() - started < 1.0
+    assert document.text == "Deep."
+
+
 def test_html_elements_and_nesting_have_their_limits() -> None:
     many = html_bytes("<p>x</p>" * 2_000)
     assert refused(many, "many.html", ParseBudget(max_elements=1_000)).details["limit"] == (
