@@ -90,6 +90,14 @@ def test_reading_stops_at_the_deadline_between_pages() -> None:
     assert "reading it took" in error.message and "over the 0.3 s PARSE_TIMEOUT_S" in error.message
 
 
+def test_markdown_is_read_within_the_deadline_inside_its_parser() -> None:
+    # 800,000 `[`: markdown-it's one call took 6 s; its block and inline loops are checkpoints now.
+    started = time.monotonic()
+    error = refused(b"[" * 800_000, "brackets.md", ParseBudget(parse_timeout_s=0.3))
+    assert time.monotonic() - started < 1.0
+    assert error.details["limit"] == "PARSE_TIMEOUT_S"
+
+
 def test_a_docx_of_millions_of_empty_paragraphs_is_refused_fast() -> None:
     data = paragraph_bomb_docx(3_000_000)
     assert len(data) < 100_000  # 18 MB of XML, zipped

@@ -2,7 +2,7 @@
 
 markdown-it-py (a CommonMark parser) finds the headings, so `#` inside a fenced code block, an
 HTML block or a list item is not taken for one, and setext headings (underlined) are. The blocks
-keep the Markdown source text as written.
+keep the Markdown source text as written. The budget's checkpoints run inside markdown-it, as rules.
 """
 
 from __future__ import annotations
@@ -29,11 +29,15 @@ def read_markdown(data: bytes, charset: str | None, meter: ParseMeter) -> Parsed
 
     text = _FRONT_MATTER.sub("", decode_text(data, MARKDOWN, charset), count=1)
     lines = text.split("\n")
-    tokens = MarkdownIt("commonmark").parse(text)
+    parser = MarkdownIt("commonmark")
+    # A checkpoint before every block rule and every inline rule is tried: markdown-it reads a whole
+    # file in one call (seconds for a few MB of `[` or of short headings), and these are its loops.
+    parser.block.ruler.before("table", "checkpoint", lambda *_: _checkpoint(meter))
+    parser.inline.ruler.before("text", "checkpoint", lambda *_: _checkpoint(meter))
+    tokens = parser.parse(text)
     sections = SectionBlocks()
     title = ""
     start = 0
-    meter.check()
     for index, token in enumerate(tokens):
         meter.tick()
         # Only top-level headings make sections: one inside a blockquote or list item is quoted text.
@@ -49,6 +53,12 @@ def read_markdown(data: bytes, charset: str | None, meter: ParseMeter) -> Parsed
     sections.text("\n".join(lines[start:]))
     document = ParsedDocument(sections.finish(), title=title, metadata={"contentType": MARKDOWN})
     return ParsedFile(MARKDOWN, [document])
+
+
+def _checkpoint(meter: ParseMeter) -> bool:
+    """A rule that matches nothing: the budget's checkpoint."""
+    meter.tick()
+    return False
 
 
 def _inline_text(token: Token) -> str:
