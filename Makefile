@@ -120,8 +120,9 @@ bench-load: $(VENV)/.dev-installed ## 32 concurrent clients against `retrieval s
 	$(BIN)/python -m bench.load $(ARGS)
 
 # Noisy neighbours: ordinary retrieves' p99 alone and while 8 clients send the most expensive requests.
-bench-noisy: $(VENV)/.dev-installed ## ordinary retrieves' p99 alone and beside 8 clients sending the costliest requests
+bench-noisy: $(VENV)/.dev-installed ## ordinary retrieves' p99 alone and beside 8 clients sending the costliest requests, then hostile uploads
 	$(BIN)/python -m bench.load --noisy --clients 8 --seconds 20 $(ARGS)
+	$(BIN)/python -m bench.load --noisy --uploads --clients 8 --seconds 20 $(ARGS)
 
 # Documents and chunks per second through the CLI, the HTTP API and S3 (Markdown and PDF files made
 # from msmarco-5k), and S3 put -> searchable; on an embedded PostgreSQL of its own, deleted afterwards.

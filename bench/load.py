@@ -15,6 +15,11 @@ the dearest request below the "expensive" line). Prints the ordinary clients' p9
 ratio to their p99 alone, and what the attackers were answered. Run once with the service's defaults
 and once with EXPENSIVE_SEARCH_CONCURRENCY=1000 (no slot limit), to show what the slots do. Any
 error of an ordinary client makes the exit status 1.
+
+`--noisy --uploads`: the same with hostile uploads as the attackers (`hostile_uploads`: a 6.9 KB PDF
+of ten pages sharing one 2 MB content stream, sent whole and abandoned after 1 s, a 60 KB DOCX of 3
+million empty paragraphs, a CSV with a 4 MB cell, HTML with 20,000 empty <main>), with the defaults and
+with PARSE_CONCURRENCY=1000 (no parse slot limit).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ from tests.servers import free_port
 
 RETRIEVE = "/api/v1/rag/retrieve"
 SEARCH = "/api/v1/chunks/similarity-search"
+UPLOAD_STORE = "bench-hostile-uploads"
+
+# An attacker's request: method, path, JSON body, and how long it waits for the answer before it hangs up.
+Attack = tuple[str, str, dict[str, Any], float]
 
 
 @dataclass
@@ -119,9 +128,7 @@ async def drive(
     return run
 
 
-async def attack(
-    base: str, bodies: list[tuple[str, dict[str, Any]]], clients: int, stop: asyncio.Event
-) -> dict[str, int]:
+async def attack(base: str, bodies: list[Attack], clients: int, stop: asyncio.Event) -> dict[str, int]:
     """`clients` loops sending `bodies` until `stop`; how many answers of each status and code."""
     import httpx
 
@@ -130,14 +137,14 @@ async def attack(
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60.0) as client:
 
         async def loop(worker: int) -> None:
-            path, body = bodies[worker % len(bodies)]
+            method, path, body, timeout_s = bodies[worker % len(bodies)]
             while not stop.is_set():
                 try:
-                    response = await client.post(path, json=body)
+                    response = await client.request(method, path, json=body, timeout=timeout_s)
                 except httpx.HTTPError as exc:
                     label = type(exc).__name__
                 else:
-                    ok = response.status_code == 200
+                    ok = response.status_code < 300
                     label = f"{response.status_code} {'ok' if ok else response.json()['error']['code']}"
                 answers[label] = answers.get(label, 0) + 1
 
@@ -148,7 +155,7 @@ async def attack(
 async def under_attack(
     base: str,
     bodies: list[dict[str, Any]],
-    attackers: list[tuple[str, dict[str, Any]]],
+    attackers: list[Attack],
     clients: int,
     seconds: float,
 ) -> tuple[Run, dict[str, int]]:
@@ -161,7 +168,36 @@ async def under_attack(
     return run, await attacking
 
 
-def noisy_neighbour(dsn: str, clients: int, seconds: float) -> None:
+def hostile_uploads() -> list[Attack]:
+    """Document PUTs that once cost tens of seconds of CPU or gigabytes each (tests/files.py builds them)."""
+    import base64
+
+    from tests.files import csv_bytes, html_bytes, paragraph_bomb_docx, shared_stream_pdf
+
+    def put(name: str, data: bytes, timeout_s: float = 60.0) -> Attack:
+        body = {"content": base64.b64encode(data).decode(), "fileName": name}
+        return ("PUT", f"/api/v1/stores/{UPLOAD_STORE}/documents/{name}", body, timeout_s)
+
+    pdf = shared_stream_pdf(pages=10, stream_bytes=2_000_000)
+    return [
+        put("shared-stream.pdf", pdf),
+        put("abandoned.pdf", pdf, timeout_s=1.0),
+        put("paragraphs.docx", paragraph_bomb_docx(3_000_000)),
+        put("cell.csv", csv_bytes([{"id": "1", "text": "word " * 800_000}])),
+        put("mains.html", html_bytes("<main></main>" * 20_000 + "<main><p>Hello.</p></main>")),
+    ]
+
+
+async def create_store(base: str, name: str) -> None:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.put(f"/api/v1/stores/{name}", json={})
+        if response.status_code not in (200, 201):
+            raise SystemExit(f"could not create store {name}: {response.text}")
+
+
+def noisy_neighbour(dsn: str, clients: int, seconds: float, uploads: bool = False) -> None:
     """The noisy-neighbour scenario (module docstring); prints its table."""
     from tests.integration.test_bounded_cost import expensive_bodies
 
@@ -169,18 +205,28 @@ def noisy_neighbour(dsn: str, clients: int, seconds: float) -> None:
     bodies = [
         {"query": q, "grade": 0.0, "similarityTopK": 10, "store": STORE, "cacheTTLms": 0} for q in queries
     ]
-    attackers = expensive_bodies(STORE)
+    if uploads:
+        attackers = hostile_uploads()
+        servers: tuple[tuple[str, dict[str, str]], ...] = (
+            (f"defaults (PARSE_CONCURRENCY {os.environ.get('PARSE_CONCURRENCY', 1)})", {}),
+            ("no parse slot limit", {"PARSE_CONCURRENCY": "1000"}),
+        )
+    else:
+        attackers = [("POST", path, body, 60.0) for path, body in expensive_bodies(STORE)]
+        servers = (
+            ("defaults (2 expensive slots)", {}),
+            ("no slot limit", {"EXPENSIVE_SEARCH_CONCURRENCY": "1000"}),
+        )
     rows = []
     failed = False
-    for label, env in (
-        ("defaults (2 expensive slots)", {}),
-        ("no slot limit", {"EXPENSIVE_SEARCH_CONCURRENCY": "1000"}),
-    ):
+    for label, env in servers:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         server = start_server(dsn, port, **env)
         try:
             asyncio.run(wait_ready(base, server))
+            if uploads:
+                asyncio.run(create_store(base, UPLOAD_STORE))
             alone = asyncio.run(drive(base, "retrieve alone", RETRIEVE, bodies, clients, seconds))
             attacked, answers = asyncio.run(under_attack(base, bodies, attackers, clients, seconds))
         finally:
@@ -190,9 +236,11 @@ def noisy_neighbour(dsn: str, clients: int, seconds: float) -> None:
         rows.append((label, alone, attacked, answers))
     print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     print(f"machine: {machine()}")
+    kind = "hostile uploads" if uploads else "expensive searches"
     print(
         f"command: make bench-noisy ({clients} ordinary clients x {seconds:.0f} s alone, then with {clients} "
-        f"attackers; store {STORE}, ordinary = retrieve top-10 dense, cacheTTLms 0, one uvicorn process)"
+        f"attackers sending {kind}; store {STORE}, ordinary = retrieve top-10 dense, cacheTTLms 0, one "
+        "uvicorn process)"
     )
     print()
     print(
@@ -220,6 +268,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--noisy", action="store_true", help="the noisy-neighbour scenario")
+    parser.add_argument("--uploads", action="store_true", help="--noisy: hostile uploads as the attackers")
     args = parser.parse_args()
 
     from retrieval_core.container import database_conninfo, get_service
@@ -229,7 +278,7 @@ def main() -> None:
     service = get_service()
     dsn = database_conninfo(get_settings())  # the embedded server this process started
     if args.noisy:
-        noisy_neighbour(dsn, args.clients, args.seconds)
+        noisy_neighbour(dsn, args.clients, args.seconds, args.uploads)
         return
     queries = list(load_queries().values())
     vectors = service.embedder.embed(queries, "query")

@@ -82,6 +82,11 @@ def _plain_pdf(pages: Sequence[str], title: str | None) -> bytes:
     if title is not None:
         objects.append(b"<< /Title (" + _pdf_string(title) + b") /Producer (tests.files) >>")
         info = b" /Info %d 0 R" % len(objects)
+    return _pdf_file(objects, info)
+
+
+def _pdf_file(objects: Sequence[bytes], info: bytes) -> bytes:
+    """A PDF of `objects` (numbered from 1; the first is the catalog), its xref table and trailer."""
     body = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for number, content in enumerate(objects, start=1):
@@ -188,6 +193,57 @@ def zip_bytes(files: Mapping[str, str]) -> bytes:
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files.items():
             archive.writestr(name, text)
+    return out.getvalue()
+
+
+def shared_stream_pdf(pages: int, stream_bytes: int, form_draws: int = 0) -> bytes:
+    """A few KB of PDF that costs much to read: `pages` pages sharing one compressed content stream of about
+    `stream_bytes` bytes of text operators; with `form_draws`, one page drawing that stream as a form
+    XObject that many times instead."""
+    unit = b"BT /F1 1 Tf 0 0 Td (a) Tj ET\n"
+    stream = zlib.compress(unit * (stream_bytes // len(unit)), 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",
+        _PDF_FONT,
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream),
+    ]
+    resources = b"/Font << /F1 3 0 R >>"
+    contents = b"4 0 R"
+    if form_draws:
+        objects[3] = (
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+            b"/Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream)
+        )
+        draws = b"/Fm1 Do\n" * form_draws
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(draws), draws))
+        resources += b" /XObject << /Fm1 4 0 R >>"
+        contents = b"5 0 R"
+    kids = []
+    for _ in range(pages):
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << %s >> /Contents %s >>"
+            % (resources, contents)
+        )
+        kids.append(len(objects))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
+    return _pdf_file(objects, b"")
+
+
+def paragraph_bomb_docx(paragraphs: int, padding_bytes: int = 0) -> bytes:
+    """A Word document of one paragraph of text and `paragraphs` empty ones (a few bytes each, zipped), and
+    `padding_bytes` of spaces at the end of its XML: small to send, large to unpack."""
+    import zipfile
+
+    out = io.BytesIO()
+    source = zipfile.ZipFile(io.BytesIO(docx_bytes(["Intro."])))
+    with source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            body = source.read(info)
+            if info.filename == "word/document.xml":
+                body = body.replace(b"<w:body>", b"<w:body>" + b"<w:p/>" * paragraphs, 1)
+                body += b" " * padding_bytes
+            archive.writestr(info.filename, body)
     return out.getvalue()
 
 

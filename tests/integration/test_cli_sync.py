@@ -17,8 +17,10 @@ from tests.files import (
     corrupt_pdf_bytes,
     jsonl_bytes,
     markdown_bytes,
+    paragraph_bomb_docx,
     pdf_bytes,
     png_bytes,
+    shared_stream_pdf,
     text_bytes,
     zip_bytes,
 )
@@ -92,6 +94,37 @@ def test_ingest_reads_every_format_whatever_the_case_lists_skips_and_fails_on_a_
     assert set(stored(documents, store)) == {"Guide.MD", "Report.PDF", "notes/FAQ.TXT"}
     assert top_document(service, store, "how often are API keys rotated") == "Guide.MD"
     assert top_document(service, store, "revenue growth last quarter") == "Report.PDF"
+
+
+def test_ingest_refuses_files_over_their_parsing_budget_and_writes_the_others(
+    documents: DocumentService,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from retrieval_core.settings import get_settings
+
+    put(tmp_path, "bomb.docx", paragraph_bomb_docx(3_000_000))
+    put(tmp_path, "shared.pdf", shared_stream_pdf(pages=10, stream_bytes=2_000_000))
+    put(tmp_path, "fine.md", markdown_bytes("# Fine\n\nAn ordinary page.\n"))
+    store = new_store()
+    # The PDF is refused before its first page is read (the default budget reads two pages first).
+    monkeypatch.setenv("DOCUMENT_MAX_CONTENT_BYTES", str(1024 * 1024))
+    get_settings.cache_clear()
+    try:
+        code, report = run_json(capsys, "ingest", str(tmp_path), "--store", store)
+    finally:
+        monkeypatch.delenv("DOCUMENT_MAX_CONTENT_BYTES")
+        get_settings.cache_clear()
+    assert code == 1
+    failed = {f["path"]: f for f in report["failed"]}
+    assert {path: f["code"] for path, f in failed.items()} == {
+        "bomb.docx": "document_limit_exceeded",
+        "shared.pdf": "document_limit_exceeded",
+    }
+    assert "DOCUMENT_MAX_ELEMENTS" in failed["bomb.docx"]["message"]
+    assert "DOCUMENT_MAX_CONTENT_BYTES" in failed["shared.pdf"]["message"]
+    assert set(stored(documents, store)) == {"fine.md"}
 
 
 def test_the_human_report_names_every_skipped_and_failed_file(

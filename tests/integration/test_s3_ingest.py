@@ -31,7 +31,7 @@ from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.observability import metrics
 from retrieval_core.schemas.retrieve import RetrieveRequest
-from tests.files import corrupt_pdf_bytes, pdf_bytes
+from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 
 HANDBOOK = (
@@ -523,6 +523,22 @@ def test_a_corrupt_pdf_is_acknowledged_and_logged_with_its_key_and_reason(
     )
     sync.sync()
     assert sync.document_ids() == {"reports/q3.pdf"}
+
+
+def test_an_object_over_its_parsing_budget_is_acknowledged_and_logged_with_the_limit(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    sync.put("bomb.docx", paragraph_bomb_docx(3_000_000), "application/octet-stream")
+    sync.put("policy.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync()
+    [error] = [r for r in ingest_log if r.levelno == logging.ERROR]
+    assert (getattr(error, "key", None), getattr(error, "code", None)) == (
+        f"{sync.store}/bomb.docx",
+        "document_limit_exceeded",
+    )
+    assert "DOCUMENT_MAX_ELEMENTS" in getattr(error, "reason", "")
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
+    assert sync.document_ids() == {"policy.txt"}
 
 
 def test_an_object_over_the_size_limit_is_acknowledged_and_logged(

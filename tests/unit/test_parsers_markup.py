@@ -10,7 +10,7 @@ import pytest
 from retrieval_core.documents.chunking import chunk_blocks
 from retrieval_core.parsers import parse
 from retrieval_core.parsers.detect import DOCX, HTML
-from retrieval_core.parsers.exceptions import DocumentParseError, EmptyDocumentError
+from retrieval_core.parsers.exceptions import DocumentLimitError, DocumentParseError, EmptyDocumentError
 from tests.files import Heading, Table, docx_bytes, html_bytes
 
 PAGE = """
@@ -111,7 +111,9 @@ def test_deeply_nested_html_is_read_and_absurd_nesting_refused() -> None:
 
     # libxml2 alone drops whatever lies deeper than 256 elements; page builders nest that deep.
     assert parse(nested(400), None, "deep.html").documents[0].text == "Deep text."
-    with pytest.raises(DocumentParseError, match="nested too deeply"):
+    with pytest.raises(
+        DocumentLimitError, match="elements nested at least 513, over the 512 DOCUMENT_MAX_DEPTH"
+    ):
         parse(nested(5000), None, "absurd.html")
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from retrieval_core.backends.gemini.service import KnowledgeService
     from retrieval_core.backends.router import Backends
     from retrieval_core.documents.service import DocumentService
+    from retrieval_core.parsers.budget import ParseBudget
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ _schema_was_behind = False
 _embedded_server: Any = None
 _knowledge: KnowledgeService | None = None
 _knowledge_lock = threading.Lock()
+# The documents' parse slots, one set per process (DocumentService itself is built per call).
+_parse_slots: ExpensiveSlots | None = None
 
 
 def database_conninfo(settings: Settings) -> str:
@@ -187,11 +190,36 @@ def _schema_ready_locked(database: Database) -> Database:
 
 
 def get_document_service() -> DocumentService:
-    """The write side over the process-wide RetrievalService (cheap: built per call, holds no state)."""
-    from retrieval_core.documents.service import DocumentService
+    """The write side over the process-wide RetrievalService (cheap: built per call; the parse slots it
+    holds are the process's)."""
+    global _parse_slots
+    from retrieval_core.documents.service import DocumentService, parse_slots_of
 
     settings = get_settings()
-    return DocumentService(get_service(), settings.chunk_size, settings.chunk_overlap)
+    with _lock:
+        if _parse_slots is None:
+            _parse_slots = parse_slots_of(settings.parse_concurrency, settings.db_pool_wait_ms / 1000)
+    return DocumentService(
+        get_service(), settings.chunk_size, settings.chunk_overlap, parse_budget(settings), _parse_slots
+    )
+
+
+def parse_budget(settings: Settings) -> ParseBudget:
+    """What reading one document may cost, from the DOCUMENT_MAX_* settings and PARSE_TIMEOUT_S."""
+    from retrieval_core.parsers.budget import ParseBudget
+
+    return ParseBudget(
+        max_unzipped_bytes=settings.document_max_unzipped_bytes,
+        max_elements=settings.document_max_elements,
+        max_depth=settings.document_max_depth,
+        max_pages=settings.document_max_pages,
+        max_content_bytes=settings.document_max_content_bytes,
+        max_operators=settings.document_max_operators,
+        max_field_chars=settings.document_max_field_chars,
+        max_columns=settings.document_max_columns,
+        max_chunks=settings.document_max_chunks,
+        parse_timeout_s=settings.parse_timeout_s,
+    )
 
 
 def build_rerankers(settings: Settings) -> Rerankers:
@@ -230,9 +258,10 @@ def replace_service(service: RetrievalService | None) -> RetrievalService | None
 
 
 def reset_service() -> None:
-    """Close connections and forget the service; the next request builds a new one."""
-    global _service, _database
+    """Close connections and forget the service (and the parse slots); the next request builds new ones."""
+    global _service, _database, _parse_slots
     with _lock:
+        _parse_slots = None
         if _service is not None:
             _service.database.close()
         if _database is not None and (_service is None or _service.database is not _database):

@@ -380,6 +380,37 @@ class Settings(BaseModel):
     chunk_size: int = Field(default=1000, ge=50, le=100_000, description="chunk length, in characters")
     chunk_overlap: int = Field(default=150, ge=0, description="characters shared by consecutive chunks")
 
+    # What reading one document may cost (docs/formats.md, "Budgets"; parsers/budget.py), on every path
+    # (HTTP, S3, CLI, MCP): over one, 422 document_limit_exceeded naming the setting. The defaults fit the
+    # documents function (1,024 MB, 29 s, of which embedding and writing need most); the S3 ingest
+    # function (2,048 MB, 900 s) raises the time, pages and chunks in template.yaml.
+    document_max_unzipped_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, description="most bytes a DOCX's parts unzip to"
+    )
+    document_max_elements: int = Field(
+        default=500_000, ge=100, description="most XML elements of a DOCX, or elements of an HTML page"
+    )
+    document_max_depth: int = Field(default=512, ge=16, le=800, description="most HTML elements nested")
+    document_max_pages: int = Field(default=2_000, ge=1, description="most pages of a PDF")
+    document_max_content_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="most PDF content-stream bytes read, decoded, each counted every time a page draws it",
+    )
+    document_max_operators: int = Field(
+        default=2_000_000, ge=1_000, description="most PDF content-stream operators read, forms included"
+    )
+    document_max_field_chars: int = Field(
+        default=1_000_000, ge=1_000, description="most characters of one CSV cell or one JSON Lines line"
+    )
+    document_max_columns: int = Field(default=1_000, ge=1, description="most CSV columns or JSONL fields")
+    document_max_chunks: int = Field(default=2_000, ge=1, description="most chunks of a document or record")
+    parse_timeout_s: float = Field(
+        default=10.0, gt=0, le=900, description="seconds to read and chunk a source"
+    )
+    # One: parsing holds the GIL, and a second parse slows searches more than it speeds uploads.
+    parse_concurrency: int = Field(default=1, ge=1, description="sources read at once per process")
+
     # Rate limits per credential (docs/operations.md): a key's grant may set its own `rateLimit`; every
     # other key and JWT subject gets at most RATE_LIMIT_REQUESTS per fixed window of RATE_LIMIT_WINDOW_S
     # seconds (0 requests: unlimited). Counted in CACHE_TABLE_NAME when set (shared by every instance),
@@ -435,7 +466,7 @@ class Settings(BaseModel):
         default=500,
         ge=10,
         le=30_000,
-        description="longest wait for a pooled connection or an expensive slot; then 503 overloaded",
+        description="longest wait for a pooled connection, an expensive or a parse slot; then 503 overloaded",
     )
 
     @property

@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from retrieval_core.documents.chunking import Chunk, chunk_blocks
 from retrieval_core.documents.models import SourceInput
 from retrieval_core.exceptions import InvalidRequestError
-from retrieval_core.parsers import PARSER_VERSION, parse
+from retrieval_core.parsers import DEFAULT_BUDGET, PARSER_VERSION, ParseBudget, ParseMeter, parse
 from retrieval_core.parsers.base import ParsedDocument
 from retrieval_core.parsers.exceptions import EmptyDocumentError
 from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES
@@ -101,12 +102,19 @@ def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embeddin
 
 
 def prepare_source(
-    source: SourceInput, chunk_size: int, chunk_overlap: int, embedding_model: str
+    source: SourceInput,
+    chunk_size: int,
+    chunk_overlap: int,
+    embedding_model: str,
+    budget: ParseBudget = DEFAULT_BUDGET,
+    cancelled: threading.Event | None = None,
 ) -> PreparedSource:
-    """Parse and chunk `source`. Raises the parser's errors (415, 422), or a 422 for a bad id or metadata."""
+    """Parse and chunk `source` within `budget` (its time too), stopping once `cancelled` is set. Raises the
+    parser's errors (415, 422; DocumentLimitError over the budget), or a 422 for a bad id or metadata."""
     check_document_id(source.source_id)
     check_metadata(source.metadata)
-    parsed = parse(source.data, source.content_type, source.name)
+    meter = ParseMeter(budget, cancelled)
+    parsed = parse(source.data, source.content_type, source.name, meter)
     known: dict[str, Any] = {"contentType": parsed.content_type}
     if source.name:
         known["fileName"] = source.name
@@ -119,7 +127,9 @@ def prepare_source(
         check_document_id(doc_id)
         check_parsed(doc, f"records[{doc.record_number or number}]" if parsed.is_records else "document")
         content_sha256 = _sha256(_canonical_record(doc) if parsed.is_records else source.data)
+        meter.tick()
         chunks = chunk_blocks(doc.blocks, chunk_size, chunk_overlap)
+        meter.within("max_chunks", len(chunks), f"document '{doc_id[:80]}': chunks")
         if not chunks:
             if parsed.is_records:
                 continue  # an empty record is skipped, as the ingest always did
@@ -128,6 +138,7 @@ def prepare_source(
         by_id[doc_id] = PreparedDocument(doc_id, doc.title, content_sha256, {**known, **doc.metadata}, chunks)
     if not by_id:
         raise EmptyDocumentError(parsed.content_type)
+    meter.check()
     return PreparedSource(
         source.source_id,
         _sha256(source.data),

@@ -12,6 +12,7 @@ documents in `prepare.py`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -65,6 +66,8 @@ from retrieval_core.exceptions import (
 )
 from retrieval_core.grants import OPEN_GRANT, Grant
 from retrieval_core.observability.debug import DebugLog
+from retrieval_core.parsers import DEFAULT_BUDGET, ParseBudget
+from retrieval_core.search.concurrency import ExpensiveSlots
 
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
@@ -76,10 +79,21 @@ debug = DebugLog(__name__)
 class DocumentService:
     """Writes through the retrieval service's database, embedder and cache."""
 
-    def __init__(self, retrieval: RetrievalService, chunk_size: int, chunk_overlap: int) -> None:
+    def __init__(
+        self,
+        retrieval: RetrievalService,
+        chunk_size: int,
+        chunk_overlap: int,
+        budget: ParseBudget = DEFAULT_BUDGET,
+        parse_slots: ExpensiveSlots | None = None,
+    ) -> None:
+        """`budget`: what reading one source may cost; `parse_slots`: the process's parse slots, shared by
+        every DocumentService of the process (a service of its own gets one)."""
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.budget = budget
+        self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
         self.writer = SourceWriter(retrieval)
 
     # Stores (scope admin to change, read to see).
@@ -241,6 +255,7 @@ class DocumentService:
         create: StoreDefinition | None = None,
         sequence: Sequence | None = None,
         actor: Actor | None = None,
+        cancelled: threading.Event | None = None,
     ) -> SourceWrite:
         """Parse, chunk, embed and write one source atomically; the next search sees it, from any instance.
 
@@ -253,11 +268,15 @@ class DocumentService:
         Unchanged content and chunking: nothing re-embedded. A change of metadata alone updates the
         metadata of the documents and their chunks without re-embedding. Records a row source no
         longer holds are removed. A failure leaves the previous state (and no new empty store).
+
+        Reading the source keeps to the service's budget and waits for a parse slot (503 `overloaded` when
+        none frees up in time); once `cancelled` is set (the client went away) it stops at its next
+        checkpoint with WriteCancelledError, and nothing is written.
         """
         grant.require("write", store)
         if create is not None:
             check_store_name(store)
-        prepared = self._prepare(source)
+        prepared = self._prepare(source, cancelled)
         item = WriteItem(prepared, sequence)
         [result] = self.writer.write(store, [item], create, acting(actor, grant), into_table=True)
         debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
@@ -419,9 +438,10 @@ class DocumentService:
 
     # The write itself.
 
-    def _prepare(self, source: SourceInput) -> PreparedSource:
+    def _prepare(self, source: SourceInput, cancelled: threading.Event | None = None) -> PreparedSource:
         model = self.retrieval.embedder.model
-        return prepare_source(source, self.chunk_size, self.chunk_overlap, model)
+        with self.parse_slots.hold():
+            return prepare_source(source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled)
 
     def _write_group(
         self,
@@ -485,6 +505,16 @@ class DocumentService:
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])
         return store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
+
+
+def parse_slots_of(limit: int, wait_s: float) -> ExpensiveSlots:
+    """At most `limit` sources read at once; a write that waits `wait_s` for a slot: 503 `overloaded`."""
+    return ExpensiveSlots(
+        limit,
+        wait_s,
+        "too many documents are being read at once (PARSE_CONCURRENCY): retry shortly",
+        "PARSE_CONCURRENCY",
+    )
 
 
 def acting(actor: Actor | None, grant: Grant) -> Actor:

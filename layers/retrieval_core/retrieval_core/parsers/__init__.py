@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
+from retrieval_core.parsers.budget import DEFAULT_BUDGET, ParseBudget, ParseMeter
 from retrieval_core.parsers.detect import (
     CSV,
     DOCX,
@@ -33,6 +34,7 @@ from retrieval_core.parsers.text import read_text
 
 __all__ = [
     "CSV",
+    "DEFAULT_BUDGET",
     "DOCX",
     "HTML",
     "JSONL",
@@ -42,6 +44,8 @@ __all__ = [
     "SUPPORTED_CONTENT_TYPES",
     "TEXT",
     "Block",
+    "ParseBudget",
+    "ParseMeter",
     "ParsedDocument",
     "ParsedFile",
     "detect_content_type",
@@ -52,7 +56,7 @@ __all__ = [
 # read by an older version can be told apart and read again ("made under other settings").
 PARSER_VERSION = "1"
 
-_READERS: dict[str, Callable[[bytes, str | None], ParsedFile]] = {
+_READERS: dict[str, Callable[[bytes, str | None, ParseMeter], ParsedFile]] = {
     PDF: read_pdf,
     HTML: read_html,
     DOCX: read_docx,
@@ -63,13 +67,18 @@ _READERS: dict[str, Callable[[bytes, str | None], ParsedFile]] = {
 }
 
 
-def parse(data: bytes, content_type: str | None = None, name: str | None = None) -> ParsedFile:
+def parse(
+    data: bytes, content_type: str | None = None, name: str | None = None, meter: ParseMeter | None = None
+) -> ParsedFile:
     """The documents in `data`. Raises UnsupportedContentTypeError (415), DocumentParseError (422)
-    for a corrupt or encrypted file, EmptyDocumentError (422) when there is no text."""
+    for a corrupt or encrypted file, EmptyDocumentError (422) when there is no text, and
+    DocumentLimitError (422) for a file over `meter`'s budget (by default DEFAULT_BUDGET)."""
     chosen = detect_content_type(data, content_type, name)
     if not data.strip():
         raise EmptyDocumentError(chosen)
-    parsed = _READERS[chosen](data, charset(content_type))
+    meter = meter or ParseMeter(DEFAULT_BUDGET)
+    meter.content_type = chosen
+    parsed = _READERS[chosen](data, charset(content_type), meter)
     # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
     documents = [_without_nul(document) for document in parsed.documents]
     documents = [document for document in documents if document.blocks]

@@ -37,3 +37,28 @@ class EmptyDocumentError(InvalidRequestError):
 
     def __init__(self, content_type: str) -> None:
         super().__init__(f"the {content_type} document holds no text to index", {"contentType": content_type})
+
+
+class DocumentLimitError(InvalidRequestError):
+    """A document over one of its parsing budgets (parsers/budget.py): too many pages, elements, rows'
+    fields, chunks, too deeply nested, too large unpacked, or too slow to read."""
+
+    code = "document_limit_exceeded"
+
+    def __init__(self, content_type: str, what: str, value: str, limit: str, setting: str) -> None:
+        kind = f"this {content_type} document" if content_type else "this document"
+        super().__init__(
+            f"{kind} is over a parsing limit: {what} {value}, over the {limit} {setting} allows; "
+            f"split the document, or raise {setting}",
+            {"contentType": content_type, "limit": setting, "maxValue": limit, "value": value},
+        )
+
+
+class WriteCancelledError(RetrievalError):
+    """The client went away while its document was being read: the work stopped, nothing was written."""
+
+    status_code = 499
+    code = "client_closed_request"
+
+    def __init__(self) -> None:
+        super().__init__("the client closed the connection before the write ended; nothing was written")

@@ -2,7 +2,7 @@
 
 markdown-it-py (a CommonMark parser) finds the headings, so `#` inside a fenced code block, an
 HTML block or a list item is not taken for one, and setext headings (underlined) are. The blocks
-keep the Markdown source text as written.
+keep the Markdown source text as written. The budget's checkpoints run inside markdown-it, as rules.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from retrieval_core.parsers.base import ParsedDocument, ParsedFile
+from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import MARKDOWN
 from retrieval_core.parsers.sections import SectionBlocks
 from retrieval_core.parsers.text import decode_text
@@ -22,17 +23,23 @@ if TYPE_CHECKING:
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 
 
-def read_markdown(data: bytes, charset: str | None) -> ParsedFile:
+def read_markdown(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """Blocks per heading section; title = the first level-1 heading."""
     from markdown_it import MarkdownIt
 
     text = _FRONT_MATTER.sub("", decode_text(data, MARKDOWN, charset), count=1)
     lines = text.split("\n")
-    tokens = MarkdownIt("commonmark").parse(text)
+    parser = MarkdownIt("commonmark")
+    # A checkpoint before every block rule and every inline rule is tried: markdown-it reads a whole
+    # file in one call (seconds for a few MB of `[` or of short headings), and these are its loops.
+    parser.block.ruler.before("table", "checkpoint", lambda *_: _checkpoint(meter))
+    parser.inline.ruler.before("text", "checkpoint", lambda *_: _checkpoint(meter))
+    tokens = parser.parse(text)
     sections = SectionBlocks()
     title = ""
     start = 0
     for index, token in enumerate(tokens):
+        meter.tick()
         # Only top-level headings make sections: one inside a blockquote or list item is quoted text.
         if token.type != "heading_open" or token.level != 0 or token.map is None:
             continue
@@ -46,6 +53,12 @@ def read_markdown(data: bytes, charset: str | None) -> ParsedFile:
     sections.text("\n".join(lines[start:]))
     document = ParsedDocument(sections.finish(), title=title, metadata={"contentType": MARKDOWN})
     return ParsedFile(MARKDOWN, [document])
+
+
+def _checkpoint(meter: ParseMeter) -> bool:
+    """A rule that matches nothing: the budget's checkpoint."""
+    meter.tick()
+    return False
 
 
 def _inline_text(token: Token) -> str:

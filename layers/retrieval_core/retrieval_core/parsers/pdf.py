@@ -3,23 +3,36 @@
 A PDF encrypted with an empty user password (one that only restricts printing or copying) opens in
 any viewer without a prompt, so it is decrypted and read; AES needs the `cryptography` package.
 Pages without a text layer (scans) give no text: there is no OCR.
+
+The budget (parsers/budget.py) bounds the pages, the content-stream bytes (decoded, counted each time a
+page or a form draws one: ten pages may share one huge stream) and the operators read; each page's
+bytes are counted before pypdf parses them, and the deadline is checked between operators and, inside
+pypdf's tokenizer, between tokens (it parses a whole stream, seconds for a few MB, before the first
+operator is seen).
 """
 
 from __future__ import annotations
 
 import io
+from contextvars import ContextVar
 from typing import Any
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error_summary
+from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import PDF
-from retrieval_core.parsers.exceptions import DocumentParseError
+from retrieval_core.parsers.exceptions import DocumentLimitError, DocumentParseError, WriteCancelledError
+
+# The meter of the PDF this context is reading, for pypdf's tokenizer (`_tokens_are_checkpoints`).
+_READING: ContextVar[ParseMeter | None] = ContextVar("pdf_meter", default=None)
 
 
-def read_pdf(data: bytes, charset: str | None) -> ParsedFile:
+def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """One block per page that has text; title from the document information, else empty."""
     from pypdf import PasswordType, PdfReader
     from pypdf.errors import DependencyError
 
+    _tokens_are_checkpoints()
+    reading = _READING.set(meter)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -32,29 +45,83 @@ def read_pdf(data: bytes, charset: str | None) -> ParsedFile:
             if opened == PasswordType.NOT_DECRYPTED:
                 raise DocumentParseError(PDF, "encrypted: it needs a password to open")
         pages = reader.pages
+        meter.within("max_pages", len(pages), "pages")
         blocks: list[Block] = []
         for number, page in enumerate(pages, start=1):
-            text = _page_text(page, number)
+            meter.check()
+            text = _page_text(page, number, meter)
             if text.strip():
                 blocks.append(Block(text.strip(), {"pageNumber": number}))
         title = _title(reader)
         page_count = len(pages)
-    except DocumentParseError:
+    except (DocumentParseError, DocumentLimitError, WriteCancelledError):
         raise
     # pypdf meets broken files with many kinds of exception (its own, KeyError, ValueError,
     # RecursionError...); every one is the same answer for the caller: this file cannot be read.
     except Exception as error:  # noqa: BLE001
         raise DocumentParseError(PDF, f"damaged or truncated ({error_summary(error)})") from None
+    finally:
+        _READING.reset(reading)
     document = ParsedDocument(blocks, title=title, metadata={"contentType": PDF, "pageCount": page_count})
     return ParsedFile(PDF, [document])
 
 
-def _page_text(page: Any, number: int) -> str:
+def _page_text(page: Any, number: int, meter: ParseMeter) -> str:
     try:
-        text: str = page.extract_text()
+        forms = _form_sizes(page)
+        meter.add("max_content_bytes", _stream_size(page.get_contents()), "content-stream bytes")
+
+        def visit(operator: bytes, operands: Any, *_: Any) -> None:
+            meter.add("max_operators", 1, "content-stream operators")
+            meter.tick()
+            if operator == b"Do" and operands:
+                meter.add("max_content_bytes", forms.get(operands[0], 0), "content-stream bytes")
+
+        text: str = page.extract_text(visitor_operand_before=visit)
+    except (DocumentLimitError, WriteCancelledError):
+        raise
     except Exception as error:  # noqa: BLE001  (see read_pdf)
         raise DocumentParseError(PDF, f"page {number} is damaged ({error_summary(error)})") from None
     return text
+
+
+def _tokens_are_checkpoints() -> None:
+    """Make each token pypdf's content-stream tokenizer reads a checkpoint of the PDF being read (once per
+    process; outside `read_pdf` the tokenizer is unchanged). Its per-token limit check is the one hook."""
+    from pypdf.generic import ContentStream
+
+    check_limits = ContentStream.__dict__.get("_check_limits")
+    if not isinstance(check_limits, staticmethod) or getattr(check_limits.__func__, "metered", False):
+        return
+    original = check_limits.__func__
+
+    def metered(**limits: Any) -> Any:
+        meter = _READING.get()
+        if meter is not None:
+            meter.tick()
+        return original(**limits)
+
+    metered.metered = True  # type: ignore[attr-defined]
+    ContentStream._check_limits = staticmethod(metered)  # type: ignore[method-assign]
+
+
+def _form_sizes(page: Any) -> dict[Any, int]:
+    """The decoded size of each form XObject the page's resources name: drawn with `Do`, a form's stream
+    is parsed again each time."""
+    resources = page.get("/Resources")
+    xobjects = resources.get_object().get("/XObject") if resources is not None else None
+    if xobjects is None:
+        return {}
+    sizes = {}
+    for name, reference in xobjects.get_object().items():
+        xobject = reference.get_object()
+        if xobject.get("/Subtype") == "/Form":
+            sizes[name] = _stream_size(xobject)
+    return sizes
+
+
+def _stream_size(stream: Any) -> int:
+    return len(stream.get_data()) if stream is not None else 0
 
 
 def _title(reader: Any) -> str:

@@ -9,6 +9,9 @@ exports (names matched case-insensitively):
 - every other column → metadata. CSV cells are strings, so integers and decimals written plainly
   become numbers, `true`/`false` booleans, and empty cells are left out (see `csv_value`).
 
+The budget (parsers/budget.py) bounds each cell (each JSON line), the columns of a record, and the
+time: the deadline is checked every few rows.
+
 A record with no text is skipped and listed in `ParsedFile.skipped_records`: one blank row must not
 refuse a whole export. Two records with the same id are refused: the second would replace the first.
 """
@@ -24,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
+from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.exceptions import DocumentParseError
 from retrieval_core.parsers.text import decode_text
@@ -36,7 +40,8 @@ METADATA_COLUMN = "metadata"
 # Plain integers without a leading zero ("02134" is a code, not a number) and plain decimals.
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")
-# Python's csv refuses fields over 128 KiB by default; a long text cell is ordinary in a corpus.
+# Python's csv refuses fields over 128 KiB by default; a long text cell is ordinary in a corpus. The
+# limit is process-wide, so the budget's own (per write) is checked on each row instead.
 _MAX_FIELD_CHARS = 64 * 1024 * 1024
 # What a JSON escape can put in a string and PostgreSQL cannot store: NUL, half of a UTF-16 pair.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -56,7 +61,7 @@ def csv_value(cell: str) -> Any:
     return cell
 
 
-def read_csv(data: bytes, charset: str | None) -> ParsedFile:
+def read_csv(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """One document per data row; the header row names the columns (delimiter `,`, `;` or tab)."""
     text = decode_text(data, CSV, charset)
     header_line = text.lstrip("\n").split("\n", 1)[0]
@@ -65,11 +70,13 @@ def read_csv(data: bytes, charset: str | None) -> ParsedFile:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
         header = next(reader, [])
+        _check_row(header, meter, reader.line_num)
         names = [name.strip() for name in header]
         mapping = _mapping(CSV, names)
 
         def rows() -> Iterator[tuple[int, dict[str, Any]]]:
             for number, row in enumerate((r for r in reader if any(cell.strip() for cell in r)), start=1):
+                _check_row(row, meter, reader.line_num)
                 if len(row) > len(names):
                     raise DocumentParseError(
                         CSV, f"line {reader.line_num}: {len(row)} fields but the header has {len(names)}"
@@ -81,15 +88,17 @@ def read_csv(data: bytes, charset: str | None) -> ParsedFile:
         raise DocumentParseError(CSV, f"line {reader.line_num}: {error}") from None
 
 
-def read_jsonl(data: bytes, charset: str | None) -> ParsedFile:
+def read_jsonl(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """One document per line holding a JSON object; blank lines are ignored."""
     text = decode_text(data, JSONL, charset)
 
     def records() -> Iterator[tuple[int, dict[str, Any]]]:
         number = 0
         for line_number, line in enumerate(text.split("\n"), start=1):
+            meter.tick()
             if not line.strip():
                 continue
+            meter.within("max_field_chars", len(line), f"line {line_number}: characters")
             try:
                 record = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
             except ValueError as error:
@@ -100,6 +109,7 @@ def read_jsonl(data: bytes, charset: str | None) -> ParsedFile:
             if not isinstance(record, dict):
                 found = type(record).__name__
                 raise DocumentParseError(JSONL, f"line {line_number}: a JSON object expected, found {found}")
+            meter.within("max_columns", len(record), f"line {line_number}: fields")
             extra = record.get(METADATA_COLUMN)
             if extra is not None and not isinstance(extra, dict):
                 raise DocumentParseError(JSONL, f"line {line_number}: 'metadata' must be an object")
@@ -140,6 +150,13 @@ def _unstorable_string(record: dict[str, Any]) -> tuple[str, str] | None:
         elif isinstance(value, str) and _UNSTORABLE.search(value):
             return ascii(path)[1:-1], "holds a NUL (\\u0000) or a lone surrogate: PostgreSQL cannot store it"
     return None
+
+
+def _check_row(row: list[str], meter: ParseMeter, line: int) -> None:
+    """A checkpoint per row: its columns, and its longest cell, within the budget."""
+    meter.tick()
+    meter.within("max_columns", len(row), f"line {line}: columns")
+    meter.within("max_field_chars", max(map(len, row), default=0), f"line {line}: characters in a cell")
 
 
 def _mapping(content_type: str, names: list[str], required: bool = True) -> dict[str, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error_summary
+from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import TEXT
 from retrieval_core.parsers.exceptions import DocumentParseError
 
@@ -51,7 +52,7 @@ def decode_text(data: bytes, content_type: str, charset: str | None = None) -> s
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def read_text(data: bytes, charset: str | None) -> ParsedFile:
+def read_text(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
     """Plain text: one block, the whole text."""
     text = decode_text(data, TEXT, charset)
     return ParsedFile(TEXT, [ParsedDocument([Block(text.strip())], metadata={"contentType": TEXT})])

@@ -37,15 +37,25 @@ def is_expensive(query_chars: int, keyword_terms: int, mmr_depth: int | None) ->
 
 
 class ExpensiveSlots:
-    """At most `limit` expensive searches at once in this process; a thread may re-enter its own slot.
+    """At most `limit` expensive searches (or other costly work: documents' parsing) at once in this
+    process; a thread may re-enter its own slot.
 
-    A request that finds every slot taken waits at most `wait_s`, then gets 503 `overloaded`: ordinary
-    requests keep the rest of the connection pool and the CPU.
+    A request that finds every slot taken waits at most `wait_s`, then gets 503 `overloaded` saying
+    `busy` and naming `setting`: ordinary requests keep the rest of the connection pool and the CPU.
     """
 
-    def __init__(self, limit: int, wait_s: float) -> None:
+    def __init__(
+        self,
+        limit: int,
+        wait_s: float,
+        busy: str = "too many expensive searches (long hybrid queries, deep MMR, batches) are running: "
+        "retry shortly, or send a shorter query",
+        setting: str = "EXPENSIVE_SEARCH_CONCURRENCY",
+    ) -> None:
         self._slots = threading.BoundedSemaphore(limit)
         self._wait_s = wait_s
+        self._busy = busy
+        self._setting = setting
         self._held = threading.local()
 
     @contextmanager
@@ -59,11 +69,7 @@ class ExpensiveSlots:
                 self._held.depth -= 1
             return
         if not self._slots.acquire(timeout=self._wait_s):
-            raise DatabaseOverloadedError(
-                "too many expensive searches (long hybrid queries, deep MMR, batches) are running: "
-                "retry shortly, or send a shorter query",
-                {"limit": "EXPENSIVE_SEARCH_CONCURRENCY"},
-            )
+            raise DatabaseOverloadedError(self._busy, {"limit": self._setting})
         self._held.depth = 1
         try:
             yield

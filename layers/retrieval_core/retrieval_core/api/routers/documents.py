@@ -8,8 +8,10 @@ Store names and document ids are `Text`: a NUL, which PostgreSQL text cannot hol
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import threading
 from typing import Annotated
 from urllib.parse import unquote_to_bytes
 
@@ -61,6 +63,8 @@ def utf8_path(request: Request) -> None:
 router = APIRouter(prefix="/api/v1/stores", tags=["documents"], dependencies=[Depends(utf8_path)])
 
 ROW_FORMATS = (CSV, JSONL)
+# How often a document PUT looks whether its client is still there while the source is read.
+DISCONNECT_POLL_S = 0.2
 DocumentsDep = Annotated[DocumentService, Depends(get_document_service)]
 
 
@@ -180,15 +184,24 @@ async def put_document(
     documents: DocumentsDep,
     grant: GrantDep,
     actor: ActorDep,
+    request: Request,
     response: Response,
 ) -> DocumentWriteResponse:
     """Write a document (scope write): 201 created, 200 updated or unchanged (nothing re-embedded).
 
     A CSV or JSONL file is a row source: one document per record, listed in `documents`, and the
     records it no longer holds in `removed`. The store must exist (PUT it first: 404 otherwise).
+    A client that goes away while its file is read stops the reading (nothing is written).
     """
     source = _source_input(body, document_id)
-    written = await run_in_threadpool(documents.write_source, store, source, grant, actor=actor)
+    cancelled = threading.Event()
+    watcher = asyncio.create_task(_cancel_when_gone(request, cancelled))
+    try:
+        written = await run_in_threadpool(
+            documents.write_source, store, source, grant, actor=actor, cancelled=cancelled
+        )
+    finally:
+        watcher.cancel()
     records = written.content_type in ROW_FORMATS
     response.status_code = status.HTTP_201_CREATED if written.status == "created" else status.HTTP_200_OK
     return _write_response(document_id, written, records)
@@ -211,6 +224,13 @@ async def delete_document(
     if not deleted:
         raise DocumentNotFoundError(store, document_id)
     return Response(status_code=204)
+
+
+async def _cancel_when_gone(request: Request, cancelled: threading.Event) -> None:
+    """Set `cancelled` once the client has disconnected (the write's checkpoints then stop it)."""
+    while not await request.is_disconnected():
+        await asyncio.sleep(DISCONNECT_POLL_S)
+    cancelled.set()
 
 
 # The HTTP bodies and the write side's own values, each way.
