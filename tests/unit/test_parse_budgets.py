@@ -90,6 +90,16 @@ def test_reading_stops_at_the_deadline_between_pages() -> None:
     assert "reading it took" in error.message and "over the 0.3 s PARSE_TIMEOUT_S" in error.message
 
 
+def test_reading_stops_at_the_deadline_inside_one_page() -> None:
+    # One page of a 2 MB stream: pypdf tokenizes it whole (seconds) before the first operator is seen, so
+    # only the checkpoint in its tokenizer stops it in time. A pypdf that drops that hook fails here.
+    data = shared_stream_pdf(pages=1, stream_bytes=2_000_000)
+    started = time.monotonic()
+    error = refused(data, "one-page.pdf", ParseBudget(max_content_bytes=4 * MIB, parse_timeout_s=0.3))
+    assert time.monotonic() - started < 1.0
+    assert error.details["limit"] == "PARSE_TIMEOUT_S"
+
+
 def test_markdown_is_read_within_the_deadline_inside_its_parser() -> None:
     # 800,000 `[`: markdown-it's one call took 6 s; its block and inline loops are checkpoints now.
     started = time.monotonic()

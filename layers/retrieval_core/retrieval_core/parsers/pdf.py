@@ -87,7 +87,9 @@ def _page_text(page: Any, number: int, meter: ParseMeter) -> str:
 
 def _tokens_are_checkpoints() -> None:
     """Make each token pypdf's content-stream tokenizer reads a checkpoint of the PDF being read (once per
-    process; outside `read_pdf` the tokenizer is unchanged). Its per-token limit check is the one hook."""
+    process; outside `read_pdf` the tokenizer is unchanged). Its per-token limit check is the one hook; a
+    pypdf without it leaves the checkpoints between operators only, and fails
+    test_reading_stops_at_the_deadline_inside_one_page, so an upgrade cannot drop it unseen."""
     from pypdf.generic import ContentStream
 
     check_limits = ContentStream.__dict__.get("_check_limits")
