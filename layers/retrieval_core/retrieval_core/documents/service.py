@@ -54,7 +54,7 @@ from retrieval_core.documents.prepare import (
 )
 from retrieval_core.documents.source_metadata import apply_sidecar
 from retrieval_core.documents.store_definitions import redefined, store_info
-from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_deadlock
+from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_conflict
 from retrieval_core.exceptions import (
     ConflictError,
     DocumentNotFoundError,
@@ -101,9 +101,12 @@ class DocumentService:
         actor = acting(actor, grant)
         if definition.source is not None:
             return self._attach(name, definition, actor)
+        return again_after_conflict(lambda: self._put_store(name, definition, actor))
+
+    def _put_store(self, name: str, definition: StoreDefinition, actor: Actor) -> tuple[StoreInfo, bool]:
         with database_errors("writing the store"), self._connection() as conn, conn.transaction():
             store_sql.lock_store_names(conn)
-            store = store_sql.find_store_named(conn, name)
+            store = store_sql.find_store_named(conn, name, lock=True)
             if store is not None and store.source is not None:
                 raise ConflictError.for_field(
                     "source",
@@ -224,10 +227,14 @@ class DocumentService:
 
         One audit row for the store (its documents' rows are not written one by one)."""
         grant.require("admin", name)
+        who = acting(actor, grant)
+        again_after_conflict(lambda: self._delete_store(name, who))
+
+    def _delete_store(self, name: str, actor: Actor) -> None:
         with database_errors("deleting the store"), self._connection() as conn, conn.transaction():
             store = self._store(conn, name)
             store_sql.drop_store(conn, store)
-            audit_trail.record(conn, name, acting(actor, grant), AuditEntry("delete_store", "deleted"))
+            audit_trail.record(conn, name, actor, AuditEntry("delete_store", "deleted"))
 
     # Documents (scope write to change, read to see).
 
@@ -315,7 +322,7 @@ class DocumentService:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
-        return again_after_deadlock(
+        return again_after_conflict(
             lambda: apply_sidecar(self.writer, store, source_id, metadata, sequence, create, actor)
         )
 
@@ -334,11 +341,11 @@ class DocumentService:
         """
         grant.require("write", store)
         who = acting(actor, grant)
-        return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who))
+        return again_after_conflict(lambda: self._delete(store, source_id, sequence, who))
 
     def _delete(self, store: str, source_id: str, sequence: Sequence | None, actor: Actor) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
-            found = self._store(conn, store)
+            found = self._store(conn, store, lock=True)
             if found.source is not None:
                 if sequence is not None:
                     raise not_through_documents_api(found, "an S3 event")
@@ -430,8 +437,8 @@ class DocumentService:
     def _connection(self) -> Any:
         return self.retrieval.database.connection()
 
-    def _store(self, conn: Connection, name: str) -> Store:
-        store = store_sql.find_store_named(conn, name)
+    def _store(self, conn: Connection, name: str, lock: bool = False) -> Store:
+        store = store_sql.find_store_named(conn, name, lock)
         if store is None:
             raise StoreNotFoundError(name)
         return store
