@@ -191,7 +191,9 @@ def get_document_service() -> DocumentService:
     from retrieval_core.documents.service import DocumentService
 
     settings = get_settings()
-    return DocumentService(get_service(), settings.chunk_size, settings.chunk_overlap)
+    return DocumentService(
+        get_service(), settings.chunk_size, settings.chunk_overlap, settings.document_max_records
+    )
 
 
 def build_rerankers(settings: Settings) -> Rerankers:

@@ -364,6 +364,11 @@ class Settings(BaseModel):
     documents_max_body_bytes: int = Field(
         default=5_934_464, ge=1024, description="largest body of a document PUT in bytes; larger: 413"
     )
+    # Records (CSV rows, JSON Lines) of one source: all are written in one transaction, under at most
+    # db.documents.LOCK_SLOTS advisory locks (docs/loading-documents.md has the time of a full one).
+    document_max_records: int = Field(
+        default=100_000, ge=1, description="most records one CSV or JSON Lines source may hold; more: 413"
+    )
 
     # S3 (the documents bucket, `retrieval sync s3://...`); the endpoint: tests, S3-compatible stores.
     s3_endpoint_url: str | None = Field(default=None, description="another S3 endpoint; unset: AWS's")

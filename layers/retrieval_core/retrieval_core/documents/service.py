@@ -36,6 +36,7 @@ from retrieval_core.documents.cursors import (
     encode_cursor,
     store_cursor,
 )
+from retrieval_core.documents.exceptions import TooManyRecordsError
 from retrieval_core.documents.models import (
     Actor,
     DocumentInfo,
@@ -74,10 +75,18 @@ debug = DebugLog(__name__)
 class DocumentService:
     """Writes through the retrieval service's database, embedder and cache."""
 
-    def __init__(self, retrieval: RetrievalService, chunk_size: int, chunk_overlap: int) -> None:
+    def __init__(
+        self,
+        retrieval: RetrievalService,
+        chunk_size: int,
+        chunk_overlap: int,
+        max_records: int | None = None,
+    ) -> None:
+        """`max_records`: most documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit)."""
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.max_records = max_records
         self.writer = SourceWriter(retrieval)
 
     # Stores (scope admin to change, read to see).
@@ -418,7 +427,10 @@ class DocumentService:
 
     def _prepare(self, source: SourceInput) -> PreparedSource:
         model = self.retrieval.embedder.model
-        return prepare_source(source, self.chunk_size, self.chunk_overlap, model)
+        prepared = prepare_source(source, self.chunk_size, self.chunk_overlap, model)
+        if self.max_records is not None and len(prepared.documents) > self.max_records:
+            raise TooManyRecordsError(source.source_id, len(prepared.documents), self.max_records)
+        return prepared
 
     def _write_group(
         self,
