@@ -1,10 +1,10 @@
 """How a write happens: embed outside any transaction, then apply under advisory locks.
 
 A write embeds first, with no connection held, then applies its sources in one transaction that holds
-its store's row and advisory locks on each source and on every document id, re-reading their state
-under them. A document whose state moved meanwhile, so that it now needs vectors the write did not
-compute, sends the write round again with those embedded too; a deadlock victim goes again as it is
-(`again_after_conflict`).
+its store against deletion and advisory locks on each source and on every document id (db/documents.py
+`lock`), re-reading their state under them. A document whose state moved meanwhile, so that it now
+needs vectors the write did not compute, sends the write round again with those embedded too; a
+deadlock victim goes again as it is (`again_after_conflict`).
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def again_after_conflict(transaction: Callable[[], T]) -> T:
     serialization failure), up to CONFLICT_ATTEMPTS times in all and while the request's deadline leaves
     time for another; then the error (409 database_deadlock or write_conflict).
 
-    Writers lock a source, then the documents it turns out to hold, in two statements, and a store's
-    DELETE cascades over rows writers hold: two transactions can meet in a cycle, and PostgreSQL aborts
-    one, which may simply go again. The waits are short and random, so two victims do not meet again.
+    Writers lock a source, then the documents it turns out to hold, in two statements: two of them can
+    meet in a cycle, and PostgreSQL aborts one, which may simply go again. The waits are short and
+    random, so two victims do not meet again.
     """
     deadline = request_deadline()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
@@ -227,8 +227,8 @@ class SourceWriter:
         self, conn: Connection, name: str, create: StoreDefinition | None, actor: Actor
     ) -> Store:
         """The store, created in the caller's transaction from `create` when it is missing (an audit row
-        of `actor` then says so). Its row stays locked until the transaction ends: a concurrent DELETE of
-        the store waits for the write."""
+        of `actor` then says so). It is held until the transaction ends: a concurrent DELETE of the store
+        waits for the write."""
         store = store_sql.find_store_named(conn, name, lock=True)
         if store is None:
             if create is None:
