@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 
 from bench.common import EVAL_DIR, REPO, load_queries, machine, median, percentile, timed_ms
 
@@ -87,7 +88,7 @@ def main() -> None:
 
     # 1. query embedding latency (one query per call, as a request does)
     service.embedder.embed(["warm up"], "query")
-    embed_ms = [t for q in queries for t in timed_ms(lambda q=q: service.embedder.embed([q], "query"), 1)]
+    embed_ms = [t for q in queries for t in timed_ms(partial(service.embedder.embed, [q], "query"), 1)]
 
     # 2. retrieve without embedding vs the raw SQL, interleaved so both see the same machine state
     vectors = dict(zip(queries, service.embedder.embed(queries, "query"), strict=True))

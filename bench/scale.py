@@ -312,7 +312,7 @@ class Bench:
                 chunk_filters.allow_bitmap_scans(conn)
             rows = conn.execute(
                 search_sql.nearest_chunks_query(store, where, exact),
-                search_sql.search_params(store, query, K, where),
+                search_sql.search_params(store, query.tolist(), K, where),
             ).fetchall()
         return [f"{r[0]}#{r[1]}" for r in rows], exact
 

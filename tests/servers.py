@@ -78,7 +78,7 @@ class MotoServer:
         import boto3
         from botocore.config import Config
 
-        return boto3.client(
+        return boto3.client(  # type: ignore[call-overload]  # any service's name, given at run time
             service,
             endpoint_url=self.endpoint_url,
             region_name="us-east-1",
@@ -123,7 +123,7 @@ class XRayDaemon:
 
     def documents(self) -> list[dict[str, Any]]:
         """The (sub)segment documents received so far: each datagram is a JSON header line, then one."""
-        received = []
+        received: list[dict[str, Any]] = []
         while True:
             try:
                 datagram = self._sock.recv(65_536).decode()

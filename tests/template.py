@@ -56,7 +56,7 @@ class Conditions:
 
     def __init__(self, definitions: dict[str, Any], params: dict[str, str]) -> None:
         self._definitions = definitions
-        self._params = params
+        self._params = {**PSEUDO, **params}
         self._cache: dict[str, bool] = {}
 
     def holds(self, name: str) -> bool:

@@ -44,7 +44,7 @@ from tests.fakes.http import FakeHTTPServer, RecordedRequest, Reply
 from tests.functional.test_handlers import EXPECTED as FUNCTIONAL_CHECKS
 from tests.integration.knowledge_support import GEMINI_KEY, HVAC_DISPLAY, HVAC_STORE, stock_fake
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
-from tests.template import NO_VALUE, PARAMETERS, Conditions
+from tests.template import NO_VALUE, PARAMETERS, PSEUDO, Conditions
 
 pytestmark = pytest.mark.bundle
 
@@ -934,7 +934,7 @@ def test_every_built_handler_answers_every_event_like_lambda(
             json.loads(e.read_text())["requestContext"]["requestId"] for e in events
         ]
         assert all(
-            r["service"] == "retrieval-service" and r["function_name"] == function.name for r in served
+            r["service"] == PSEUDO["AWS::StackName"] and r["function_name"] == function.name for r in served
         )
         metrics = [json.loads(line) for line in run.output.splitlines() if line.startswith('{"_aws"')]
         assert sum("Latency" in m for m in metrics) == len(events)

@@ -20,6 +20,7 @@ from tests.conftest import EVENTS_DIR
 from tests.template import (
     API_KEY_SECRET_ARN,
     PARAMETERS,
+    PSEUDO,
     SECRET_ARN,
     aws_managed_policies,
     deploy,
@@ -588,6 +589,49 @@ def test_the_fail_open_alarms_sum_the_metric_the_code_counts_as_the_functions_na
     assert props["TreatMissingData"] == "notBreaching"
 
 
+@SHAPES
+def test_the_alarms_and_dashboard_read_this_stacks_service_metrics_only(create_database: bool) -> None:
+    # Two stacks in one account and region emit into the same namespace: each reads its own `service`.
+    resources = deployed(shape(create_database))
+    stack = PSEUDO["AWS::StackName"]
+    for function in FUNCTIONS:
+        assert environment(resources, function)["POWERTOOLS_SERVICE_NAME"] == stack, function
+    for alarm in FAIL_OPEN_ALARMS:
+        assert fail_open_query(resources, alarm)[2] == {"service": stack}, alarm
+    unreadable = resources["UnreadableObjectsAlarm"]["Properties"]
+    assert unreadable["Namespace"] == "RetrievalService"
+    assert unreadable["Dimensions"] == [{"Name": "service", "Value": stack}]
+    body = json.loads(resources["Dashboard"]["Properties"]["DashboardBody"])
+    lines = [line for widget in body["widgets"] for line in widget["properties"]["metrics"]]
+    searches = [
+        line[0]["expression"]
+        for line in lines
+        if isinstance(line[0], dict) and "SEARCH(" in line[0]["expression"]
+    ]
+    ours = [line for line in lines if line[0] == "RetrievalService"]
+    assert searches and ours
+    for expression in searches:
+        assert "RetrievalService" in expression and f'service="{stack}"' in expression, expression
+    for line in ours:
+        assert line[2:4] == ["service", stack], line
+
+
+@SHAPES
+@pytest.mark.parametrize("days", [None, "365"], ids=["default-retention", "365-days"])
+def test_the_maintenance_keeps_the_audit_trail_the_chosen_days(
+    create_database: bool, days: str | None
+) -> None:
+    from retrieval_core.settings import Settings
+
+    parameters = shape(create_database) | ({"AuditRetentionDays": days} if days else {})
+    env = environment(deployed(parameters), "MigrateFunction")
+    # The migrate function runs the maintenance that deletes old audit rows; Settings reads the variable.
+    assert env["AUDIT_RETENTION_DAYS"] == (days or "90")
+    assert Settings(
+        _env_file=None, audit_retention_days=env["AUDIT_RETENTION_DAYS"]
+    ).audit_retention_days == int(days or 90)
+
+
 class UnreachableDynamoDB:
     """The cache backend and the rate counter of a DynamoDB table that cannot be reached."""
 
@@ -1121,6 +1165,7 @@ def test_the_dashboard_shows_the_api_functions_service_metrics_and_queues(create
     # The service's own EMF metrics, EmbedTime and SearchTime included once the core emits them.
     assert {"ResultCount", "CacheHit", "CacheMiss", "ServerErrors", "EmbedTime", "SearchTime"} <= shown
     assert {"ObjectsIngested", "UnreadableObjects", "ApproximateNumberOfMessagesVisible"} <= shown
+    assert {"RateLimitError", "CacheError"} <= shown  # what fails open, beside its alarms
     for title, metric in (
         ("Lambda errors", "Errors"),
         ("Lambda throttles", "Throttles"),

@@ -408,3 +408,28 @@ def test_a_new_store_takes_its_definition_from_the_first_sync(
     info = documents.get_store(store)
     assert (info.storage, info.display_name, info.document_count) == ("halfvec", "Team Händbook", 1)
     assert top_document(service, store, "what halves the index") == "a.md"
+
+
+def test_a_file_naming_another_files_record_fails_alone_and_sync_converges_once_the_old_file_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], documents: DocumentService
+) -> None:
+    store = new_store()
+    record = json.dumps({"_id": "d1", "text": "Expense reports are due within 30 days."})
+    put(tmp_path, "a.jsonl", record)
+    assert run_json(capsys, "sync", str(tmp_path), "--store", store, "--prune")[0] == 0
+    # The record moves to b.jsonl, beside a new file that has nothing to do with it.
+    (tmp_path / "a.jsonl").unlink()
+    put(tmp_path, "b.jsonl", record)
+    put(tmp_path, "notes.md", "# Notes\n\nBadges are collected at the front desk.")
+    code, report = run_json(capsys, "sync", str(tmp_path), "--store", store, "--prune")
+    assert code == 1
+    assert [(f["path"], f["code"]) for f in report["failed"]] == [("b.jsonl", "document_of_another_source")]
+    assert "'a.jsonl'" in report["failed"][0]["message"]
+    assert stored(documents, store).keys() == {"notes.md"}  # a.jsonl pruned, notes.md written
+    code, report = run_json(capsys, "sync", str(tmp_path), "--store", store, "--prune")
+    assert code == 0 and report["failed"] == []
+    assert {k: v["source"] for k, v in stored(documents, store).items()} == {
+        "d1": "b.jsonl",
+        "notes.md": "notes.md",
+    }
+    documents.delete_store(store)

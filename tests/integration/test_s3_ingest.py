@@ -475,6 +475,24 @@ def test_a_redelivered_event_does_no_work(sync: Sync) -> None:
     assert sync.document_ids() == {"policy.txt"}
 
 
+def test_records_moved_to_another_file_load_once_the_old_file_is_deleted(sync: Sync) -> None:
+    # A document id belongs to one source: the new file's write is refused (409) while the old file
+    # still holds the record, and its event retried, not dropped.
+    record = {"_id": "d1", "text": "Expense reports are due within 30 days."}
+    sync.put("a.jsonl", json.dumps(record).encode(), "application/x-ndjson")
+    sync.sync()
+    sync.put("b.jsonl", json.dumps(record).encode(), "application/x-ndjson")
+    sync.delete("a.jsonl")
+    records = sync.receive()
+    response = sync.run(records)
+    assert len(records) == 2 and len(response["batchItemFailures"]) == 1
+    sync.sync()  # the retried write of b.jsonl, now that a.jsonl is gone
+    from retrieval_core import container
+
+    assert container.get_document_service().get_document(sync.store, "d1").source == "b.jsonl"
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
+
+
 def test_a_poison_message_reaches_the_dead_letter_queue_after_3_receives(sync: Sync) -> None:
     sync.sync()
     sync.sqs.send_message(QueueUrl=sync.queue, MessageBody="this is not an S3 event")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from retrieval_core.documents.cursors import decode_cursor, encode_cursor
 from retrieval_core.documents.models import SourceInput
 from retrieval_core.documents.prepare import (
+    MAX_METADATA_DEPTH,
     check_document_id,
     check_metadata,
     check_store_name,
@@ -62,6 +63,24 @@ def test_other_ids_are_refused(doc_id: str) -> None:
 def test_metadata_the_service_cannot_store_or_would_shadow_is_refused(metadata: dict[str, object]) -> None:
     with pytest.raises(InvalidRequestError):
         check_metadata(metadata)
+
+
+def test_metadata_nests_up_to_the_depth_every_read_can_serialize() -> None:
+    metadata: object = "leaf"
+    for _ in range(MAX_METADATA_DEPTH - 1):
+        metadata = [metadata]
+    check_metadata({"k": metadata})
+    for too_deep in ({"k": [metadata]}, {"k": {"k": metadata}}):
+        with pytest.raises(InvalidRequestError, match="at most 32 levels"):
+            check_metadata(too_deep)
+
+
+def test_metadata_nested_beyond_any_recursion_limit_is_refused_not_crashed() -> None:
+    metadata: object = 1
+    for _ in range(100_000):
+        metadata = {"k": metadata}
+    with pytest.raises(InvalidRequestError, match="at most 32 levels"):
+        check_metadata({"k": metadata})
 
 
 @pytest.mark.parametrize("name", ["resolve", "", "a b", "-x", "x" * 129, "ünï"])

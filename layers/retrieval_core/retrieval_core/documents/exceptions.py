@@ -3,7 +3,7 @@ readable) and a list's cursor that is not one of ours."""
 
 from __future__ import annotations
 
-from retrieval_core.exceptions import InvalidRequestError, RetrievalError
+from retrieval_core.exceptions import ConflictError, InvalidRequestError, RetrievalError
 
 
 class S3EventError(InvalidRequestError):
@@ -68,4 +68,20 @@ class InvalidCursorError(InvalidRequestError):
         super().__init__(
             f"cursor: {reason}; pass a page's nextCursor unchanged, or no cursor for the first page",
             {"errors": errors},
+        )
+
+
+class ForeignDocumentError(ConflictError):
+    """A write or memory_delete naming an id that another source owns (docs/documents-api.md, "Ids").
+
+    `details.source` is the owning source."""
+
+    code = "document_of_another_source"
+
+    def __init__(self, document_id: str, owner: str, as_source: bool = False) -> None:
+        what = "the id of the source" if as_source else "a document of the source"
+        super().__init__(
+            f"'{document_id}' is {what} '{owner}', and a document id belongs to one source: "
+            f"write or delete '{owner}' itself, or give this document another id",
+            {"documentId": document_id, "source": owner},
         )

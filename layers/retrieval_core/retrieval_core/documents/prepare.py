@@ -35,8 +35,15 @@ RESERVED_METADATA_KEYS = ("documentId", "chunkIndex")
 # The same rule as the CHECK constraint on stores.name: names go into URLs, logs and cache keys.
 STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 RESERVED_STORE_NAMES = frozenset({"resolve"})
+# Half of a UTF-16 pair on its own: a str may hold one (a JSON escape, an exotic charset), UTF-8 cannot.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_METADATA_KEYS = 64
 MAX_METADATA_BYTES = 16_384
+# Objects and arrays nested in one another, the metadata object itself being level 1. Every read answers
+# through pydantic-core's JSON serializer, which refuses nesting past 254 levels ("Circular reference
+# detected"), and MCP clients parse answers with a limit of 200; a chunk's metadata sits a few levels
+# deep in every answer, so writes stay far below both.
+MAX_METADATA_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +114,11 @@ def prepare_source(
     for number, doc in enumerate(parsed.documents, start=1):
         if parsed.is_records:
             doc_id = doc.record_id or f"{source.source_id}#{doc.record_number or number}"
-            content_sha256 = _sha256(_canonical_record(doc))
         else:
-            doc_id, content_sha256 = source.source_id, _sha256(source.data)
+            doc_id = source.source_id
         check_document_id(doc_id)
+        check_parsed(doc, f"records[{doc.record_number or number}]" if parsed.is_records else "document")
+        content_sha256 = _sha256(_canonical_record(doc) if parsed.is_records else source.data)
         chunks = chunk_blocks(doc.blocks, chunk_size, chunk_overlap)
         if not chunks:
             if parsed.is_records:
@@ -156,15 +164,37 @@ def check_document_id(document_id: str) -> None:
         )
 
 
+def check_parsed(doc: ParsedDocument, where: str) -> None:
+    """A 422 naming `where` (`records[3]`, `document`) for what a file gave that reads could not serve:
+    its metadata (a record's columns, with its title) beyond the metadata rules, or text that is not
+    Unicode PostgreSQL can hold (a lone surrogate, from a JSON escape or an exotic charset)."""
+    check_metadata({**doc.metadata, **({"title": doc.title} if doc.title else {})}, f"{where}.metadata")
+    for name, texts in (("title", [doc.title]), ("text", [block.text for block in doc.blocks])):
+        surrogate = next((found for text in texts if (found := _SURROGATE.search(text))), None)
+        if surrogate is not None:
+            raise InvalidRequestError.for_field(
+                f"{where}.{name}",
+                f"is not valid Unicode: it holds a lone surrogate (U+{ord(surrogate.group()):04X})",
+                "value_error",
+            )
+
+
 def check_metadata(metadata: dict[str, Any], field: str = "metadata") -> None:
-    """A 422 for reserved keys, more than MAX_METADATA_KEYS keys or MAX_METADATA_BYTES of JSON."""
+    """A 422 for reserved keys, more than MAX_METADATA_KEYS keys, nesting deeper than MAX_METADATA_DEPTH,
+    more than MAX_METADATA_BYTES of JSON, or values jsonb cannot hold (NaN, Infinity, NUL, surrogates)."""
     reserved = sorted(set(metadata) & set(RESERVED_METADATA_KEYS))
     if reserved:
         raise InvalidRequestError.for_field(
             f"{field}.{reserved[0]}", "is set by the service on every chunk; use another key", "reserved_key"
         )
     if len(metadata) > MAX_METADATA_KEYS:
-        raise InvalidRequestError.for_field(field, f"at most {MAX_METADATA_KEYS} keys", "too_long")
+        raise InvalidRequestError.for_field(
+            field, f"at most {MAX_METADATA_KEYS} keys (got {len(metadata)})", "too_long"
+        )
+    if _deeper_than(metadata, MAX_METADATA_DEPTH):
+        raise InvalidRequestError.for_field(
+            field, f"at most {MAX_METADATA_DEPTH} levels of nested objects and arrays", "too_deep"
+        )
     try:
         encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
@@ -175,6 +205,20 @@ def check_metadata(metadata: dict[str, Any], field: str = "metadata") -> None:
         )
     if b"\\u0000" in encoded:
         raise InvalidRequestError.for_field(field, "must not contain NUL (\\u0000) characters", "value_error")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether objects and arrays nest more than `limit` levels in `value` (iterative: any depth is safe)."""
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if level > limit:
+            return True
+        pending.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def newer_sequencer(candidate: str, applied: str | None) -> bool:

@@ -13,11 +13,8 @@ documents in `prepare.py`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
-from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
-from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.stores import attach_store, refresh_store
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
@@ -36,7 +33,7 @@ from retrieval_core.documents.cursors import (
     encode_cursor,
     store_cursor,
 )
-from retrieval_core.documents.exceptions import TooManyRecordsError
+from retrieval_core.documents.exceptions import ForeignDocumentError, TooManyRecordsError
 from retrieval_core.documents.models import (
     Actor,
     DocumentInfo,
@@ -46,6 +43,7 @@ from retrieval_core.documents.models import (
     StoreDefinition,
     StoreInfo,
 )
+from retrieval_core.documents.ownership import own_document
 from retrieval_core.documents.prepare import (
     PreparedSource,
     check_metadata,
@@ -54,7 +52,7 @@ from retrieval_core.documents.prepare import (
     prepare_source,
 )
 from retrieval_core.documents.source_metadata import apply_sidecar
-from retrieval_core.documents.store_definitions import redefined, store_info
+from retrieval_core.documents.store_definitions import inspected, redefined, store_info
 from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_conflict
 from retrieval_core.exceptions import (
     ConflictError,
@@ -76,11 +74,7 @@ class DocumentService:
     """Writes through the retrieval service's database, embedder and cache."""
 
     def __init__(
-        self,
-        retrieval: RetrievalService,
-        chunk_size: int,
-        chunk_overlap: int,
-        max_records: int | None = None,
+        self, retrieval: RetrievalService, chunk_size: int, chunk_overlap: int, max_records: int | None = None
     ) -> None:
         """`max_records`: most documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit)."""
         self.retrieval = retrieval
@@ -181,7 +175,7 @@ class DocumentService:
         with database_errors("reading the store"), self._connection() as conn:
             store = self._store(conn, name)
             if store.source is not None:
-                store = self._inspected(conn, store)
+                store = inspected(conn, store, self.retrieval.live_sources)
             return self._info(conn, store)
 
     def list_stores(
@@ -342,17 +336,22 @@ class DocumentService:
         grant: Grant = OPEN_GRANT,
         sequence: Sequence | None = None,
         actor: Actor | None = None,
+        own_source: bool = False,
     ) -> list[str]:
         """Delete every document whose source or id is `source_id`; the ids deleted (empty: none).
 
+        `own_source` (MCP memory_delete): only the document `source_id` that is its own source; a record
+        of another source is a ForeignDocumentError (409), a row source's id deletes nothing.
         With `sequence`, a delete older than the last event applied to its key deletes nothing.
         Audit rows: one per document deleted, else one for `source_id` (not_found, or stale).
         """
         grant.require("write", store)
         who = acting(actor, grant)
-        return again_after_conflict(lambda: self._delete(store, source_id, sequence, who))
+        return again_after_conflict(lambda: self._delete(store, source_id, sequence, who, own_source))
 
-    def _delete(self, store: str, source_id: str, sequence: Sequence | None, actor: Actor) -> list[str]:
+    def _delete(
+        self, store: str, source_id: str, sequence: Sequence | None, actor: Actor, own_source: bool = False
+    ) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
             found = self._store(conn, store, lock=True)
             if found.source is not None:
@@ -369,7 +368,10 @@ class DocumentService:
                     )
                     return []
                 sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, True)
-            ids = sql.source_document_ids(conn, found, source_id, or_id=True)
+            if own_source:
+                ids = own_document(conn, found, source_id)
+            else:
+                ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
             audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
@@ -440,9 +442,24 @@ class DocumentService:
         actor: Actor,
     ) -> Iterator[SourceWrite | RetrievalError]:
         items = [g for g in group if isinstance(g, WriteItem)]
-        results = iter(self.writer.write(store, items, create, actor) if items else [])
+        results: Iterator[SourceWrite | RetrievalError]
+        try:
+            results = iter(self.writer.write(store, items, create, actor) if items else [])
+        except ForeignDocumentError as exc:
+            # One source names another's document: write each alone, so that only it is refused.
+            alone = [exc] if len(items) == 1 else [self._write_alone(store, i, create, actor) for i in items]
+            results = iter(alone)
         for entry in group:
             yield entry if isinstance(entry, RetrievalError) else next(results)
+
+    def _write_alone(
+        self, store: str, item: WriteItem, create: StoreDefinition | None, actor: Actor
+    ) -> SourceWrite | RetrievalError:
+        try:
+            [result] = self.writer.write(store, [item], create, actor)
+        except ForeignDocumentError as exc:
+            return exc
+        return result
 
     # Helpers.
 
@@ -461,20 +478,6 @@ class DocumentService:
         if store.source is not None:
             raise not_through_documents_api(store, "reading documents back (GET, list, sync)")
         return store
-
-    def _inspected(self, conn: Connection, store: Store) -> Store:
-        """The attached store with its table's indexes inspected now (searches then use it too); its rows
-        stay those counted at attach or refresh time (a GET does not scan the table). A table that cannot be
-        inspected shows its last inspection; searches answer 409 source_unavailable."""
-        assert store.source is not None
-        try:
-            with conn.transaction():
-                oid = relation_oid(conn, store.source)
-                source = inspect_indexes(conn, store.source, oid, count=False)
-        except UnusableSourceError:
-            return store
-        self.retrieval.live_sources.remember(store, source)
-        return replace(store, source=source)
 
     def _info(self, conn: Connection, store: Store) -> StoreInfo:
         counts = store_sql.store_counts(conn, [store.id])

@@ -29,6 +29,7 @@ from retrieval_core.db.stores import Store
 from retrieval_core.documents import audit_trail
 from retrieval_core.documents.attached import not_through_documents_api, writable_source, write_attached
 from retrieval_core.documents.models import Actor, DocumentWrite, Sequence, SourceWrite, StoreDefinition
+from retrieval_core.documents.ownership import check_ownership
 from retrieval_core.documents.prepare import PreparedDocument, PreparedSource, newer_sequencer
 from retrieval_core.exceptions import (
     ConcurrentlyDeletedError,
@@ -192,6 +193,7 @@ class SourceWriter:
                 prepared.source_id, prepared.content_type, prepared.source_sha256, [], stale=True
             )
             return []
+        check_ownership(conn, store, prepared)
         sidecar = sql.sidecar_metadata(conn, store, prepared.source_id)
         new_ids = {d.id for d in prepared.documents}
         previous_ids = set(sql.source_document_ids(conn, store, prepared.source_id))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -37,6 +38,8 @@ _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")
 # Python's csv refuses fields over 128 KiB by default; a long text cell is ordinary in a corpus.
 _MAX_FIELD_CHARS = 64 * 1024 * 1024
+# What a JSON escape can put in a string and PostgreSQL cannot store: NUL, half of a UTF-16 pair.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def csv_value(cell: str) -> Any:
@@ -88,20 +91,55 @@ def read_jsonl(data: bytes, charset: str | None) -> ParsedFile:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
             except ValueError as error:
                 reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
                 raise DocumentParseError(JSONL, f"line {line_number}: not valid JSON ({reason})") from None
+            except RecursionError:
+                raise DocumentParseError(JSONL, f"line {line_number}: nested too deep to read") from None
             if not isinstance(record, dict):
                 found = type(record).__name__
                 raise DocumentParseError(JSONL, f"line {line_number}: a JSON object expected, found {found}")
             extra = record.get(METADATA_COLUMN)
             if extra is not None and not isinstance(extra, dict):
                 raise DocumentParseError(JSONL, f"line {line_number}: 'metadata' must be an object")
+            unstorable = _unstorable_string(record)
+            if unstorable is not None:
+                path, reason = unstorable
+                raise DocumentParseError(JSONL, f"line {line_number}: field '{path}' {reason}")
             number += 1
             yield number, record
 
     return _documents(JSONL, records(), None)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON (or PostgreSQL's jsonb) can hold")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"{text[:40]} is beyond the range of a double")
+    return value
+
+
+def _unstorable_string(record: dict[str, Any]) -> tuple[str, str] | None:
+    """The path of the first key or string PostgreSQL cannot store (a NUL, a lone surrogate), and why."""
+    pending: list[tuple[str, Any]] = [("", record)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                where = f"{path}.{key}" if path else key
+                if _UNSTORABLE.search(key):
+                    return ascii(where)[1:-1], "has a key holding a NUL (\\u0000) or a lone surrogate"
+                pending.append((where, child))
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{i}]", child) for i, child in enumerate(value))
+        elif isinstance(value, str) and _UNSTORABLE.search(value):
+            return ascii(path)[1:-1], "holds a NUL (\\u0000) or a lone surrogate: PostgreSQL cannot store it"
+    return None
 
 
 def _mapping(content_type: str, names: list[str], required: bool = True) -> dict[str, str | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 
-from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
+from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error_summary
 from retrieval_core.parsers.detect import TEXT
 from retrieval_core.parsers.exceptions import DocumentParseError
 
@@ -30,15 +30,23 @@ def decode_text(data: bytes, content_type: str, charset: str | None = None) -> s
     if encoding is None:
         encoding = charset or "utf-8"
         try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise DocumentParseError(content_type, f"unknown charset '{encoding[:40]}'") from None
+            codec = codecs.lookup(encoding)
+        except (LookupError, ValueError):  # ValueError: a NUL or a lone surrogate in the name
+            raise DocumentParseError(content_type, f"unknown charset {encoding[:40]!a}") from None
+        # Python also names bytes-to-bytes and str-to-str transforms codecs (base64, zlib, rot13...):
+        # what it does not mark as a text encoding is no charset.
+        if not getattr(codec, "_is_text_encoding", True):
+            raise DocumentParseError(content_type, f"charset {encoding[:40]!a} is not a text encoding")
     try:
         text = body.decode(encoding)
     except UnicodeDecodeError as error:
         hint = "" if charset else "; declare its charset (e.g. '; charset=windows-1252') or save it as UTF-8"
         raise DocumentParseError(
             content_type, f"not valid {encoding} text (byte {error.start + len(data) - len(body)}){hint}"
+        ) from None
+    except (UnicodeError, ValueError) as error:  # 'undefined' decodes nothing; others fail their own way
+        raise DocumentParseError(
+            content_type, f"cannot decode with charset {encoding[:40]!a} ({error_summary(error)})"
         ) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
 

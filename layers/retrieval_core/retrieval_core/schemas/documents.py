@@ -155,7 +155,7 @@ class DocumentPutRequest(RequestModel):
         default=None, description="Plain text (or text of `contentType`, e.g. Markdown)."
     )
     content: str | None = Field(default=None, description="The file's bytes, base64-encoded.")
-    content_type: str | None = Field(
+    content_type: Text | None = Field(
         default=None,
         max_length=255,
         description="e.g. application/pdf; omitted: decided from fileName and the bytes.",

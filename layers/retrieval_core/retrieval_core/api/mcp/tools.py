@@ -216,7 +216,7 @@ def _memory_delete(args: MemoryDeleteArguments, grant: Grant, actor: Actor) -> d
 
     documents = get_document_service()
     store = _writable_store(documents.retrieval, args.store, grant)
-    if not documents.delete_source(store.name, args.id, grant, actor=actor):
+    if not documents.delete_source(store.name, args.id, grant, actor=actor, own_source=True):
         raise DocumentNotFoundError(store.name, args.id)
     return {"id": args.id, "store": store.name, "deleted": True}
 
@@ -291,7 +291,8 @@ TOOLS: dict[str, Tool] = {
             name="memory_delete",
             title="Delete a memory",
             description="Delete the memory with `id` from the store. An unknown id is an error "
-            "(document_not_found). Needs the write scope.",
+            "(document_not_found); so is the id of a record of a CSV or JSON Lines file "
+            "(document_of_another_source, naming the file). Needs the write scope.",
             scope="write",
             arguments=MemoryDeleteArguments,
             run=_memory_delete,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 from typing import Annotated
+from urllib.parse import unquote_to_bytes
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import ActorDep, GrantDep
@@ -36,7 +37,28 @@ from retrieval_core.schemas.documents import (
     StoreResponse,
 )
 
-router = APIRouter(prefix="/api/v1/stores", tags=["documents"])
+
+def utf8_path(request: Request) -> None:
+    """A 422 unless the path's percent-escapes decode to UTF-8: servers decode `%FF` to U+FFFD, so ids that
+    differ only in invalid bytes would otherwise all name the same document.
+
+    Under Mangum (Lambda) there is no raw path: API Gateway hands the path over already decoded
+    (docs/documents-api.md, "Ids"), and decoding it again would misread an id holding `%`."""
+    raw = request.scope.get("raw_path")
+    if raw is None:
+        return
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidRequestError.for_field(
+            "path",
+            f"must be UTF-8 once percent-decoded (byte {error.start} of the decoded path is not): "
+            "percent-encode each id as UTF-8",
+            "value_error",
+        ) from None
+
+
+router = APIRouter(prefix="/api/v1/stores", tags=["documents"], dependencies=[Depends(utf8_path)])
 
 ROW_FORMATS = (CSV, JSONL)
 DocumentsDep = Annotated[DocumentService, Depends(get_document_service)]
