@@ -167,6 +167,12 @@ def csv_bytes(rows: Sequence[Mapping[str, Any]], delimiter: str = ",", bom: bool
     return (b"\xef\xbb\xbf" if bom else b"") + out.getvalue().encode("utf-8")
 
 
+def rows_csv(rows: int) -> bytes:
+    """A CSV export of `rows` records (id, a short text, a number: about 25 bytes a row), built fast."""
+    lines = ["id,text,n", *(f"r{i},row {i} of the export,{i % 97}" for i in range(rows))]
+    return ("\n".join(lines) + "\n").encode()
+
+
 def jsonl_bytes(records: Sequence[Mapping[str, Any]]) -> bytes:
     """JSON Lines: one JSON object per line, UTF-8 (as a BEIR corpus.jsonl)."""
     return b"".join(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n" for record in records)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,32 @@ class GivenVectors:
         missing = [text for text in texts if text not in self.vectors]
         assert not missing, f"no vector given for {missing[0]!r}"
         return [self.vectors[text] for text in texts]
+
+
+class HashingEmbedder:
+    """8 numbers per text from its hash: for tests of loads and races, where meaning does not matter and
+    the local model would spend seconds on thousands of texts."""
+
+    model = "hashing-test"
+    dimension = 8
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        return [[0.1 + ((hash(t) >> i) & 1) for i in range(self.dimension)] for t in texts]
+
+
+@contextmanager
+def serving_with(service: RetrievalService, embedder: Embedder) -> Iterator[RetrievalService]:
+    """The process-wide service (HTTP app, CLI, S3 handler) swapped for one over the same database that
+    embeds with `embedder`; the shared one is put back after."""
+    from retrieval_core import container
+
+    retrieval = copy.copy(service)
+    retrieval.embedder = embedder
+    shared = container.replace_service(retrieval)
+    try:
+        yield retrieval
+    finally:
+        container.replace_service(shared)
 
 
 @dataclass(slots=True)

@@ -85,25 +85,25 @@ def broken_model(own_runtime: Any, tmp_path: Path) -> Iterator[None]:
     get_embedder.cache_clear()  # services built later get a good one; the shared service keeps its own
 
 
-def test_a_full_lock_table_is_database_resources_exhausted_naming_it(
+def test_a_full_lock_table_is_database_lock_table_full_naming_it(
     postgres_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     import psycopg
 
     from retrieval_core.db.errors import database_errors
-    from retrieval_core.exceptions import DatabaseResourcesExhaustedError
+    from retrieval_core.exceptions import DatabaseLockTableFullError
 
     # Advisory locks live in the shared lock table: far more of them than max_locks_per_transaction
     # allows fill it, as many stores' indexes do. The transaction fails and gives them all back.
     with (
         psycopg.connect(postgres_dsn) as conn,
         caplog.at_level(logging.WARNING, logger="retrieval_core.db.errors"),
-        pytest.raises(DatabaseResourcesExhaustedError) as caught,
+        pytest.raises(DatabaseLockTableFullError) as caught,
         database_errors("searching"),
     ):
         conn.execute("SELECT count(pg_advisory_xact_lock(i)) FROM generate_series(1, 200000) AS i")
     error = caught.value
-    assert (error.status_code, error.code, error.retry_after_s) == (503, "database_resources_exhausted", 1)
+    assert (error.status_code, error.code, error.retry_after_s) == (503, "database_lock_table_full", 1)
     assert error.details == {"operation": "searching", "sqlstate": "53200"}
     assert "lock table" in error.message and "could not reach" not in error.message
     assert any("SQLSTATE 53200" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
@@ -131,7 +131,7 @@ def test_a_full_lock_table_refuses_connections_and_health_and_requests_name_it(
         holder.close()
     assert response.status_code == 503, response.text
     error = response.json()["error"]
-    assert error["code"] == "database_resources_exhausted" and "lock table" in error["message"]
+    assert error["code"] == "database_lock_table_full" and "lock table" in error["message"]
     assert response.headers["Retry-After"] == "1"
     database = checks.json()["checks"]["database"]
     assert checks.status_code == 503 and database["status"] == "failed"
@@ -202,3 +202,65 @@ def test_an_embedding_endpoint_that_never_answers_ends_at_the_request_deadline()
         elapsed_s = time.monotonic() - started
     assert caught.value.code == "upstream_timeout"
     assert 0.9 < elapsed_s < 1.5
+
+
+def raised_by_database(dsn: str, *statements: str) -> Any:
+    """The error of ours that running `statements` in one transaction on a fresh connection raises."""
+    import psycopg
+
+    from retrieval_core.db.errors import database_errors
+    from retrieval_core.exceptions import RetrievalError
+
+    with psycopg.connect(dsn) as conn, pytest.raises(RetrievalError) as caught, database_errors("writing"):
+        for statement in statements:
+            conn.execute(statement)
+    return caught.value
+
+
+def test_a_deadlock_victim_is_database_deadlock_409(postgres_dsn: str) -> None:
+    import threading
+
+    import psycopg
+
+    with psycopg.connect(postgres_dsn) as other:
+        other.execute("SELECT pg_advisory_xact_lock(1, 1)")
+
+        def close_the_cycle() -> None:
+            time.sleep(0.3)  # ours holds (1, 2) and waits for (1, 1): its deadlock check fires first
+            other.execute("SELECT pg_advisory_xact_lock(1, 2)")
+
+        thread = threading.Thread(target=close_the_cycle)
+        thread.start()
+        error = raised_by_database(
+            postgres_dsn, "SELECT pg_advisory_xact_lock(1, 2)", "SELECT pg_advisory_xact_lock(1, 1)"
+        )
+        thread.join()
+        other.rollback()
+    assert (error.status_code, error.code, error.retry_after_s) == (409, "database_deadlock", 1), (
+        error.message
+    )
+    assert error.details == {"operation": "writing", "sqlstate": "40P01"}
+    assert "could not reach" not in error.message
+
+
+def test_a_row_deleted_under_a_write_is_concurrently_deleted_409(postgres_dsn: str, service: Any) -> None:
+    # A store id that no longer exists, as a write that lost the race with the store's delete would name.
+    error = raised_by_database(
+        postgres_dsn,
+        "INSERT INTO documents (store_id, id, source, title, metadata, content_sha256, chunk_count)"
+        " VALUES (-42, 'd', 'd', '', '{}', '', 0)",
+    )
+    assert (error.status_code, error.code) == (409, "concurrently_deleted"), error.message
+    assert error.details["sqlstate"] == "23503" and "could not reach" not in error.message
+
+
+def test_a_statement_over_its_timeout_is_query_timeout_503(postgres_dsn: str) -> None:
+    error = raised_by_database(postgres_dsn, "SET LOCAL statement_timeout = 100", "SELECT pg_sleep(2)")
+    assert (error.status_code, error.code, error.retry_after_s) == (503, "query_timeout", 1), error.message
+    assert "statement timeout" in error.message and "could not reach" not in error.message
+
+
+def test_a_statement_postgresql_refuses_is_database_error_naming_its_sqlstate(postgres_dsn: str) -> None:
+    error = raised_by_database(postgres_dsn, "SELECT 1 / 0")
+    assert (error.status_code, error.code, error.retry_after_s) == (500, "database_error", None)
+    assert "SQLSTATE 22012" in error.message and "could not reach" not in error.message

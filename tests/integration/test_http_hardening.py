@@ -88,6 +88,19 @@ def preflight(client: TestClient, origin: str) -> Any:
     )
 
 
+def test_a_trailing_slash_redirects_to_the_path_alone_never_to_the_host_header(client: TestClient) -> None:
+    hostile = {"host": "attacker.example"}
+    listed = client.get("/api/v1/stores/?limit=1", headers=hostile, follow_redirects=False)
+    assert listed.status_code == 307
+    assert listed.headers["location"] == "/api/v1/stores?limit=1"  # no scheme, no host
+    assert client.get(listed.headers["location"]).status_code == 200
+    store = client.get("/api/v1/stores/sample/", headers=hostile, follow_redirects=False)
+    assert (store.status_code, store.headers["location"]) == (307, "/api/v1/stores/sample")
+    for path in ("//attacker.example/", "/api/v1/no-such-route/"):
+        response = client.get(path, headers=hostile, follow_redirects=False)
+        assert response.status_code == 404 and "location" not in response.headers, path
+
+
 def test_cors_is_off_by_default(client: TestClient) -> None:
     response = preflight(client, "https://app.example.com")
     assert response.status_code == 405

@@ -298,6 +298,29 @@ def test_tool_errors_name_the_missing_scope_the_store_the_field_and_the_allowed_
     run(test)
 
 
+@pytest.mark.parametrize("request_id", [{"a": 1}, None, 1.5, True, [1]])
+def test_a_request_whose_id_is_not_a_string_or_an_integer_is_invalid_request(
+    url: str, request_id: Any
+) -> None:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+    headers = {
+        "x-api-key": READER,
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    answer = httpx.post(url, json=body, headers=headers, timeout=30)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert "id must be a string or an integer" in error["error"]["message"]
+    # Ids of the right types are answered; a notification (no id) is accepted as before.
+    for good in ("seven", 7):
+        answered = httpx.post(url, json={**body, "id": good}, headers=headers, timeout=30)
+        assert answered.status_code == 200 and answered.json()["id"] == good
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(url, json=notification, headers=headers, timeout=30).status_code == 202
+
+
 def test_without_a_valid_api_key_the_endpoint_answers_401_before_mcp(url: str) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}

@@ -31,8 +31,9 @@ from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.observability import metrics
 from retrieval_core.schemas.retrieve import RetrieveRequest
-from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes
+from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes, rows_csv
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
+from tests.writing import HashingEmbedder
 
 HANDBOOK = (
     "Expense reports are due within 30 days of the trip. Receipts over 25 EUR must be attached, "
@@ -288,6 +289,16 @@ def test_a_put_object_becomes_searchable_and_its_delete_removes_it(sync: Sync) -
     sync.delete("policies/travel expenses+été.txt")
     sync.sync()
     assert sync.search("When are expense reports due?") == []
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
+
+
+def test_a_csv_of_100000_rows_put_in_s3_loads(sync: Sync) -> None:
+    from retrieval_core import container
+
+    sync.embedder.inner = HashingEmbedder()  # the write is measured here, not the model
+    sync.put("exports/rows.csv", rows_csv(100_000), "text/csv")
+    sync.sync()
+    assert container.get_document_service().get_store(sync.store).document_count == 100_000
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
 
 

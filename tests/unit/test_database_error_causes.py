@@ -56,9 +56,31 @@ def raised_by(error: psycopg.Error) -> RetrievalError:
         (
             psycopg.errors.OutOfMemory("out of shared memory"),
             503,
+            "database_lock_table_full",
+            1,
+        ),
+        (
+            psycopg.errors.OutOfMemory("out of memory"),
+            503,
             "database_resources_exhausted",
             1,
         ),
+        (
+            psycopg.errors.InsufficientResources("insufficient resources"),
+            503,
+            "database_resources_exhausted",
+            1,
+        ),
+        (psycopg.errors.DeadlockDetected("deadlock detected"), 409, "database_deadlock", 1),
+        (psycopg.errors.SerializationFailure("could not serialize access"), 409, "write_conflict", 1),
+        (
+            psycopg.errors.ForeignKeyViolation("violates foreign key constraint"),
+            409,
+            "concurrently_deleted",
+            None,
+        ),
+        (psycopg.errors.RaiseException("poisoned chunk"), 500, "database_error", None),
+        (psycopg.errors.LockNotAvailable("could not obtain lock"), 500, "database_error", None),
         (
             psycopg.errors.ConfigurationLimitExceeded("configuration limit exceeded"),
             503,
@@ -124,5 +146,21 @@ def test_an_unreachable_server_stays_an_outage_with_retry_after() -> None:
 def test_out_of_shared_memory_names_the_lock_table_not_an_unreachable_server() -> None:
     ours = raised_by(psycopg.errors.OutOfMemory("out of shared memory"))
     assert "SQLSTATE 53200" in ours.message and "lock table" in ours.message
-    assert "could not reach" not in ours.message
+    assert "max_locks_per_transaction" in ours.message and "could not reach" not in ours.message
     assert ours.details == {"operation": "searching", "sqlstate": "53200"}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        psycopg.errors.DeadlockDetected("deadlock detected"),
+        psycopg.errors.ForeignKeyViolation("violates foreign key constraint"),
+        psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
+        psycopg.errors.OutOfMemory("out of shared memory"),
+        psycopg.errors.RaiseException("poisoned chunk"),
+    ],
+)
+def test_only_a_connection_failure_says_postgresql_could_not_be_reached(error: psycopg.Error) -> None:
+    ours = raised_by(error)
+    assert ours.code != "database_unavailable" and "could not reach" not in ours.message
+    assert "searching" in ours.message  # the operation it happened in

@@ -200,7 +200,12 @@ def get_document_service() -> DocumentService:
         if _parse_slots is None:
             _parse_slots = parse_slots_of(settings.parse_concurrency, settings.db_pool_wait_ms / 1000)
     return DocumentService(
-        get_service(), settings.chunk_size, settings.chunk_overlap, parse_budget(settings), _parse_slots
+        get_service(),
+        settings.chunk_size,
+        settings.chunk_overlap,
+        parse_budget(settings),
+        _parse_slots,
+        settings.document_max_records,
     )
 
 

@@ -166,6 +166,45 @@ class DatabaseResourcesExhaustedError(RetrievalError):
     retry_after_s = 1
 
 
+class DatabaseLockTableFullError(DatabaseResourcesExhaustedError):
+    """PostgreSQL's lock table is full ("out of shared memory", SQLSTATE 53200 with the hint naming
+    max_locks_per_transaction): too many locks held at once across the server's transactions."""
+
+    code = "database_lock_table_full"
+
+
+class DatabaseStatementError(DatabaseUnavailableError):
+    """PostgreSQL answered, but refused a statement for a reason no other error names (the SQLSTATE
+    says which). Not an outage: retrying the same request most likely fails the same way."""
+
+    code = "database_error"
+    retry_after_s = None
+
+
+class TransactionConflictError(RetrievalError):
+    """PostgreSQL rolled a write back to serialise it with a concurrent one (SQLSTATE 40001), and the
+    retries within the request's deadline ran out."""
+
+    status_code = 409
+    code = "write_conflict"
+    retry_after_s = 1
+
+
+class DeadlockError(TransactionConflictError):
+    """PostgreSQL chose the write as a deadlock victim (SQLSTATE 40P01) on every retry within the
+    request's deadline."""
+
+    code = "database_deadlock"
+
+
+class ConcurrentlyDeletedError(RetrievalError):
+    """A row the statement refers to was deleted by a concurrent request (SQLSTATE 23503, a foreign key):
+    the write raced a delete of what it writes into."""
+
+    status_code = 409
+    code = "concurrently_deleted"
+
+
 class EmbeddingProviderError(RetrievalError):
     """The embedding provider failed or answered with something unusable."""
 

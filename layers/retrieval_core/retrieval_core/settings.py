@@ -355,14 +355,17 @@ class Settings(BaseModel):
         default="*", description="comma-separated stores the queue function's jobs may search; *: every store"
     )
     # Largest request body accepted, in bytes; larger ones get 413.
-    max_body_bytes: int = Field(
-        default=1_048_576, ge=1024, description="largest request body in bytes; larger: 413"
-    )
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="largest body in bytes; larger: 413")
     # The documents PUT route's own limit: a base64 file inside a JSON body must fit Lambda's 6 MB request
     # payload with its event envelope, so at most 4,435,488 bytes of file (api/limits.py computes both);
     # larger files go through S3 (the 413 says so).
     documents_max_body_bytes: int = Field(
         default=5_934_464, ge=1024, description="largest body of a document PUT in bytes; larger: 413"
+    )
+    # Records (CSV rows, JSON Lines) of one source: all are written in one transaction, under at most
+    # db.documents.LOCK_SLOTS advisory locks (docs/loading-documents.md has the time of a full one).
+    document_max_records: int = Field(
+        default=100_000, ge=1, description="most records one CSV or JSON Lines source may hold; more: 413"
     )
 
     # S3 (the documents bucket, `retrieval sync s3://...`); the endpoint: tests, S3-compatible stores.
@@ -405,9 +408,7 @@ class Settings(BaseModel):
     )
     document_max_columns: int = Field(default=1_000, ge=1, description="most CSV columns or JSONL fields")
     document_max_chunks: int = Field(default=2_000, ge=1, description="most chunks of a document or record")
-    parse_timeout_s: float = Field(
-        default=10.0, gt=0, le=900, description="seconds to read and chunk a source"
-    )
+    parse_timeout_s: float = Field(default=10.0, gt=0, le=900, description="most seconds to read a source")
     # One: parsing holds the GIL, and a second parse slows searches more than it speeds uploads.
     parse_concurrency: int = Field(default=1, ge=1, description="sources read at once per process")
 

@@ -36,6 +36,9 @@ def create_app(*routers: APIRouter) -> FastAPI:
         version=__version__,
         description="Retrieval for RAG over pgvector. Every `score` is a similarity (1 - cosine distance): "
         "higher is better.",
+        # Starlette's own redirect of `/path/` to `/path` names the Host header's host in its Location;
+        # api/errors.py redirects to the path alone instead.
+        redirect_slashes=False,
     )
     for router in routers:
         app.include_router(router)

@@ -7,8 +7,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 from retrieval_core.exceptions import RetrievalError
 
@@ -84,9 +85,11 @@ async def _retrieval_error(request: Request, exc: Exception) -> JSONResponse:
     return retrieval_error_response(exc)
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = HTTP_EXCEPTION_CODES.get(exc.status_code, OTHER_HTTP_EXCEPTION_CODE)
+    if exc.status_code == 404 and (target := _without_trailing_slash(request)) is not None:
+        return RedirectResponse(target, status_code=307)
     if exc.status_code != 405:
         return error_response(exc.status_code, code, str(exc.detail))
     # Starlette names only the first route matching the path; every route of the path counts.
@@ -96,6 +99,21 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     response = error_response(405, code, f"{request.method} is not allowed here", {"allowed": allowed})
     response.headers["Allow"] = ", ".join(allowed)
     return response
+
+
+def _without_trailing_slash(request: Request) -> str | None:
+    """`/path` (as sent, with the query) when no route serves `/path/` but one serves `/path`: a Location
+    of the path alone, never a host taken from the request's Host header."""
+    path = request.url.path
+    raw = request.scope.get("raw_path") or path.encode()
+    target = raw.decode("latin-1").rstrip("/")
+    if not path.endswith("/") or not target or target.startswith("//"):  # "//host" would leave us
+        return None
+    routes = getattr(request.app.state, "route_methods", [])
+    if not any(regex.match(path.rstrip("/")) for regex, _ in routes):
+        return None
+    query = request.url.query
+    return target + (f"?{query}" if query else "")
 
 
 def _allowed_methods(request: Request) -> list[str]:

@@ -119,16 +119,25 @@ def source_lock_key(source: str) -> str:
     return f"source:{source}"
 
 
+# Document ids and source keys share this many advisory locks per store (a power of two): a write takes
+# at most this many, however many records its sources hold. One lock per document filled PostgreSQL's
+# lock table (max_locks_per_transaction x max_connections, 6,400 by default) at about 20,000 records.
+LOCK_SLOTS = 256
+
+
 def lock(conn: Connection, store: Store, keys: Sequence[str]) -> None:
     """Take the transaction-scoped advisory locks of `keys` (document ids, `source_lock_key`s).
 
-    Every writer takes its locks in one statement, in the order of their hashes, so two writers
-    never wait on each other in a cycle (a hash collision only makes them take turns).
+    A key's lock is one of the store's LOCK_SLOTS, by the hash of the key: two writers of one document
+    or source always meet on its lock; writers of different ones that share a slot only take turns.
+    Every writer takes its locks in one statement, in slot order, so two writers never wait on each
+    other in a cycle.
     """
     conn.execute(
         """SELECT pg_advisory_xact_lock(%s, k)
-           FROM (SELECT DISTINCT hashtext(key) AS k FROM unnest(%s::text[]) AS key) AS keys ORDER BY k""",
-        (store.id, list(keys)),
+           FROM (SELECT DISTINCT hashtext(key) & %s AS k FROM unnest(%s::text[]) AS key) AS keys
+           ORDER BY k""",
+        (store.id, LOCK_SLOTS - 1, list(keys)),
     )
 
 

@@ -41,19 +41,35 @@ def start_embedded_postgres(
         # get_server hands back the handle this process already started, if any; it must not start twice.
         if pgdata in type(server)._instances:
             return server
-        if shared_buffers_mb is not None:
-            server.ensure_pgdata_inited()
-            _write_config(pgdata, shared_buffers_mb)
+        server.ensure_pgdata_inited()
+        _write_config(pgdata, shared_buffers_mb)
         server.start()
     logger.info("embedded PostgreSQL running with data in %s", data_dir / "pg")
     return server
 
 
-def _write_config(pgdata: Path, shared_buffers_mb: int) -> None:
-    """Our settings live in their own file, included from postgresql.conf."""
-    (pgdata / _CONFIG_FILE).write_text(f"shared_buffers = '{int(shared_buffers_mb)}MB'\n")
+# The server's log keeps no value a statement carried: a failed statement's error (whose message can
+# quote a value: `invalid input syntax for type json`, its CONTEXT the JSON itself), its text and its
+# details are not logged, only LOG, FATAL and PANIC lines (start, stop, checkpoints, refused
+# connections). The service logs the SQLSTATE of every error it meets (db/errors.py).
+_LOGGING = (
+    "log_min_messages = log",
+    "log_min_error_statement = panic",
+    "log_error_verbosity = terse",
+)
+
+
+def _write_config(pgdata: Path, shared_buffers_mb: int | None) -> None:
+    """Our settings live in their own file, included from postgresql.conf: the logging above, and
+    shared_buffers when given (else as a previous start set it)."""
+    config = pgdata / _CONFIG_FILE
+    previous = config.read_text().splitlines() if config.exists() else []
+    buffers = [line for line in previous if line.startswith("shared_buffers")]
+    if shared_buffers_mb is not None:
+        buffers = [f"shared_buffers = '{int(shared_buffers_mb)}MB'"]
+    config.write_text("\n".join([*_LOGGING, *buffers]) + "\n")
     main_config = pgdata / "postgresql.conf"
     include = f"include_if_exists = '{_CONFIG_FILE}'"
     if include not in main_config.read_text():
-        with main_config.open("a") as config:
-            config.write(f"\n{include}\n")
+        with main_config.open("a") as main:
+            main.write(f"\n{include}\n")

@@ -18,7 +18,7 @@ from psycopg import sql
 from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.storage import STORAGE_TYPES, Storage
-from retrieval_core.exceptions import ConflictError, InvalidRequestError
+from retrieval_core.exceptions import ConflictError, InvalidRequestError, StoreNotFoundError
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,8 +272,11 @@ def index_name(store_id: int) -> str:
 
 def drop_store(conn: Connection, store: Store) -> None:
     """Delete a store with all its documents and chunks (its HNSW index, if any, goes with the next
-    maintenance run: DROP INDEX would lock `chunks` for every store)."""
-    conn.execute("DELETE FROM stores WHERE id = %s", (store.id,))
+    maintenance run: DROP INDEX would lock `chunks` for every store), once the writes under way ended.
+    StoreNotFoundError when a concurrent request deleted it first."""
+    lock_store(conn, store, exclusive=True)
+    if conn.execute("DELETE FROM stores WHERE id = %s RETURNING id", (store.id,)).fetchone() is None:
+        raise StoreNotFoundError(store.name)
 
 
 def bump_version(conn: Connection, store: Store) -> int:
@@ -283,7 +286,8 @@ def bump_version(conn: Connection, store: Store) -> int:
         " WHERE id = %s RETURNING version",
         (store.id,),
     ).fetchone()
-    assert row is not None
+    if row is None:  # deleted meanwhile (not under `find_store_named(lock=True)`, which keeps it)
+        raise StoreNotFoundError(store.name)
     return int(row[0])
 
 
@@ -297,10 +301,39 @@ def count_chunks(conn: Connection, store: Store) -> int:
 _STORE_NAMES_LOCK = 7_351_902_115
 
 
-def find_store_named(conn: Connection, name: str) -> Store | None:
-    """The store whose canonical name is exactly `name` (display names are not looked at)."""
-    row = conn.execute(f"SELECT {STORE_COLUMNS} FROM stores WHERE name = %s", (name,)).fetchone()  # noqa: S608
-    return store_from_row(row) if row else None
+def find_store_named(conn: Connection, name: str, lock: bool = False) -> Store | None:
+    """The store whose canonical name is exactly `name` (display names are not looked at).
+
+    `lock`: hold it against deletion until the transaction ends (`lock_store`, shared): a concurrent
+    DELETE of the store waits for the transaction instead of deleting what it writes into, and a store
+    deleted before the lock was granted is not found. Writers of a store's documents, sources and
+    definition take it first.
+    """
+    while True:
+        row = conn.execute(f"SELECT {STORE_COLUMNS} FROM stores WHERE name = %s", (name,)).fetchone()  # noqa: S608
+        if row is None or not lock:
+            return store_from_row(row) if row else None
+        store = store_from_row(row)
+        lock_store(conn, store, exclusive=False)
+        again = conn.execute(f"SELECT {STORE_COLUMNS} FROM stores WHERE name = %s", (name,)).fetchone()  # noqa: S608
+        if again is None or again[0] == store.id:
+            return store_from_row(again) if again else None
+        # Deleted and created again while the lock was awaited: lock the new one.
+
+
+# The advisory-lock key (with the store's id) of a store against its deletion. Document and source keys
+# (db/documents.py `lock`) are 0 to 255: never this one.
+_STORE_LOCK = -1
+
+
+def lock_store(conn: Connection, store: Store, exclusive: bool) -> None:
+    """Hold the store until the transaction ends: shared by its writers, exclusive by its deletion.
+
+    An advisory lock, not a row lock: PostgreSQL queues a lock request behind a waiting one it conflicts
+    with, so a DELETE waits for the writes under way, not for every write still to come.
+    """
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    conn.execute(f"SELECT {function}(%s, %s)", (store.id, _STORE_LOCK))
 
 
 def lock_store_names(conn: Connection) -> None:
@@ -345,7 +378,8 @@ def update_store(
             WHERE id = %s RETURNING {STORE_COLUMNS}""",  # noqa: S608
         (display_name, keys, store.id),
     ).fetchone()
-    assert row is not None
+    if row is None:
+        raise StoreNotFoundError(store.name)
     return store_from_row(row)
 
 

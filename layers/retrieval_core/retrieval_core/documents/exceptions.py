@@ -34,6 +34,20 @@ class ObjectTooLargeError(InvalidRequestError):
         )
 
 
+class TooManyRecordsError(InvalidRequestError):
+    """A CSV or JSON Lines source with more records than DOCUMENT_MAX_RECORDS (one write holds them all)."""
+
+    status_code = 413
+    code = "too_many_records"
+
+    def __init__(self, source_id: str, records: int, limit: int) -> None:
+        super().__init__(
+            f"source '{source_id}' holds {records} records, over the {limit} one source may hold "
+            "(DOCUMENT_MAX_RECORDS); split the file",
+            {"sourceId": source_id, "records": records, "maxRecords": limit},
+        )
+
+
 class ObjectReadError(RetrievalError):
     """S3 refused or did not answer when an object was read. Transient: the event is retried."""
 

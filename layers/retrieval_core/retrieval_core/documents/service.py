@@ -1,4 +1,5 @@
-"""DocumentService: stores and documents, for the HTTP routes, the S3 ingest function and the CLI.
+"""DocumentService: stores and documents, for the HTTP routes, the S3 ingest function and the CLI (the
+store operations are `stores.py`'s StoreOperations, which it extends).
 
 Every method that names a store checks `grant` the one way (`grants.Grant.require`): a missing
 scope is a 403, a store outside the grant a 404. Stores are named by their canonical name here.
@@ -14,12 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
-from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
-from retrieval_core.backends.attached.exceptions import UnusableSourceError
-from retrieval_core.backends.attached.stores import attach_store, refresh_store
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
@@ -30,14 +27,11 @@ from retrieval_core.db.stores import Store
 from retrieval_core.documents import audit_trail
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
 from retrieval_core.documents.cursors import (
-    DEFAULT_PAGE,
-    MAX_PAGE,
     check_page_limit,
     decode_cursor,
     encode_cursor,
-    store_cursor,
 )
-from retrieval_core.documents.exceptions import ForeignDocumentError
+from retrieval_core.documents.exceptions import ForeignDocumentError, TooManyRecordsError
 from retrieval_core.documents.models import (
     Actor,
     DocumentInfo,
@@ -45,7 +39,6 @@ from retrieval_core.documents.models import (
     SourceInput,
     SourceWrite,
     StoreDefinition,
-    StoreInfo,
 )
 from retrieval_core.documents.ownership import own_document
 from retrieval_core.documents.prepare import (
@@ -56,13 +49,11 @@ from retrieval_core.documents.prepare import (
     prepare_source,
 )
 from retrieval_core.documents.source_metadata import apply_sidecar
-from retrieval_core.documents.store_definitions import redefined, store_info
-from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_deadlock
+from retrieval_core.documents.stores import StoreOperations, acting
+from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_conflict
 from retrieval_core.exceptions import (
-    ConflictError,
     DocumentNotFoundError,
     RetrievalError,
-    StoreNotFoundError,
 )
 from retrieval_core.grants import OPEN_GRANT, Grant
 from retrieval_core.observability.debug import DebugLog
@@ -76,7 +67,7 @@ GROUP_SOURCES = 256
 debug = DebugLog(__name__)
 
 
-class DocumentService:
+class DocumentService(StoreOperations):
     """Writes through the retrieval service's database, embedder and cache."""
 
     def __init__(
@@ -86,86 +77,20 @@ class DocumentService:
         chunk_overlap: int,
         budget: ParseBudget = DEFAULT_BUDGET,
         parse_slots: ExpensiveSlots | None = None,
+        max_records: int | None = None,
     ) -> None:
         """`budget`: what reading one source may cost; `parse_slots`: the process's parse slots, shared by
-        every DocumentService of the process (a service of its own gets one)."""
+        every DocumentService of the process (a service of its own gets one); `max_records`: most
+        documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit)."""
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.budget = budget
         self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
+        self.max_records = max_records
         self.writer = SourceWriter(retrieval)
 
-    # Stores (scope admin to change, read to see).
-
-    def put_store(
-        self,
-        name: str,
-        definition: StoreDefinition,
-        grant: Grant = OPEN_GRANT,
-        actor: Actor | None = None,
-    ) -> tuple[StoreInfo, bool]:
-        """Create the store, or apply `definition` to it; True when created.
-
-        The same definition again changes nothing. A change of `storage` or `text_search` is a
-        ConflictError (409) naming the field; a `text_search` PostgreSQL does not know is a 422.
-        `display_name` may change, but never to another store's name or display name (409).
-        `resolve` and names outside the store-name rule are refused (422).
-        """
-        grant.require("admin", name)
-        check_store_name(name)
-        actor = acting(actor, grant)
-        if definition.source is not None:
-            return self._attach(name, definition, actor)
-        with database_errors("writing the store"), self._connection() as conn, conn.transaction():
-            store_sql.lock_store_names(conn)
-            store = store_sql.find_store_named(conn, name)
-            if store is not None and store.source is not None:
-                raise ConflictError.for_field(
-                    "source",
-                    f"store '{name}' is attached to a table; PUT it with its source block, or DELETE it",
-                )
-            created = store is None
-            display_name = definition.display_name or (store.display_name if store else name)
-            store_sql.check_names_free(conn, name, display_name, creating=created)
-            text_search = store_sql.text_search_config(conn, definition.text_search)
-            if store is None:
-                embedder = self.retrieval.embedder
-                store = store_sql.create_store(
-                    conn,
-                    name,
-                    display_name,
-                    embedder.model,
-                    embedder.dimension,
-                    definition.storage,
-                    definition.allowed_metadata_keys,
-                    text_search or "english",
-                )
-                outcome = "created"
-            else:
-                store, changed = redefined(conn, store, display_name, definition, text_search)
-                outcome = "updated" if changed else "unchanged"
-            audit_trail.record(conn, name, actor, AuditEntry("put_store", outcome))
-            info = self._info(conn, store)
-        return info, created
-
-    def _attach(self, name: str, definition: StoreDefinition, actor: Actor) -> tuple[StoreInfo, bool]:
-        """`put_store` of an attached store: the table of `definition.source`, inspected."""
-        assert definition.source is not None
-        embedder = self.retrieval.embedder
-        with database_errors("attaching the store"), self._connection() as conn, conn.transaction():
-            attached, created = attach_store(
-                conn,
-                name,
-                definition.display_name,
-                definition.source,
-                embedder.model,
-                embedder.dimension,
-                definition.allowed_metadata_keys,
-            )
-            outcome = "created" if created else "unchanged"
-            audit_trail.record(conn, name, actor, AuditEntry("attach_store", outcome))
-            return self._info(conn, attached), created
+    # Stores the write path creates.
 
     def ensure_store(self, name: str, actor: Actor | None = None) -> Store:
         """The store `name`, created with the default definition if missing (S3 sync, CLI)."""
@@ -178,72 +103,6 @@ class DocumentService:
                 audit_trail.record(conn, name, acting(actor, OPEN_GRANT), AuditEntry("put_store", "created"))
         self.writer.check_model(store)
         return store
-
-    def get_store(self, name: str, grant: Grant = OPEN_GRANT) -> StoreInfo:
-        """One store with its document and chunk counts; an attached one with its table inspected now."""
-        grant.require("read", name)
-        with database_errors("reading the store"), self._connection() as conn:
-            store = self._store(conn, name)
-            if store.source is not None:
-                store = self._inspected(conn, store)
-            return self._info(conn, store)
-
-    def list_stores(
-        self,
-        prefix: str = "",
-        limit: int = DEFAULT_PAGE,
-        cursor: str | None = None,
-        grant: Grant = OPEN_GRANT,
-    ) -> tuple[list[StoreInfo], str | None]:
-        """The stores `grant` may read whose name starts with `prefix`, in name order (byte order), `limit`
-        at most, with their counts; and the cursor of the next page (None on the last)."""
-        grant.require_scope("read")
-        check_page_limit(limit)
-        after = store_cursor(cursor) if cursor else None
-        with database_errors("listing stores"), self._connection() as conn:
-            stores = store_sql.list_stores(conn, prefix, after, limit + 1, grant.stores)
-            page = stores[:limit]
-            counts = store_sql.store_counts(conn, [s.id for s in page])
-        max_rows = self.retrieval.exact_search_max_rows
-        infos = [store_info(s, counts.get(s.id, (0, 0)), max_rows) for s in page]
-        return infos, (encode_cursor(page[-1].name) if len(stores) > limit else None)
-
-    def every_store(
-        self, prefix: str = "", grant: Grant = OPEN_GRANT, page: int = MAX_PAGE
-    ) -> Iterator[StoreInfo]:
-        """`list_stores` page after page, `page` stores a round trip: each store once, in name order."""
-        cursor: str | None = None
-        while True:
-            infos, cursor = self.list_stores(prefix, page, cursor, grant)
-            yield from infos
-            if cursor is None:
-                return
-
-    def refresh_store(self, name: str, grant: Grant = OPEN_GRANT, actor: Actor | None = None) -> StoreInfo:
-        """Inspect an attached store's table again (indexes, rows) and retire its cached answers.
-
-        Scope admin. A store of our own has nothing to refresh: 409 (its writes retire answers themselves).
-        """
-        grant.require("admin", name)
-        with database_errors("refreshing the store"), self._connection() as conn, conn.transaction():
-            store = self._store(conn, name)
-            if store.source is None:
-                raise ConflictError.for_field(
-                    "store", f"store '{name}' holds its own documents: its writes keep its answers current"
-                )
-            store = refresh_store(conn, store)
-            audit_trail.record(conn, name, acting(actor, grant), AuditEntry("refresh_store", "refreshed"))
-            return self._info(conn, store)
-
-    def delete_store(self, name: str, grant: Grant = OPEN_GRANT, actor: Actor | None = None) -> None:
-        """Drop the store with everything in it; its cached answers are never served again.
-
-        One audit row for the store (its documents' rows are not written one by one)."""
-        grant.require("admin", name)
-        with database_errors("deleting the store"), self._connection() as conn, conn.transaction():
-            store = self._store(conn, name)
-            store_sql.drop_store(conn, store)
-            audit_trail.record(conn, name, acting(actor, grant), AuditEntry("delete_store", "deleted"))
 
     # Documents (scope write to change, read to see).
 
@@ -336,7 +195,7 @@ class DocumentService:
             check_metadata(metadata)
         if create is not None:
             check_store_name(store)
-        return again_after_deadlock(
+        return again_after_conflict(
             lambda: apply_sidecar(self.writer, store, source_id, metadata, sequence, create, actor)
         )
 
@@ -358,13 +217,13 @@ class DocumentService:
         """
         grant.require("write", store)
         who = acting(actor, grant)
-        return again_after_deadlock(lambda: self._delete(store, source_id, sequence, who, own_source))
+        return again_after_conflict(lambda: self._delete(store, source_id, sequence, who, own_source))
 
     def _delete(
         self, store: str, source_id: str, sequence: Sequence | None, actor: Actor, own_source: bool = False
     ) -> list[str]:
         with database_errors("deleting documents"), self._connection() as conn, conn.transaction():
-            found = self._store(conn, store)
+            found = self._store(conn, store, lock=True)
             if found.source is not None:
                 if sequence is not None:
                     raise not_through_documents_api(found, "an S3 event")
@@ -441,7 +300,12 @@ class DocumentService:
     def _prepare(self, source: SourceInput, cancelled: threading.Event | None = None) -> PreparedSource:
         model = self.retrieval.embedder.model
         with self.parse_slots.hold():
-            return prepare_source(source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled)
+            prepared = prepare_source(
+                source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled
+            )
+        if self.max_records is not None and len(prepared.documents) > self.max_records:
+            raise TooManyRecordsError(source.source_id, len(prepared.documents), self.max_records)
+        return prepared
 
     def _write_group(
         self,
@@ -472,39 +336,12 @@ class DocumentService:
 
     # Helpers.
 
-    def _connection(self) -> Any:
-        return self.retrieval.database.connection()
-
-    def _store(self, conn: Connection, name: str) -> Store:
-        store = store_sql.find_store_named(conn, name)
-        if store is None:
-            raise StoreNotFoundError(name)
-        return store
-
     def _documents_of(self, conn: Connection, name: str) -> Store:
         """The store, for reading documents back: an attached store has none of its own (409)."""
         store = self._store(conn, name)
         if store.source is not None:
             raise not_through_documents_api(store, "reading documents back (GET, list, sync)")
         return store
-
-    def _inspected(self, conn: Connection, store: Store) -> Store:
-        """The attached store with its table's indexes inspected now (searches then use it too); its rows
-        stay those counted at attach or refresh time (a GET does not scan the table). A table that cannot be
-        inspected shows its last inspection; searches answer 409 source_unavailable."""
-        assert store.source is not None
-        try:
-            with conn.transaction():
-                oid = relation_oid(conn, store.source)
-                source = inspect_indexes(conn, store.source, oid, count=False)
-        except UnusableSourceError:
-            return store
-        self.retrieval.live_sources.remember(store, source)
-        return replace(store, source=source)
-
-    def _info(self, conn: Connection, store: Store) -> StoreInfo:
-        counts = store_sql.store_counts(conn, [store.id])
-        return store_info(store, counts.get(store.id, (0, 0)), self.retrieval.exact_search_max_rows)
 
 
 def parse_slots_of(limit: int, wait_s: float) -> ExpensiveSlots:
@@ -515,8 +352,3 @@ def parse_slots_of(limit: int, wait_s: float) -> ExpensiveSlots:
         "too many documents are being read at once (PARSE_CONCURRENCY): retry shortly",
         "PARSE_CONCURRENCY",
     )
-
-
-def acting(actor: Actor | None, grant: Grant) -> Actor:
-    """`actor`, or by default the grant's name with no request id (callers that know the request pass one)."""
-    return actor or Actor(grant.name)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from retrieval_core.backends.attached.catalog import inspect_indexes, relation_oid
+from retrieval_core.backends.attached.exceptions import UnusableSourceError
 from retrieval_core.backends.attached.features import describe, features
+from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
@@ -52,3 +57,19 @@ def redefined(
     if keys_changed:
         store_sql.bump_version(conn, store)
     return store, True
+
+
+def inspected(conn: Connection, store: Store, live_sources: LiveSources) -> Store:
+    """The attached store with its table's indexes inspected now (searches then use it too, through
+    `live_sources`); its rows stay those counted at attach or refresh time (a GET does not scan the
+    table). A table that cannot be inspected shows its last inspection; searches answer 409
+    source_unavailable."""
+    assert store.source is not None
+    try:
+        with conn.transaction():
+            oid = relation_oid(conn, store.source)
+            source = inspect_indexes(conn, store.source, oid, count=False)
+    except UnusableSourceError:
+        return store
+    live_sources.remember(store, source)
+    return replace(store, source=source)

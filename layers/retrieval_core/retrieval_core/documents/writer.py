@@ -1,20 +1,24 @@
 """How a write happens: embed outside any transaction, then apply under advisory locks.
 
 A write embeds first, with no connection held, then applies its sources in one transaction that holds
-advisory locks on each source and on every document id, re-reading their state under them. A document
-whose state moved meanwhile, so that it now needs vectors the write did not compute, sends the write
-round again with those embedded too; a deadlock victim goes round again as it is.
+its store against deletion and advisory locks on each source and on every document id (db/documents.py
+`lock`), re-reading their state under them. A document whose state moved meanwhile, so that it now
+needs vectors the write did not compute, sends the write round again with those embedded too; a
+deadlock victim goes again as it is (`again_after_conflict`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import psycopg
+from typing import Any, TypeAlias, TypeVar
 
 from retrieval_core.backends.pgvector.service import RetrievalService
+from retrieval_core.clients.deadline import request_deadline, time_for_retry
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.audit import AuditEntry
@@ -28,38 +32,49 @@ from retrieval_core.documents.models import Actor, DocumentWrite, Sequence, Sour
 from retrieval_core.documents.ownership import check_ownership
 from retrieval_core.documents.prepare import PreparedDocument, PreparedSource, newer_sequencer
 from retrieval_core.exceptions import (
+    ConcurrentlyDeletedError,
     ConflictError,
-    DatabaseUnavailableError,
     DimensionMismatchError,
     EmbeddingModelMismatchError,
     StoreNotFoundError,
+    TransactionConflictError,
 )
 from retrieval_core.schemas.common import WriteStatus
 
 _ROUNDS = 3  # a write re-embeds at most this many times when its documents moved under it
+# A transaction PostgreSQL rolled back for a concurrent one goes again at most this many times in all,
+# after a random wait of up to CONFLICT_WAIT_S times its attempt number.
+CONFLICT_ATTEMPTS = 8
+CONFLICT_WAIT_S = 0.02
 
-Vectors = dict[tuple[int, str], list[list[float]]]
+# Texts handed to the embedder at a time: each slice's vectors become float32 arrays at once (4 bytes a
+# number, as pgvector stores them, instead of a Python float's 32), so a source of 100,000 records of
+# 384 numbers holds 150 MB of vectors, not 1.2 GB. The embedder splits a slice by EMBEDDING_BATCH_SIZE.
+EMBED_SLICE = 2048
+
+Vectors: TypeAlias = "dict[tuple[int, str], list[array[float]]]"
 T = TypeVar("T")
 
 
-def deadlock_victim(exc: DatabaseUnavailableError) -> bool:
-    """Whether PostgreSQL rolled the transaction back to break a deadlock (it may simply go again)."""
-    return isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
+def again_after_conflict(transaction: Callable[[], T]) -> T:
+    """Run `transaction` again when PostgreSQL rolled it back for a concurrent one (a deadlock victim, a
+    serialization failure), up to CONFLICT_ATTEMPTS times in all and while the request's deadline leaves
+    time for another; then the error (409 database_deadlock or write_conflict).
 
-
-def again_after_deadlock(transaction: Callable[[], T]) -> T:
-    """Run `transaction` again (up to 3 times in all) when PostgreSQL chose it as a deadlock victim.
-
-    Writers lock a source, then the documents it turns out to hold, in two statements; two of them
-    can meet in a cycle, and PostgreSQL aborts one.
+    Writers lock a source, then the documents it turns out to hold, in two statements: two of them can
+    meet in a cycle, and PostgreSQL aborts one, which may simply go again. The waits are short and
+    random, so two victims do not meet again.
     """
-    for _ in range(_ROUNDS - 1):
+    deadline = request_deadline()
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
             return transaction()
-        except DatabaseUnavailableError as exc:
-            if not deadlock_victim(exc):
+        except TransactionConflictError:
+            delay_s = random.uniform(0, CONFLICT_WAIT_S * attempt)
+            if attempt == CONFLICT_ATTEMPTS or not time_for_retry(delay_s, deadline):
                 raise
-    return transaction()
+            time.sleep(delay_s)
+    raise AssertionError("unreachable")
 
 
 @dataclass(slots=True)
@@ -125,7 +140,7 @@ class SourceWriter:
         for _ in range(_ROUNDS):
             self._embed(store, needed, vectors)
             try:
-                self._apply(store, items, create, vectors, actor)
+                again_after_conflict(lambda: self._apply(store, items, create, vectors, actor))
             except _NeedVectors as exc:
                 wanted = set(exc.keys)
                 needed = [
@@ -134,13 +149,6 @@ class SourceWriter:
                     for doc in item.prepared.documents
                     if (n, doc.id) in wanted
                 ]
-                continue
-            except DatabaseUnavailableError as exc:
-                # Locks beyond the first statement's (records a file dropped) can meet another
-                # writer's in a cycle; PostgreSQL aborts one of them, which simply goes again.
-                if not deadlock_victim(exc):
-                    raise
-                needed = []
                 continue
             return [item.result for item in items if item.result is not None]
         raise ConflictError("the documents kept changing during the write; try again")
@@ -154,6 +162,7 @@ class SourceWriter:
         actor: Actor,
     ) -> None:
         with (
+            _store_gone_is_not_found(store),
             database_errors("writing documents"),
             self.retrieval.database.connection() as conn,
             conn.transaction(),
@@ -216,18 +225,21 @@ class SourceWriter:
         texts = [(key, text) for n, doc in needed for key in [(n, doc.id)] for text in doc.embedding_texts()]
         for key, _ in texts:
             vectors[key] = []
-        embedded = embedder.embed([t for _, t in texts], "document") if texts else []
-        for (key, _), vector in zip(texts, embedded, strict=True):
-            if len(vector) != embedder.dimension:
-                raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
-            vectors[key].append(list(vector))
+        for start in range(0, len(texts), EMBED_SLICE):
+            part = texts[start : start + EMBED_SLICE]
+            embedded = embedder.embed([t for _, t in part], "document")
+            for (key, _), vector in zip(part, embedded, strict=True):
+                if len(vector) != embedder.dimension:
+                    raise DimensionMismatchError(store, embedder.dimension, len(vector), "ingest")
+                vectors[key].append(array("f", vector))
 
     def store_for_write(
         self, conn: Connection, name: str, create: StoreDefinition | None, actor: Actor
     ) -> Store:
         """The store, created in the caller's transaction from `create` when it is missing (an audit row
-        of `actor` then says so)."""
-        store = store_sql.find_store_named(conn, name)
+        of `actor` then says so). It is held until the transaction ends: a concurrent DELETE of the store
+        waits for the write."""
+        store = store_sql.find_store_named(conn, name, lock=True)
         if store is None:
             if create is None:
                 raise StoreNotFoundError(name)
@@ -258,13 +270,22 @@ class SourceWriter:
             raise DimensionMismatchError(store.name, store.dimension, embedder.dimension, "ingest")
 
 
+@contextmanager
+def _store_gone_is_not_found(store: str) -> Iterator[None]:
+    """A write whose store a concurrent request deleted is answered as one to a missing store (404)."""
+    try:
+        yield
+    except ConcurrentlyDeletedError as exc:
+        raise StoreNotFoundError(store) from exc
+
+
 def _write_documents(
     conn: Connection,
     store: Store,
     prepared: PreparedSource,
     states: dict[str, sql.DocumentState],
     sidecar: dict[str, Any] | None,
-    vectors: dict[str, list[list[float]]],
+    vectors: dict[str, list[array[float]]],
     written_by: str,
 ) -> list[DocumentWrite]:
     """Rewrite the source's documents whose content changed (with `vectors`, by document id), update the
@@ -315,7 +336,7 @@ def _new_document(
     doc: PreparedDocument,
     metadata: dict[str, Any],
     chunk_metadata: list[dict[str, Any]],
-    vectors: list[list[float]],
+    vectors: list[array[float]],
     written_by: str,
 ) -> NewDocument:
     """The document as written anew: its chunks with their metadata and vectors."""

@@ -17,14 +17,17 @@ from typing import Any
 
 import anyio.to_thread
 import mcp_types as types
+import pydantic_core
 from fastapi import APIRouter
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from retrieval_core import __version__
 from retrieval_core.api.auth import current_grant
@@ -135,9 +138,66 @@ class McpEndpoint:
         self.server = server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body, receive = await _read_body(receive)
+        refusal = _refuse_request_id(body)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
         manager = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True)
         async with manager.run():
             await manager.handle_request(scope, receive, send)
+
+
+# The SDK's own type of a request id: a string or an integer (MCP: never null; JSON-RPC: no fractions).
+_REQUEST_ID: TypeAdapter[types.RequestId] = TypeAdapter(types.RequestId)
+
+
+def _refuse_request_id(body: bytes) -> Response | None:
+    """A 400 JSON-RPC -32600 for a request (a message with a method) whose id is not a string or an
+    integer; None for anything else (the SDK answers it). The SDK would read such a message as a
+    notification, answer 202 with an empty body, and the client would wait for an answer forever."""
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    try:
+        _REQUEST_ID.validate_python(message["id"], strict=True)
+    except ValidationError:
+        error = types.JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message="Invalid Request: a request's id must be a string or an integer",
+            ),
+        )
+        return Response(
+            error.model_dump_json(by_alias=True, exclude_unset=True),
+            status_code=400,
+            media_type="application/json",
+        )
+    return None
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's body, and a `receive` that hands it over again before what follows (a disconnect)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return body, replay
 
 
 def mcp_router() -> APIRouter:
