@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -104,13 +105,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def _without_trailing_slash(request: Request) -> str | None:
     """`/path` (as sent, with the query) when no route serves `/path/` but one serves `/path`: a Location
     of the path alone, never a host taken from the request's Host header."""
-    path = request.url.path
-    raw = request.scope.get("raw_path") or path.encode()
-    target = raw.decode("latin-1").rstrip("/")
-    if not path.endswith("/") or not target or target.startswith("//"):  # "//host" would leave us
+    raw = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+    target = raw.rstrip("/")
+    # The slash must be in the path as sent: an encoded one (`a%2F`) would redirect to itself forever.
+    if not raw.endswith("/") or not target or target.startswith("//"):  # "//host" would leave us
         return None
     routes = getattr(request.app.state, "route_methods", [])
-    if not any(regex.match(path.rstrip("/")) for regex, _ in routes):
+    if not any(regex.match(unquote(target)) for regex, _ in routes):
         return None
     query = request.url.query
     return target + (f"?{query}" if query else "")
