@@ -19,7 +19,7 @@ error of an ordinary client makes the exit status 1.
 `--noisy --uploads`: the same with hostile uploads as the attackers (`hostile_uploads`: a 6.9 KB PDF
 of ten pages sharing one 2 MB content stream, sent whole and abandoned after 1 s, a 60 KB DOCX of 3
 million empty paragraphs, a CSV with a 4 MB cell, HTML with 20,000 empty <main>), with the defaults and
-with PARSE_CONCURRENCY=1000 (no parse slot limit).
+with PARSE_CONCURRENCY=2 and =1000 (no parse slot limit).
 """
 
 from __future__ import annotations
@@ -209,6 +209,7 @@ def noisy_neighbour(dsn: str, clients: int, seconds: float, uploads: bool = Fals
         attackers = hostile_uploads()
         servers: tuple[tuple[str, dict[str, str]], ...] = (
             (f"defaults (PARSE_CONCURRENCY {os.environ.get('PARSE_CONCURRENCY', 1)})", {}),
+            ("2 parse slots", {"PARSE_CONCURRENCY": "2"}),
             ("no parse slot limit", {"PARSE_CONCURRENCY": "1000"}),
         )
     else:
