@@ -167,3 +167,14 @@ def _batches(documents: Iterable[TextDocument], size: int | None) -> Iterator[li
             batch = []
     if batch:
         yield batch
+
+
+# The documents API over HTTP, for the tests that write through it.
+STORES = "/api/v1/stores"
+
+
+def doc_url(store: str, document_id: str) -> str:
+    """The URL of one document of `store`, its id percent-encoded whole (a `/` in it included)."""
+    from urllib.parse import quote
+
+    return f"{STORES}/{store}/documents/{quote(document_id, safe='')}"

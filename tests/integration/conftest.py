@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from tests.doc_examples import ServedApp
 from tests.fakes.gemini import FakeGemini
 from tests.integration.knowledge_support import GEMINI_KEY, knowledge_client, stock_fake
+from tests.writing import STORES
 
 
 @pytest.fixture()
@@ -113,3 +114,12 @@ def poison_trigger(postgres_dsn: str, service: Any) -> Iterator[None]:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TRIGGER test_reject_poison ON chunks")
         conn.execute("DROP FUNCTION test_reject_poison()")
+
+
+@pytest.fixture()
+def store(client: TestClient) -> Iterator[str]:
+    """A new empty store of its own, created and deleted over HTTP."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    assert client.put(f"{STORES}/{name}", json={}).status_code == 201
+    yield name
+    client.delete(f"{STORES}/{name}")

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import anyio
 import psycopg
@@ -24,6 +23,7 @@ from fastapi.testclient import TestClient
 from retrieval_core.db import audit
 from tests.integration.test_grants import digest
 from tests.integration.test_s3_ingest import Sync, sync  # noqa: F401  (the fixture)
+from tests.writing import doc_url
 
 STORES = "/api/v1/stores"
 ADMIN = "rk_adm_" + "a0" * 16
@@ -50,10 +50,6 @@ def rows(dsn: str, store: str) -> list[Row]:
 
 def as_key(key: str, request_id: str | None = None) -> dict[str, str]:
     return {"x-api-key": key, **({"x-request-id": request_id} if request_id else {})}
-
-
-def doc_url(store: str, document_id: str) -> str:
-    return f"{STORES}/{store}/documents/{quote(document_id, safe='')}"
 
 
 def new_store() -> str:

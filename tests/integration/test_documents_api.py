@@ -6,7 +6,6 @@ import base64
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,23 +21,10 @@ from retrieval_core.documents.service import DocumentService
 from retrieval_core.settings import Settings
 from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, png_bytes
 from tests.servers import MotoServer, create_cache_table
+from tests.writing import doc_url
 
 STORES = "/api/v1/stores"
 RETRIEVE = "/api/v1/rag/retrieve"
-
-
-@pytest.fixture()
-def store(client: TestClient) -> Iterator[str]:
-    name = f"api-{uuid.uuid4().hex[:8]}"
-    assert client.put(f"{STORES}/{name}", json={}).status_code == 201
-    yield name
-    client.delete(f"{STORES}/{name}")
-
-
-def doc_url(store: str, document_id: str) -> str:
-    from urllib.parse import quote
-
-    return f"{STORES}/{store}/documents/{quote(document_id, safe='')}"
 
 
 def b64(data: bytes) -> str:

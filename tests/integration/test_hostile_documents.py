@@ -8,12 +8,8 @@ import base64
 import json
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
 
-import pytest
 from fastapi.testclient import TestClient
 
 from retrieval_core.api.app import create_app
@@ -22,21 +18,10 @@ from retrieval_core.documents.service import DocumentService, parse_slots_of
 from retrieval_core.parsers import ParseBudget
 from retrieval_core.search.concurrency import ExpensiveSlots
 from tests.files import csv_bytes, html_bytes, paragraph_bomb_docx, shared_stream_pdf
+from tests.writing import doc_url
 
 STORES = "/api/v1/stores"
 MIB = 1024 * 1024
-
-
-@pytest.fixture()
-def store(client: TestClient) -> Iterator[str]:
-    name = f"hostile-{uuid.uuid4().hex[:8]}"
-    assert client.put(f"{STORES}/{name}", json={}).status_code == 201
-    yield name
-    client.delete(f"{STORES}/{name}")
-
-
-def doc_url(store: str, document_id: str) -> str:
-    return f"{STORES}/{store}/documents/{quote(document_id, safe='')}"
 
 
 def file_body(data: bytes, name: str) -> dict[str, Any]:

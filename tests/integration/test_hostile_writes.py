@@ -12,7 +12,6 @@ import base64
 import contextlib
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,14 +26,6 @@ from tests.integration.test_documents_api import STORES, doc_url, error_of
 RETRIEVE = "/api/v1/rag/retrieve"
 BATCH = "/api/v1/rag/retrieve/batch"
 SEARCH = "/api/v1/chunks/similarity-search"
-
-
-@pytest.fixture()
-def store(client: TestClient) -> Iterator[str]:
-    name = f"hostile-{uuid.uuid4().hex[:8]}"
-    assert client.put(f"{STORES}/{name}", json={}).status_code == 201
-    yield name
-    client.delete(f"{STORES}/{name}")
 
 
 def nested(depth: int, leaf: Any = "bottom") -> Any:

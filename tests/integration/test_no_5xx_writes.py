@@ -11,7 +11,6 @@ import base64
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -147,14 +146,6 @@ DOCUMENT_BODIES = st.one_of(
 IDS = ANY_TEXT.map(lambda text: quote(text.encode("utf-8", "surrogatepass"), safe="")) | st.binary(
     min_size=1, max_size=12
 ).map(lambda data: "".join(f"%{b:02X}" for b in data))
-
-
-@pytest.fixture()
-def store(client: TestClient) -> Iterator[str]:
-    name = f"fuzz-{uuid.uuid4().hex[:8]}"
-    assert client.put(f"{STORES}/{name}", json={}).status_code == 201
-    yield name
-    client.delete(f"{STORES}/{name}")
 
 
 def put(client: TestClient, path: str, body: Any) -> Any:

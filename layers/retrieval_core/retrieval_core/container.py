@@ -211,20 +211,11 @@ def get_document_service() -> DocumentService:
 
 def parse_budget(settings: Settings) -> ParseBudget:
     """What reading one document may cost, from the DOCUMENT_MAX_* settings and PARSE_TIMEOUT_S."""
-    from retrieval_core.parsers.budget import ParseBudget
+    from retrieval_core.parsers.budget import BUDGET_FIELDS, ParseBudget
 
-    return ParseBudget(
-        max_unzipped_bytes=settings.document_max_unzipped_bytes,
-        max_elements=settings.document_max_elements,
-        max_depth=settings.document_max_depth,
-        max_pages=settings.document_max_pages,
-        max_content_bytes=settings.document_max_content_bytes,
-        max_operators=settings.document_max_operators,
-        max_field_chars=settings.document_max_field_chars,
-        max_columns=settings.document_max_columns,
-        max_chunks=settings.document_max_chunks,
-        parse_timeout_s=settings.parse_timeout_s,
-    )
+    # Each field is read from the setting its refusals name (ParseBudget.setting), so the two cannot drift.
+    values = {name: getattr(settings, ParseBudget.setting(name).lower()) for name in BUDGET_FIELDS}
+    return ParseBudget(**values)
 
 
 def build_rerankers(settings: Settings) -> Rerankers:

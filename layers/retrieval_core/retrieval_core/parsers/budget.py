@@ -34,7 +34,8 @@ class ParseBudget:
     max_chunks: int = 2_000  # chunks of one document (of each record of a row source)
     parse_timeout_s: float = 10.0  # reading and chunking one source
 
-    def setting(self, field: str) -> str:
+    @staticmethod
+    def setting(field: str) -> str:
         """The environment variable that sets `field`."""
         return field.upper() if field.startswith("parse_") else f"DOCUMENT_{field.upper()}"
 
