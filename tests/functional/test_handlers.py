@@ -8,6 +8,7 @@ Secrets Manager secret in moto_server, or an RDS IAM token) and check what an op
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -437,6 +438,17 @@ def test_the_function_serving_get_health_answers_head_with_its_status_and_no_bod
     event = load_event(EVENTS_DIR / "health-head.json")
     response = handlers[folder](event, FakeLambdaContext(function_name=folder))
     check_health_head(response["statusCode"], answer_body(event, response))
+
+
+def test_a_handler_answers_after_asyncio_run_cleared_the_threads_event_loop(
+    handlers: dict[str, Callable[[Event, Any], Response]],
+) -> None:
+    # asyncio.run leaves the thread with no loop, where Mangum's asyncio.get_event_loop() fails.
+    asyncio.run(asyncio.sleep(0))
+    folder = ROUTES["GET /api/v1/health"]
+    event = load_event(EVENTS_DIR / "health.json")
+    response = handlers[folder](event, FakeLambdaContext(function_name=folder))
+    check_health(response["statusCode"], answer_body(event, response))
 
 
 # A refresh names its store in the path and sends nothing else.

@@ -105,7 +105,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def _without_trailing_slash(request: Request) -> str | None:
     """`/path` (as sent, with the query) when no route serves `/path/` but one serves `/path`: a Location
     of the path alone, never a host taken from the request's Host header."""
-    raw = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+    # Some servers' raw_path carries the query string too (Starlette's TestClient before 0.39).
+    raw = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1").split("?", 1)[0]
     target = raw.rstrip("/")
     # The slash must be in the path as sent: an encoded one (`a%2F`) would redirect to itself forever.
     if not raw.endswith("/") or not target or target.startswith("//"):  # "//host" would leave us

@@ -10,6 +10,7 @@ connects to the database until the first request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -44,6 +45,7 @@ def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
 
     def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()
+        _with_own_event_loop()
         problem = http_event_problem(event)
         if problem is not None:
             request_id = mint_request_id()
@@ -74,6 +76,19 @@ def build_handler(*routers: APIRouter, embeds: bool = True) -> LambdaHandler:
         return response
 
     return instrumented(invoke, tools, correlation_id_path=correlation_paths.API_GATEWAY_HTTP, embeds=embeds)
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _with_own_event_loop() -> None:
+    """Make the process's own loop the thread's: Mangum runs each event on `asyncio.get_event_loop()`,
+    which fails once anything in the process ran `asyncio.run` (it clears the thread's loop on exit),
+    and which Python 3.14 no longer creates on demand."""
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(_loop)
 
 
 def with_request_id(event: dict[str, Any]) -> dict[str, Any]:
