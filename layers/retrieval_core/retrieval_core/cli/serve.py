@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
     from retrieval_core.documents.sample import load_sample_corpus
     from retrieval_core.settings import get_settings
 
+    _exit_on_sigterm()
     service = get_service()
     if get_settings().embedding_provider == "local":
         # Load the model now rather than on the first request (health reports it loaded).
@@ -36,6 +37,17 @@ def _serve(args: argparse.Namespace) -> int:
     # log_config None: uvicorn's own lines (access log included) go through the root handler and its filter.
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info", log_config=None)
     return 0
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (systemd, containers, CI time-outs) ends the process through Python's exit, as Ctrl-C does,
+    so that the embedded PostgreSQL is stopped on the way out (atexit). uvicorn shuts down gracefully on
+    SIGTERM, then raises it again for the handler it found: Python's default, which kills the process
+    without running atexit, left the database running."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def _index_stores_in_background(settings: Settings) -> None:
