@@ -12,27 +12,32 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, fields
+from typing import Any
 
 from retrieval_core.parsers.exceptions import DocumentLimitError, WriteCancelledError
+from retrieval_core.settings import Settings
 
-MIB = 1024 * 1024
+
+def _default(setting: str) -> Any:
+    """The default of the setting (settings.py holds each value once)."""
+    return Settings.model_fields[setting].default
 
 
 @dataclass(frozen=True, slots=True)
 class ParseBudget:
     """The most one document may cost to read; each field is the setting `DOCUMENT_<FIELD>` (docs/formats.md,
-    "Budgets"), but `parse_timeout_s`, the setting `PARSE_TIMEOUT_S`."""
+    "Budgets"), but `parse_timeout_s`, the setting `PARSE_TIMEOUT_S`; its default is the setting's."""
 
-    max_unzipped_bytes: int = 64 * MIB  # a DOCX's parts, unzipped
-    max_elements: int = 500_000  # XML elements of a DOCX (every part), elements of an HTML page
-    max_depth: int = 512  # HTML elements nested in one another (a DOCX's XML parser refuses 256 itself)
-    max_pages: int = 2_000  # PDF pages
-    max_content_bytes: int = 4 * MIB  # PDF content streams, decoded, counted each time a page uses one
-    max_operators: int = 2_000_000  # PDF content-stream operators, forms included
-    max_field_chars: int = 1_000_000  # one CSV cell, one JSON Lines line
-    max_columns: int = 1_000  # CSV columns, JSON Lines fields of one record
-    max_chunks: int = 2_000  # chunks of one document (of each record of a row source)
-    parse_timeout_s: float = 10.0  # reading and chunking one source
+    max_unzipped_bytes: int = _default("document_max_unzipped_bytes")  # a DOCX's parts, unzipped
+    max_elements: int = _default("document_max_elements")  # XML elements of a DOCX, elements of an HTML page
+    max_depth: int = _default("document_max_depth")  # HTML nesting (a DOCX's XML parser refuses 256 itself)
+    max_pages: int = _default("document_max_pages")  # PDF pages
+    max_content_bytes: int = _default("document_max_content_bytes")  # PDF streams, counted at each use
+    max_operators: int = _default("document_max_operators")  # PDF content-stream operators, forms included
+    max_field_chars: int = _default("document_max_field_chars")  # one CSV cell, one JSON Lines line
+    max_columns: int = _default("document_max_columns")  # CSV columns, JSON Lines fields of one record
+    max_chunks: int = _default("document_max_chunks")  # chunks of one document (each record of a row source)
+    parse_timeout_s: float = _default("parse_timeout_s")  # reading and chunking one source
 
     @staticmethod
     def setting(field: str) -> str:
