@@ -3,12 +3,14 @@
 One face: `parse(data, content_type, name) -> ParsedFile`. The format is decided from the declared
 content type, the file name's suffix (case-insensitively) and the bytes themselves
 (`detect_content_type`). Each format has its own module; the libraries they use (pypdf,
-python-docx, lxml, markdown-it-py) are imported on first use, so importing this package is cheap.
+python-docx, lxml, markdown-it-py) are imported on first use, and so is each format's module: a
+handler that serves no document PUT (a GET of a store, a DELETE) never loads a reader.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.budget import DEFAULT_BUDGET, ParseBudget, ParseMeter
@@ -24,13 +26,7 @@ from retrieval_core.parsers.detect import (
     charset,
     detect_content_type,
 )
-from retrieval_core.parsers.docx import read_docx
 from retrieval_core.parsers.exceptions import EmptyDocumentError
-from retrieval_core.parsers.html_page import read_html
-from retrieval_core.parsers.markdown import read_markdown
-from retrieval_core.parsers.pdf import read_pdf
-from retrieval_core.parsers.records import read_csv, read_jsonl
-from retrieval_core.parsers.text import read_text
 
 __all__ = [
     "CSV",
@@ -56,15 +52,25 @@ __all__ = [
 # read by an older version can be told apart and read again ("made under other settings").
 PARSER_VERSION = "1"
 
-_READERS: dict[str, Callable[[bytes, str | None, ParseMeter], ParsedFile]] = {
-    PDF: read_pdf,
-    HTML: read_html,
-    DOCX: read_docx,
-    CSV: read_csv,
-    JSONL: read_jsonl,
-    MARKDOWN: read_markdown,
-    TEXT: read_text,
+Reader = Callable[[bytes, str | None, ParseMeter], ParsedFile]
+
+# Each format's reader, as (module, function): imported when a file of that format is first read.
+_READERS: dict[str, tuple[str, str]] = {
+    PDF: ("retrieval_core.parsers.pdf", "read_pdf"),
+    HTML: ("retrieval_core.parsers.html_page", "read_html"),
+    DOCX: ("retrieval_core.parsers.docx", "read_docx"),
+    CSV: ("retrieval_core.parsers.records", "read_csv"),
+    JSONL: ("retrieval_core.parsers.records", "read_jsonl"),
+    MARKDOWN: ("retrieval_core.parsers.markdown", "read_markdown"),
+    TEXT: ("retrieval_core.parsers.text", "read_text"),
 }
+
+
+def reader(content_type: str) -> Reader:
+    """The function that reads files of `content_type` (one of SUPPORTED_CONTENT_TYPES)."""
+    module, function = _READERS[content_type]
+    found: Reader = getattr(import_module(module), function)
+    return found
 
 
 def parse(
@@ -78,7 +84,7 @@ def parse(
         raise EmptyDocumentError(chosen)
     meter = meter or ParseMeter(DEFAULT_BUDGET)
     meter.content_type = chosen
-    parsed = _READERS[chosen](data, charset(content_type), meter)
+    parsed = reader(chosen)(data, charset(content_type), meter)
     # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
     documents = [_without_nul(document) for document in parsed.documents]
     documents = [document for document in documents if document.blocks]
