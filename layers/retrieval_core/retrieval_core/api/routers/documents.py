@@ -12,13 +12,14 @@ import asyncio
 import base64
 import binascii
 import threading
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import ActorDep, GrantDep
+from retrieval_core.api.docs import error_responses
 from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
 from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
@@ -26,7 +27,7 @@ from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWri
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
 from retrieval_core.parsers.detect import CSV, JSONL
-from retrieval_core.schemas.common import ErrorResponse, Text
+from retrieval_core.schemas.common import Text
 from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
@@ -68,11 +69,11 @@ DISCONNECT_POLL_S = 0.2
 DocumentsDep = Annotated[DocumentService, Depends(get_document_service)]
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
-    return {code: {"model": ErrorResponse} for code in (*statuses, 403, 404, 500)}
+def _errors(*statuses: int) -> dict[str, Any]:
+    return error_responses(*statuses, 403, 404, 500)
 
 
-@router.get("", response_model=StoreListResponse, responses=_errors(422))
+@router.get("", response_model=StoreListResponse, openapi_extra=_errors(422))
 async def list_stores(
     documents: DocumentsDep,
     grant: GrantDep,
@@ -92,7 +93,8 @@ async def list_stores(
 @router.put(
     "/{store}",
     response_model=StoreResponse,
-    responses={201: {"model": StoreResponse, "description": "Created"}, **_errors(409, 422)},
+    responses={201: {"model": StoreResponse, "description": "Created"}},
+    openapi_extra=_errors(409, 422),
 )
 async def put_store(
     store: Text,
@@ -130,13 +132,13 @@ async def put_store(
     return _store_response(info)
 
 
-@router.get("/{store}", response_model=StoreResponse, responses=_errors())
+@router.get("/{store}", response_model=StoreResponse, openapi_extra=_errors())
 async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """One store with its document and chunk counts (scope read)."""
     return _store_response(await run_in_threadpool(documents.get_store, store, grant))
 
 
-@router.post("/{store}/refresh", response_model=StoreResponse, responses=_errors(409))
+@router.post("/{store}/refresh", response_model=StoreResponse, openapi_extra=_errors(409))
 async def refresh_store(
     store: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep
 ) -> StoreResponse:
@@ -145,14 +147,14 @@ async def refresh_store(
     return _store_response(await run_in_threadpool(documents.refresh_store, store, grant, actor))
 
 
-@router.delete("/{store}", status_code=204, responses=_errors())
+@router.delete("/{store}", status_code=204, openapi_extra=_errors())
 async def delete_store(store: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep) -> Response:
     """Drop the store with all its documents (scope admin); cached answers about it are forgotten."""
     await run_in_threadpool(documents.delete_store, store, grant, actor)
     return Response(status_code=204)
 
 
-@router.get("/{store}/documents", response_model=DocumentListResponse, responses=_errors(422))
+@router.get("/{store}/documents", response_model=DocumentListResponse, openapi_extra=_errors(422))
 async def list_documents(
     store: Text,
     documents: DocumentsDep,
@@ -172,10 +174,8 @@ async def list_documents(
 @router.put(
     "/{store}/documents/{document_id:path}",
     response_model=DocumentWriteResponse,
-    responses={
-        201: {"model": DocumentWriteResponse, "description": "Created"},
-        **_errors(413, 415, 422, 502),
-    },
+    responses={201: {"model": DocumentWriteResponse, "description": "Created"}},
+    openapi_extra=_errors(413, 415, 422, 502),
 )
 async def put_document(
     store: Text,
@@ -207,7 +207,7 @@ async def put_document(
     return _write_response(document_id, written, records)
 
 
-@router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, responses=_errors())
+@router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, openapi_extra=_errors())
 async def get_document(
     store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep
 ) -> DocumentResponse:
@@ -215,7 +215,7 @@ async def get_document(
     return _document_response(await run_in_threadpool(documents.get_document, store, document_id, grant))
 
 
-@router.delete("/{store}/documents/{document_id:path}", status_code=204, responses=_errors())
+@router.delete("/{store}/documents/{document_id:path}", status_code=204, openapi_extra=_errors())
 async def delete_document(
     store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep
 ) -> Response:
