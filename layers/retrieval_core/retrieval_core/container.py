@@ -25,6 +25,7 @@ from retrieval_core.db.schema import schema_version
 from retrieval_core.embeddings import get_embedder
 from retrieval_core.embeddings.base import Embedder
 from retrieval_core.exceptions import ConfigurationError, SchemaNotReadyError
+from retrieval_core.ocr import ocr_engine
 from retrieval_core.search.concurrency import ExpensiveSlots
 from retrieval_core.settings import Settings, get_settings, in_lambda
 
@@ -206,6 +207,7 @@ def get_document_service() -> DocumentService:
         parse_budget(settings),
         _parse_slots,
         settings.document_max_records,
+        ocr_engine(settings.ocr_engine, settings.ocr_max_pages),
     )
 
 
