@@ -25,7 +25,6 @@ from retrieval_core.db.schema import schema_version
 from retrieval_core.embeddings import get_embedder
 from retrieval_core.embeddings.base import Embedder
 from retrieval_core.exceptions import ConfigurationError, SchemaNotReadyError
-from retrieval_core.ocr import ocr_engine
 from retrieval_core.search.concurrency import ExpensiveSlots
 from retrieval_core.settings import Settings, get_settings, in_lambda
 
@@ -195,6 +194,7 @@ def get_document_service() -> DocumentService:
     holds are the process's)."""
     global _parse_slots
     from retrieval_core.documents.service import DocumentService, parse_slots_of
+    from retrieval_core.ocr import ocr_engine
 
     settings = get_settings()
     with _lock:

@@ -7,8 +7,10 @@ is needed unless OCR_ENGINE names it: with `none` (the default) nothing here is 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from retrieval_core.parsers.scanned_pages import OcrEngine
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
 
 
 @lru_cache(maxsize=4)
