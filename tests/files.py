@@ -74,6 +74,11 @@ def _plain_pdf(pages: Sequence[str], title: str | None) -> bytes:
             b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % len(objects)
         )
         kids.append(len(objects))
+    return _paged_pdf(objects, kids, title)
+
+
+def _paged_pdf(objects: list[bytes], kids: Sequence[int], title: str | None) -> bytes:
+    """A PDF of `objects` whose second (left empty) becomes the page tree of `kids`; `title` in its info."""
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
         b" ".join(b"%d 0 R" % kid for kid in kids),
         len(kids),
@@ -232,8 +237,7 @@ def shared_stream_pdf(pages: int, stream_bytes: int, form_draws: int = 0) -> byt
             % (resources, contents)
         )
         kids.append(len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
-    return _pdf_file(objects, b"")
+    return _paged_pdf(objects, kids, None)
 
 
 # A JPEG's first bytes (start of image, then a JFIF segment): what a scanner's DCTDecode stream begins with.
@@ -263,15 +267,7 @@ def scanned_pdf(pages: Sequence[str | None], image: str = "gray", title: str | N
             % (resources, len(objects))
         )
         kids.append(len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
-        b" ".join(b"%d 0 R" % k for k in kids),
-        len(kids),
-    )
-    info = b""
-    if title is not None:
-        objects.append(b"<< /Title (" + _pdf_string(title) + b") >>")
-        info = b" /Info %d 0 R" % len(objects)
-    return _pdf_file(objects, info)
+    return _paged_pdf(objects, kids, title)
 
 
 def _image_xobject(kind: str) -> bytes:
@@ -296,8 +292,7 @@ def blank_pdf(pages: int) -> bytes:
     for _ in range(pages):
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R >>")
         kids.append(len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
-    return _pdf_file(objects, b"")
+    return _paged_pdf(objects, kids, None)
 
 
 def paragraph_bomb_docx(paragraphs: int, padding_bytes: int = 0) -> bytes:
