@@ -31,7 +31,7 @@ from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.observability import metrics
 from retrieval_core.schemas.retrieve import RetrieveRequest
-from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes, rows_csv
+from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes, rows_csv, scanned_pdf
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 from tests.writing import HashingEmbedder
 
@@ -510,21 +510,24 @@ def test_a_poison_message_reaches_the_dead_letter_queue_after_3_receives(sync: S
     assert sync.document_ids() == {"policy.txt"}
 
 
-def test_a_corrupt_pdf_is_acknowledged_and_logged_with_its_key_and_reason(
+def test_a_corrupt_pdf_and_a_scan_are_acknowledged_and_logged_with_their_key_and_reason(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:
     refused = metrics.counters["UnreadableObjects"]
     sync.put("reports/q3.pdf", corrupt_pdf_bytes(), "application/pdf")
+    sync.put("reports/signed.pdf", scanned_pdf([None, None]), "application/pdf")
     sync.put("notes/sidecar-broken.txt.metadata.json", b"{not json", "application/json")
     sync.sync()
     errors = [r for r in ingest_log if r.levelno == logging.ERROR]
-    assert {getattr(r, "key", None) for r in errors} == {
-        f"{sync.store}/reports/q3.pdf",
-        f"{sync.store}/notes/sidecar-broken.txt.metadata.json",
+    assert {getattr(r, "key", None): getattr(r, "code", None) for r in errors} == {
+        f"{sync.store}/reports/q3.pdf": "unreadable_document",
+        f"{sync.store}/reports/signed.pdf": "no_text_layer",
+        f"{sync.store}/notes/sidecar-broken.txt.metadata.json": "invalid_sidecar",
     }
-    assert {getattr(r, "code", None) for r in errors} == {"unreadable_document", "invalid_sidecar"}
     assert all(getattr(r, "reason", "") for r in errors)
-    assert metrics.counters["UnreadableObjects"] == refused + 2
+    [scan] = [r for r in errors if getattr(r, "code", None) == "no_text_layer"]
+    assert "no text layer: a scanned PDF? OCR is not enabled" in getattr(scan, "reason", "")
+    assert metrics.counters["UnreadableObjects"] == refused + 3
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
     assert sync.document_ids() == set()
 

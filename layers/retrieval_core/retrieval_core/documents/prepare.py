@@ -15,7 +15,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval_core.documents.chunking import Chunk, chunk_blocks
 from retrieval_core.documents.models import SourceInput
@@ -24,6 +24,9 @@ from retrieval_core.parsers import DEFAULT_BUDGET, PARSER_VERSION, ParseBudget, 
 from retrieval_core.parsers.base import ParsedDocument
 from retrieval_core.parsers.exceptions import EmptyDocumentError
 from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES
+
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
 
 # Bump when the way blocks become chunks changes (parsers.PARSER_VERSION covers the parsers): every
 # document is then re-embedded once.
@@ -108,13 +111,15 @@ def prepare_source(
     embedding_model: str,
     budget: ParseBudget = DEFAULT_BUDGET,
     cancelled: threading.Event | None = None,
+    ocr: OcrEngine | None = None,
 ) -> PreparedSource:
-    """Parse and chunk `source` within `budget` (its time too), stopping once `cancelled` is set. Raises the
-    parser's errors (415, 422; DocumentLimitError over the budget), or a 422 for a bad id or metadata."""
+    """Parse and chunk `source` within `budget` (its time too), stopping once `cancelled` is set; a PDF's
+    scanned pages are read by `ocr` (None: not read). Raises the parser's errors (415, 422;
+    DocumentLimitError over the budget; OCR's), or a 422 for a bad id or metadata."""
     check_document_id(source.source_id)
     check_metadata(source.metadata)
     meter = ParseMeter(budget, cancelled)
-    parsed = parse(source.data, source.content_type, source.name, meter)
+    parsed = parse(source.data, source.content_type, source.name, meter, ocr)
     known: dict[str, Any] = {"contentType": parsed.content_type}
     if source.name:
         known["fileName"] = source.name

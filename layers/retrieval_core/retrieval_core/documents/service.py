@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.db import documents as sql
@@ -60,6 +60,9 @@ from retrieval_core.observability.debug import DebugLog
 from retrieval_core.parsers import DEFAULT_BUDGET, ParseBudget
 from retrieval_core.search.concurrency import ExpensiveSlots
 
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
+
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
 
@@ -78,16 +81,19 @@ class DocumentService(StoreOperations):
         budget: ParseBudget = DEFAULT_BUDGET,
         parse_slots: ExpensiveSlots | None = None,
         max_records: int | None = None,
+        ocr: OcrEngine | None = None,
     ) -> None:
         """`budget`: what reading one source may cost; `parse_slots`: the process's parse slots, shared by
         every DocumentService of the process (a service of its own gets one); `max_records`: most
-        documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit)."""
+        documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit); `ocr`: what reads a PDF's
+        scanned pages (OCR_ENGINE; None: they are not read)."""
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.budget = budget
         self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
         self.max_records = max_records
+        self.ocr = ocr
         self.writer = SourceWriter(retrieval)
 
     # Stores the write path creates.
@@ -301,7 +307,7 @@ class DocumentService(StoreOperations):
         model = self.retrieval.embedder.model
         with self.parse_slots.hold():
             prepared = prepare_source(
-                source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled
+                source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled, self.ocr
             )
         if self.max_records is not None and len(prepared.documents) > self.max_records:
             raise TooManyRecordsError(source.source_id, len(prepared.documents), self.max_records)

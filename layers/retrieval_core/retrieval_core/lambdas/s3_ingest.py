@@ -12,11 +12,12 @@
 - Audit: each change's rows name `s3:<principal>` (the event's userIdentity.principalId, EventBridge's
   requester) and, as request id, the S3 request that made the change (x-amz-request-id), which S3's
   access logs and CloudTrail also show; a redelivery keeps it, unlike the Lambda's own request id.
-- Failures: a message that is not an S3 event, and any transient fault (database, embedder, S3,
-  the idempotency table), fails its batch item: retried, then dead-lettered after the queue's
-  maxReceiveCount. An object we cannot read as a document (415, 422, 413: a property of that object)
-  is logged at ERROR with its key and reason, counted (UnreadableObjects) and acknowledged: fixing the
-  object means uploading it again, which is a new event. An object gone by the time it is read is
+- Failures: a message that is not an S3 event, and any transient fault (database, embedder, OCR engine,
+  S3, the idempotency table), fails its batch item: retried, then dead-lettered after the queue's
+  maxReceiveCount. An object we cannot read as a document (415, 422, 413: a property of that object, a
+  scanned PDF with OCR off included, `no_text_layer`) is logged at ERROR with its key, code and reason,
+  counted (UnreadableObjects) and acknowledged: fixing the object means uploading it again, which is a
+  new event. An object gone by the time it is read is
   acknowledged: its removal's event came or will come.
 
 Nothing here creates a boto3 client or imports boto3 before the first invocation.

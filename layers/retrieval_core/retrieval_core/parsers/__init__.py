@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.budget import DEFAULT_BUDGET, ParseBudget, ParseMeter
@@ -27,6 +28,9 @@ from retrieval_core.parsers.detect import (
     detect_content_type,
 )
 from retrieval_core.parsers.exceptions import EmptyDocumentError
+
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
 
 __all__ = [
     "CSV",
@@ -74,17 +78,28 @@ def reader(content_type: str) -> Reader:
 
 
 def parse(
-    data: bytes, content_type: str | None = None, name: str | None = None, meter: ParseMeter | None = None
+    data: bytes,
+    content_type: str | None = None,
+    name: str | None = None,
+    meter: ParseMeter | None = None,
+    ocr: OcrEngine | None = None,
 ) -> ParsedFile:
-    """The documents in `data`. Raises UnsupportedContentTypeError (415), DocumentParseError (422)
-    for a corrupt or encrypted file, EmptyDocumentError (422) when there is no text, and
-    DocumentLimitError (422) for a file over `meter`'s budget (by default DEFAULT_BUDGET)."""
+    """The documents in `data`, a PDF's scanned pages read by `ocr` (None: not read). Raises
+    UnsupportedContentTypeError (415), DocumentParseError (422) for a corrupt or encrypted file,
+    NoTextLayerError (422) for a PDF of scanned pages with no text found on them, EmptyDocumentError (422)
+    when there is no text, and DocumentLimitError (422) for a file over `meter`'s budget (by default
+    DEFAULT_BUDGET); OCR errors as `OcrEngine.read_page` says."""
     chosen = detect_content_type(data, content_type, name)
     if not data.strip():
         raise EmptyDocumentError(chosen)
     meter = meter or ParseMeter(DEFAULT_BUDGET)
     meter.content_type = chosen
-    parsed = reader(chosen)(data, charset(content_type), meter)
+    if chosen == PDF and ocr is not None:
+        from retrieval_core.parsers.pdf import read_pdf
+
+        parsed = read_pdf(data, charset(content_type), meter, ocr)
+    else:
+        parsed = reader(chosen)(data, charset(content_type), meter)
     # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
     documents = [_without_nul(document) for document in parsed.documents]
     documents = [document for document in documents if document.blocks]
