@@ -14,6 +14,7 @@ from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
 
 OutcomeName = Literal["ok", "failed", "skipped"]
+Change = Literal["created", "updated", "unchanged"]
 COUNTED = ("scanned", "added", "updated", "unchanged", "deleted", "failed", "skipped")
 # The count an ok outcome adds to, by its change (failed and skipped count as themselves).
 _COUNTED_AS = {"created": "added", "updated": "updated", "unchanged": "unchanged"}
@@ -26,7 +27,7 @@ class Outcome:
 
     document_id: str
     outcome: OutcomeName
-    change: str | None = None  # created, updated or unchanged (ok only)
+    change: Change | None = None  # ok only
     code: str | None = None
     message: str | None = None
 
@@ -37,7 +38,7 @@ class StatusRow:
 
     document_id: str
     outcome: OutcomeName
-    change: str | None
+    change: Change | None
     code: str | None
     message: str | None
     written_by: str | None

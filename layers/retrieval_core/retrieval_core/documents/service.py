@@ -340,6 +340,17 @@ class DocumentService(StoreOperations):
         page = rows[:limit]
         return page, (encode_cursor(page[-1].document_id) if len(rows) > limit else None), counts
 
+    def ingestion_counts(self, store: str, grant: Grant = OPEN_GRANT) -> status_sql.Counts:
+        """The store's ingestion counts (ingest_status.py)."""
+        grant.require("read", store)
+        with database_errors("reading ingestion status"), self._connection() as conn:
+            return status_sql.counts(conn, self._store(conn, store))
+
+    def read_source(self, source: SourceInput) -> PreparedSource:
+        """Parse and chunk `source` as its write would, and write nothing (sync's dry run): the same
+        budget, parse slot and record limit, hence the same errors."""
+        return self._prepare(source)
+
     # The write itself.
 
     def _record(self, store: str, source_id: str, result: SourceWrite | RetrievalError, actor: Actor) -> None:
