@@ -162,8 +162,8 @@ class Report:
         where = "under the prefix" if self.root.startswith("s3://") else "in the folder"
         named = ", ".join(self.not_in_tree[:GONE_NAMED])
         more = f" and {count - GONE_NAMED} more" if count > GONE_NAMED else ""
-        are = "is" if count == 1 else "are"
-        return f"{_plural(count, 'stored document')} {are} not {where}; --prune removes them: {named}{more}"
+        are, them = ("is", "it") if count == 1 else ("are", "them")
+        return f"{_plural(count, 'stored document')} {are} not {where}; --prune removes {them}: {named}{more}"
 
 
 def make_plan(
