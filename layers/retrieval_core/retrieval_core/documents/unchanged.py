@@ -31,8 +31,9 @@ def write_if_unchanged(
     sequence: Sequence | None,
     actor: Actor,
 ) -> SourceWrite | None:
-    """The `unchanged` (or, with an older `sequence`, `stale`) answer when `source` would change nothing,
-    decided in one short transaction under the source's locks; None when it must be parsed and written.
+    """The `unchanged` answer when `source` would change nothing, decided in one short transaction under
+    the source's locks (with `sequence`, recorded as applied); None when it must be parsed and written,
+    and for an event older than the last applied (the whole way answers it `stale`).
 
     `key` is `prepare.source_key(source)`, `chunking` the service's (chunk size, overlap).
     """

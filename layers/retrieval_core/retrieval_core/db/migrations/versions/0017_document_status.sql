@@ -21,7 +21,7 @@ CREATE TABLE document_status (
 -- "Which sources failed": a store's rows of one outcome, in id order (GET ...documents?status=failed).
 CREATE INDEX document_status_outcome ON document_status (store_id, outcome, document_id COLLATE "C");
 
--- Each store's cumulative counts of sources, since the store was created (or this migration ran), as
+-- Each store's cumulative counts of sources, since its first write was counted (`since`), as
 -- Bedrock Knowledge Bases reports an ingestion job: scanned = added + updated + unchanged + failed +
 -- skipped; deleted counts the sources deleted.
 CREATE TABLE ingestion_counts (
