@@ -137,11 +137,18 @@ def test_the_cli_lists_what_a_sync_failed_and_its_dry_run_parses(
 
     code, done = run_json(capsys, "sync", str(tmp_path), "--store", store, "--no-progress")
     assert (code, done["totals"]["added"], done["totals"]["failed"]) == (1, 1, 1)
+    code, again = run_json(capsys, "sync", str(tmp_path), "--store", store, "--no-progress")
+    assert (code, again["totals"]["unchanged"], again["totals"]["failed"]) == (1, 1, 1)
     code, listed = run_json(capsys, "documents", "--store", store)
     assert code == 1
     failed = [(d["document_id"], d["code"]) for d in listed["documents"]]
     assert failed == [("broken.pdf", "unreadable_document")]
-    assert (listed["statistics"]["added"], listed["statistics"]["failed"]) == (1, 1)
+    assert {k: listed["statistics"][k] for k in ("scanned", "added", "unchanged", "failed")} == {
+        "scanned": 4,
+        "added": 1,
+        "unchanged": 1,
+        "failed": 2,
+    }
 
     (tmp_path / "broken.pdf").unlink()
     (tmp_path / "q3.pdf").unlink()
@@ -153,5 +160,5 @@ def test_the_cli_lists_what_a_sync_failed_and_its_dry_run_parses(
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out[:-1]] == ["ok       new.md", "ok       q3.pdf"]
     assert out[-1].startswith(
-        f"store '{store}': 3 scanned, 2 added, 0 updated, 0 unchanged, 0 deleted, 1 failed, 0 skipped since "
+        f"store '{store}': 5 scanned, 2 added, 0 updated, 1 unchanged, 0 deleted, 2 failed, 0 skipped since "
     )

@@ -351,6 +351,12 @@ class DocumentService(StoreOperations):
         budget, parse slot and record limit, hence the same errors."""
         return self._prepare(source)
 
+    def record_outcomes(
+        self, store: str, outcomes: list[status_sql.Outcome], actor: Actor | None = None
+    ) -> None:
+        """Record outcomes decided without a write (sync's files whose hash matched) as the writes' are."""
+        ingest_status.record(self.retrieval, store, outcomes, acting(actor, OPEN_GRANT))
+
     # The write itself.
 
     def _record(self, store: str, source_id: str, result: SourceWrite | RetrievalError, actor: Actor) -> None:

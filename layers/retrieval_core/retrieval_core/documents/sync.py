@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval_core.db.document_status import Outcome
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
 from retrieval_core.documents.ingest_status import SKIPPING_ERRORS
 from retrieval_core.documents.models import Actor, SourceInput, SourceWrite, StoreDefinition
@@ -361,6 +362,7 @@ def apply_plan(
         # Before the writes, so that new and changed files are written with their sidecar's metadata.
         changed = _put_sidecars(documents, report.store, present, sidecars, actor)
     to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
+    compared: list[Outcome] = []  # files the plan found unchanged: their outcome is recorded here
     for entry in plan.unchanged:
         if entry.source_id not in sidecars:
             continue
@@ -368,8 +370,11 @@ def apply_plan(
             report.updated.append(
                 Written(entry.path, entry.source_id, changed[entry.source_id], 0, metadata_only=True)
             )
+            compared.append(Outcome(entry.source_id, "ok", change="updated"))
         else:
             report.unchanged.append(Written(entry.path, entry.source_id))
+            compared.append(Outcome(entry.source_id, "ok", change="unchanged"))
+    documents.record_outcomes(report.store, compared, actor)
     written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor)
     if plan.stored is None and written:
         # A new store exists only once a file is written in it; its sidecars follow the first write.
