@@ -150,11 +150,9 @@ class DocumentService(StoreOperations):
                 item = WriteItem(prepared, sequence)
                 [result] = self.writer.write(store, [item], create, who, into_table=True)
         except RetrievalError as exc:
-            ingest_status.record(
-                self.retrieval, store, [ingest_status.outcome_of(source.source_id, exc)], who
-            )
+            self._record(store, source.source_id, exc, who)
             raise
-        ingest_status.record(self.retrieval, store, [ingest_status.outcome_of(source.source_id, result)], who)
+        self._record(store, source.source_id, result, who)
         debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
