@@ -293,6 +293,31 @@ def test_search_results_are_chunks_with_their_own_ids_index_and_page(url: str) -
     run(test)
 
 
+def test_each_memory_stored_leaves_its_outcome_and_the_same_memory_again_is_unchanged(url: str) -> None:
+    from retrieval_core.container import get_document_service
+
+    async def test() -> None:
+        async with session(url, WRITER) as client:
+            blank = await tool_error(
+                client, "memory_store", {"text": "   ", "id": "notes/blank", "store": MEMORY}
+            )
+            assert blank["code"] == "empty_document"
+            kept = {"text": "The rota changes on Mondays.", "id": "notes/rota", "store": MEMORY}
+            assert (await call(client, "memory_store", kept))["status"] == "created"
+            assert (await call(client, "memory_store", kept))["status"] == "unchanged"
+
+    run(test)
+    documents = get_document_service()
+    skipped, _, counts = documents.document_statuses(MEMORY, "skipped", prefix="notes/")
+    assert [(r.document_id, r.code, r.written_by) for r in skipped] == [
+        ("notes/blank", "empty_document", "mcp-writer")
+    ]
+    ok, _, _ = documents.document_statuses(MEMORY, "ok", prefix="notes/rota")
+    assert [(r.document_id, r.change) for r in ok] == [("notes/rota", "unchanged")]
+    assert counts.skipped >= 1 and counts.unchanged >= 1
+    documents.delete_source(MEMORY, "notes/rota")
+
+
 def test_tool_errors_name_the_missing_scope_the_store_the_field_and_the_allowed_keys(url: str) -> None:
     async def test() -> None:
         async with session(url, READER) as reader:

@@ -539,6 +539,41 @@ def test_a_corrupt_pdf_and_a_scan_are_acknowledged_and_logged_with_their_key_and
     assert sync.document_ids() == {"reports/q3.pdf"}
 
 
+def test_each_objects_outcome_is_kept_and_the_log_line_carries_the_stores_counts(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    from retrieval_core import container
+
+    documents = container.get_document_service()
+    documents.ensure_store(sync.store)  # a failed first object creates no store: nothing to record it in
+    sync.put("reports/q3.pdf", corrupt_pdf_bytes(), "application/pdf")
+    sync.sync()
+    (failed,), _, counts = documents.document_statuses(sync.store, "failed")
+    assert (failed.document_id, failed.code) == ("reports/q3.pdf", "unreadable_document")
+    assert failed.written_by is not None and failed.written_by.startswith("s3:")
+    assert (counts.scanned, counts.failed, counts.now_failed) == (1, 1, 1)
+    applied = [r for r in ingest_log if r.getMessage() == "S3 event applied"]
+    assert getattr(applied[-1], "status", None) == "failed"
+    assert getattr(applied[-1], "ingestion", {})["failed"] == 1
+
+    report = pdf_bytes(["Quarterly report: expenses fell by 4 percent."])
+    sync.put("reports/q3.pdf", report, "application/pdf")
+    sync.sync()
+    sync.put("reports/q3.pdf", report, "application/pdf")  # the same bytes again: unchanged, not parsed
+    sync.sync()
+    ok, _, counts = documents.document_statuses(sync.store, "ok")
+    assert [(r.document_id, r.change) for r in ok] == [("reports/q3.pdf", "unchanged")]
+    assert (counts.added, counts.unchanged, counts.now_failed) == (1, 1, 0)
+    applied = [r for r in ingest_log if r.getMessage() == "S3 event applied"]
+    assert [getattr(r, "outcome", None) for r in applied[-2:]] == ["created", "unchanged"]
+    assert getattr(applied[-1], "ingestion", {})["scanned"] == 3
+
+    sync.delete("reports/q3.pdf")
+    sync.sync()
+    ok, _, counts = documents.document_statuses(sync.store, "ok")
+    assert (ok, counts.deleted) == ([], 1)
+
+
 def test_an_object_over_its_parsing_budget_is_acknowledged_and_logged_with_the_limit(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:

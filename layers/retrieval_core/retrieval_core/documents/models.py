@@ -76,6 +76,10 @@ class SourceInput:
     content_type: str | None = None  # declared; None: decided from `name` and the bytes
     name: str | None = None  # file name: its suffix helps detection; becomes `fileName` metadata
     metadata: dict[str, Any] = field(default_factory=dict)  # given by the caller or a sidecar
+    # The parse options that change what the parsers make of the bytes, as one canonical string ("":
+    # the defaults). Part of the source key (prepare.source_key): the same bytes under other options are
+    # parsed again, not answered `unchanged`.
+    parse_options: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,9 @@ Hashes and fingerprints:
 - `content_sha256`: SHA-256 of a document's own bytes (the file's, or a canonical serialisation of
   its record for CSV/JSONL);
 - `source_sha256`: SHA-256 of the whole source's bytes;
+- `source_key`: what the parsers are given besides the service's settings: the bytes' hash, the declared
+  content type, the file name and the parse options (`SourceInput.parse_options`). A source whose key and
+  fingerprint match what is stored is answered `unchanged` before it is parsed (documents/unchanged.py);
 - `fingerprint`: everything else that shapes the stored chunks and vectors. A document with the same
   content hash and fingerprint is never re-embedded.
 """
@@ -80,6 +83,7 @@ class PreparedSource:
 
     source_id: str
     source_sha256: str
+    source_key: str
     content_type: str
     fingerprint: str
     caller_metadata: dict[str, Any]
@@ -101,6 +105,13 @@ def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embeddin
         embedding_model,
         TITLE_CONVENTION,
     ]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def source_key(source: SourceInput, source_sha256: str | None = None) -> str:
+    """SHA-256 of what the parsers make a source of, besides the settings in `fingerprint`: its bytes (by
+    their hash, `source_sha256` when already known), declared content type, file name and parse options."""
+    parts = [source_sha256 or sha256_hex(source.data), source.content_type, source.name, source.parse_options]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -131,7 +142,7 @@ def prepare_source(
             doc_id = source.source_id
         check_document_id(doc_id)
         check_parsed(doc, f"records[{doc.record_number or number}]" if parsed.is_records else "document")
-        content_sha256 = _sha256(_canonical_record(doc) if parsed.is_records else source.data)
+        content_sha256 = sha256_hex(_canonical_record(doc) if parsed.is_records else source.data)
         meter.tick()
         chunks = chunk_blocks(doc.blocks, chunk_size, chunk_overlap)
         meter.within("max_chunks", len(chunks), f"document '{doc_id[:80]}': chunks")
@@ -144,9 +155,11 @@ def prepare_source(
     if not by_id:
         raise EmptyDocumentError(parsed.content_type)
     meter.check()
+    source_sha256 = sha256_hex(source.data)
     return PreparedSource(
         source.source_id,
-        _sha256(source.data),
+        source_sha256,
+        source_key(source, source_sha256),
         parsed.content_type,
         fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model),
         dict(source.metadata),
@@ -250,5 +263,6 @@ def _canonical_record(doc: ParsedDocument) -> bytes:
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 
 
-def _sha256(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of `data`."""
     return hashlib.sha256(data).hexdigest()

@@ -1,34 +1,37 @@
 """`retrieval sync` and `retrieval ingest`: reconcile a store with a tree of files, and report it.
 
 The plan compares each file's SHA-256 with `DocumentService.source_hashes`: a new id is added, a
-different hash updated, the same hash left alone (nothing read twice, parsed or embedded). With
-`prune`, stored sources whose id is no longer in the tree are deleted, whatever wrote them. Sidecar
-metadata is applied with `put_source_metadata`, which changes metadata without re-embedding.
+different hash updated, the same hash left alone (nothing read twice, parsed or embedded). Stored sources
+whose id is no longer in the tree are reported (`gone`); with `prune` they are deleted, whatever wrote
+them. Sidecar metadata is applied with `put_source_metadata`, which changes metadata without
+re-embedding. A dry run parses what it would write, so a file that would fail is reported failed.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval_core.db.document_status import Outcome
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
+from retrieval_core.documents.ingest_status import SKIPPING_ERRORS
 from retrieval_core.documents.models import Actor, SourceInput, SourceWrite, StoreDefinition
+from retrieval_core.documents.prepare import sha256_hex
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.documents.sidecar import read_sidecar
 from retrieval_core.exceptions import RetrievalError, SourceReadError, StoreNotFoundError
-from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
 
-# Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
-SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)
+# How many ids of stored sources gone from the tree the report's line names.
+GONE_NAMED = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a sync will do. `stored` is None when the store does not exist yet."""
+    """What a sync will do. `stored` is None when the store does not exist yet. `gone`: the stored sources
+    no longer in the tree (`deleted` with prune, else left in the store and reported)."""
 
     added: list[Entry]
     updated: list[Entry]
@@ -37,6 +40,7 @@ class Plan:
     skipped: list[Skipped]
     failed: list[Failed]
     stored: dict[str, str] | None
+    gone: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,8 @@ class Report:
     failed: list[Failed] = field(default_factory=list)
     documents_written: int = 0
     chunks_written: int = 0
+    # Stored sources no longer in the tree, kept because `prune` was not given (sync only).
+    not_in_tree: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` report (docs/loading-documents.md, "Loading documents")."""
@@ -109,6 +115,7 @@ class Report:
             ],
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "failed": [{"path": f.path, "code": f.code, "message": f.message} for f in self.failed],
+            "notInTree": list(self.not_in_tree),
             "totals": {
                 "added": len(self.added),
                 "updated": len(self.updated),
@@ -119,6 +126,7 @@ class Report:
                 "documentsWritten": self.documents_written,
                 "chunksWritten": self.chunks_written,
                 "documentsDeleted": sum(len(d.documents) for d in self.deleted),
+                "notInTree": len(self.not_in_tree),
             },
         }
 
@@ -136,6 +144,8 @@ class Report:
             ]
         lines += [f"skipped       {s.path}: {s.reason}" for s in self.skipped]
         lines += [f"failed        {f.path}: [{f.code}] {f.message}" for f in self.failed]
+        if self.not_in_tree:
+            lines.append(self._gone_line())
         counts = (
             f"added {len(self.added)}, updated {len(self.updated)}, unchanged {len(self.unchanged)}, "
             f"deleted {len(self.deleted)}, skipped {len(self.skipped)}, failed {len(self.failed)}"
@@ -147,6 +157,14 @@ class Report:
             chunks = _plural(self.chunks_written, "chunk")
             lines.append(f"{counts}: {written} written ({chunks}) in store '{self.store}'")
         return lines
+
+    def _gone_line(self) -> str:
+        count = len(self.not_in_tree)
+        where = "under the prefix" if self.root.startswith("s3://") else "in the folder"
+        named = ", ".join(self.not_in_tree[:GONE_NAMED])
+        more = f" and {count - GONE_NAMED} more" if count > GONE_NAMED else ""
+        are, them = ("is", "it") if count == 1 else ("are", "them")
+        return f"{_plural(count, 'stored document')} {are} not {where}; --prune removes {them}: {named}{more}"
 
 
 def make_plan(
@@ -182,8 +200,8 @@ def make_plan(
             (unchanged if same else updated).append(entry)
     # A file that is there but skipped (hidden, in a folder that could not be listed) is not gone.
     present = {e.source_id for e in listing.entries} | {prefix + s.path for s in listing.skipped}
-    deleted = sorted(s for s in known if s.startswith(prefix) and not _within(s, present)) if prune else []
-    return Plan(added, updated, unchanged, deleted, list(listing.skipped), failed, stored)
+    gone = sorted(s for s in known if s.startswith(prefix) and not _within(s, present))
+    return Plan(added, updated, unchanged, gone if prune else [], list(listing.skipped), failed, stored, gone)
 
 
 def _within(source_id: str, present: set[str]) -> bool:
@@ -241,6 +259,7 @@ def plan_sync(
         ),
         plan.failed,
         plan.stored,
+        plan.gone,
     )
 
 
@@ -259,20 +278,65 @@ def _unreadable(tree: Tree, entry: Entry) -> str | None:
     return None
 
 
-def planned_report(plan: Plan, store: str, root: str, prune: bool) -> Report:
-    """The report of a dry run: the plan, nothing written."""
-    return Report(
+def planned_report(
+    plan: Plan,
+    tree: Tree,
+    documents: DocumentService,
+    store: str,
+    root: str,
+    prune: bool,
+    progress: bool = True,
+) -> Report:
+    """The report of a dry run: the plan, with each file to add or update read and parsed as its write
+    would parse it (a corrupt file is failed, an empty one skipped, with the write's code and message)
+    and its sidecar read. Nothing is embedded or written."""
+    from tqdm import tqdm
+
+    report = Report(
         store,
         root,
         dry_run=True,
         prune=prune,
-        added=[Written(e.path, e.source_id) for e in plan.added],
-        updated=[Written(e.path, e.source_id) for e in plan.updated],
         unchanged=[Written(e.path, e.source_id) for e in plan.unchanged],
         deleted=[Deleted(s, []) for s in plan.deleted],
         skipped=list(plan.skipped),
         failed=list(plan.failed),
     )
+    sidecars = _read_sidecars(tree, [*plan.added, *plan.updated], report)
+    changes = [(report.added, e) for e in plan.added] + [(report.updated, e) for e in plan.updated]
+    to_parse = [(into, e) for into, e in changes if e.source_id in sidecars]
+    disabled = not progress or not to_parse
+    with tqdm(total=len(to_parse), desc="parse", unit=" files", disable=disabled) as bar:
+        for into, entry in to_parse:
+            outcome = _parsed(tree, documents, entry, plan.stored or {})
+            if isinstance(outcome, Written):
+                into.append(outcome)
+            elif isinstance(outcome, Skipped):
+                report.skipped.append(outcome)
+            else:
+                report.failed.append(outcome)
+            bar.update(1)
+    report.skipped.sort(key=lambda s: s.path)
+    return report
+
+
+def _parsed(
+    tree: Tree, documents: DocumentService, entry: Entry, stored: dict[str, str]
+) -> Written | Skipped | Failed:
+    """What writing `entry` would come to, short of embedding: its documents and chunks, or why not."""
+    try:
+        data = tree.read(entry.location)
+        prepared = documents.read_source(SourceInput(entry.source_id, data, name=entry.name))
+    except SKIPPING_ERRORS as exc:
+        return Skipped(entry.path, exc.message + _kept(entry, stored))
+    except RetrievalError as exc:
+        return Failed(entry.path, exc.code, exc.message)
+    chunks = sum(len(d.chunks) for d in prepared.documents)
+    return Written(entry.path, entry.source_id, len(prepared.documents), chunks)
+
+
+def _kept(entry: Entry, stored: dict[str, str]) -> str:
+    return "; the version stored before is kept" if entry.source_id in stored else ""
 
 
 def apply_plan(
@@ -298,6 +362,7 @@ def apply_plan(
         # Before the writes, so that new and changed files are written with their sidecar's metadata.
         changed = _put_sidecars(documents, report.store, present, sidecars, actor)
     to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
+    compared: list[Outcome] = []  # files the plan found unchanged: their outcome is recorded here
     for entry in plan.unchanged:
         if entry.source_id not in sidecars:
             continue
@@ -305,8 +370,11 @@ def apply_plan(
             report.updated.append(
                 Written(entry.path, entry.source_id, changed[entry.source_id], 0, metadata_only=True)
             )
+            compared.append(Outcome(entry.source_id, "ok", change="updated"))
         else:
             report.unchanged.append(Written(entry.path, entry.source_id))
+            compared.append(Outcome(entry.source_id, "ok", change="unchanged"))
+    documents.record_outcomes(report.store, compared, actor)
     written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor)
     if plan.stored is None and written:
         # A new store exists only once a file is written in it; its sidecars follow the first write.
@@ -319,7 +387,7 @@ def apply_plan(
 
 def sha256(data: bytes) -> str:
     """Hex SHA-256, as `source_hashes` gives it."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def _read_sidecars(tree: Tree, entries: list[Entry], report: Report) -> dict[str, dict[str, Any] | None]:
@@ -391,8 +459,7 @@ def _write(
                 written.append(entry)
                 _record_write(report, entry, result)
             elif isinstance(result, SKIPPING_ERRORS):
-                kept = "; the version stored before is kept" if entry.source_id in stored else ""
-                report.skipped.append(Skipped(entry.path, result.message + kept))
+                report.skipped.append(Skipped(entry.path, result.message + _kept(entry, stored)))
             else:
                 report.failed.append(Failed(entry.path, result.code, result.message))
             bar.update(1)

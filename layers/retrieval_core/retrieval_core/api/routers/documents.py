@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import threading
+from dataclasses import asdict
 from typing import Annotated, Any
 from urllib.parse import unquote_to_bytes
 
@@ -32,8 +33,12 @@ from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
+    DocumentStatusItem,
+    DocumentStatusListResponse,
     DocumentWriteItem,
     DocumentWriteResponse,
+    IngestionOutcome,
+    IngestionStatistics,
     SourceBlock,
     StoreListResponse,
     StorePutRequest,
@@ -154,7 +159,11 @@ async def delete_store(store: Text, documents: DocumentsDep, grant: GrantDep, ac
     return Response(status_code=204)
 
 
-@router.get("/{store}/documents", response_model=DocumentListResponse, openapi_extra=_errors(422))
+@router.get(
+    "/{store}/documents",
+    response_model=DocumentListResponse | DocumentStatusListResponse,
+    openapi_extra=_errors(422),
+)
 async def list_documents(
     store: Text,
     documents: DocumentsDep,
@@ -162,11 +171,37 @@ async def list_documents(
     prefix: Annotated[Text, Query(max_length=1024)] = "",
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None,
-) -> DocumentListResponse:
+    status: Annotated[
+        IngestionOutcome | None,
+        Query(description="List sources by their last write's outcome instead, with the store's counts."),
+    ] = None,
+) -> DocumentListResponse | DocumentStatusListResponse:
     """Documents whose id starts with `prefix`, in id order (byte order), `limit` per page (scope read).
 
+    With `status` (ok, failed or skipped): the sources whose last write came to it, failed ones included
+    (they have no document), each with its code, message and time, and the store's ingestion counts.
     Pass `nextCursor` back as `cursor` for the next page; it is null on the last one.
     """
+    if status is not None:
+        rows, after, counts = await run_in_threadpool(
+            documents.document_statuses, store, status, prefix, limit, cursor, grant
+        )
+        return DocumentStatusListResponse(
+            documents=[
+                DocumentStatusItem(
+                    document_id=r.document_id,
+                    status=r.outcome,
+                    change=r.change,
+                    code=r.code,
+                    message=r.message,
+                    written_by=r.written_by,
+                    at=r.at,
+                )
+                for r in rows
+            ],
+            statistics=IngestionStatistics(**asdict(counts)),
+            next_cursor=after,
+        )
     page, next_cursor = await run_in_threadpool(documents.list_documents, store, prefix, limit, cursor, grant)
     return DocumentListResponse(documents=[_document_response(d) for d in page], next_cursor=next_cursor)
 
