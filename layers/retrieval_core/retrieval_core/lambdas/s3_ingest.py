@@ -241,7 +241,8 @@ class IngestProcessor:
             metrics.count("StaleEvents")
             return {"outcome": "stale"}
         metrics.count("ObjectsIngested")
-        return {"outcome": written.status, "chunks": written.chunk_count}
+        # duplicateOf: other documents of the store with the same content (the same file under other keys).
+        return {"outcome": written.status, "chunks": written.chunk_count, "duplicateOf": written.duplicate_of}
 
     def _remove(
         self,

@@ -168,6 +168,8 @@ class KnowledgeService:
             )
             sources = extract_sources(grounding)
             kept = graded(sources, request.grade)
+            if request.collapse_duplicates:
+                kept = distinct_texts(kept)
             response = RetrieveResponse(
                 results=chunk_results(kept),
                 query=request.query,
@@ -386,6 +388,19 @@ def graded(sources: list[KnowledgeSource], grade: float) -> list[KnowledgeSource
     ]
     # Stable: Gemini's own order among equal scores and among the unscored.
     return sorted(kept, key=lambda s: (s.score is None, -(s.score or 0.0)))
+
+
+def distinct_texts(sources: list[KnowledgeSource]) -> list[KnowledgeSource]:
+    """Sources without those whose chunk text a better-ranked one has (File Search keeps no content hash)."""
+    seen: set[str] = set()
+    kept = []
+    for source in sources:
+        if source.chunk:
+            if source.chunk in seen:
+                continue
+            seen.add(source.chunk)
+        kept.append(source)
+    return kept
 
 
 def chunk_results(sources: list[KnowledgeSource]) -> list[ChunkResult]:
