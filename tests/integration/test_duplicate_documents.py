@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
@@ -155,3 +157,43 @@ def test_the_cli_report_names_the_stored_copy(
             "duplicateOf": ["handbook.md", "files/old/handbook.md"],
         }
     ]
+
+
+def test_rows_of_an_attached_table_with_the_same_text_appear_once(
+    client: TestClient, postgres_dsn: str, service: Any
+) -> None:
+    """An attached table keeps no content hash: its rows are compared by their text."""
+    texts = [OTHERS["parking"], OTHERS["parking"], OTHERS["laptops"], OTHERS["canteen"]]
+    vectors = service.embedder.embed(texts, "document")
+    table = f"team.notes_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS team")
+        conn.execute(
+            f"CREATE TABLE {table} (id text PRIMARY KEY, body text, embedding vector({len(vectors[0])}))"
+        )
+        for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            literal = "[" + ",".join(map(str, vector)) + "]"
+            conn.execute(f"INSERT INTO {table} VALUES (%s, %s, %s::vector)", (f"row-{n}", text, literal))
+    name = f"att-{uuid.uuid4().hex[:8]}"
+    columns = {"id": "id", "content": "body", "embedding": "embedding"}
+    assert (
+        client.put(
+            f"/api/v1/stores/{name}", json={"source": {"table": table, "columns": columns}}
+        ).status_code
+        == 201
+    )
+    try:
+        body = {
+            "query": "where do visitors park",
+            "store": name,
+            "grade": 0.0,
+            "engineName": "naive",
+            "similarityTopK": 2,
+        }
+        collapsed = client.post(RETRIEVE, json=body).json()["results"]
+        assert collapsed[0]["id"] == "row-0" and len(collapsed) == 2
+        assert collapsed[1]["content"] != OTHERS["parking"]
+        every = client.post(RETRIEVE, json={**body, "collapseDuplicates": False}).json()["results"]
+        assert [r["id"] for r in every] == ["row-0", "row-1"]
+    finally:
+        client.delete(f"/api/v1/stores/{name}")
