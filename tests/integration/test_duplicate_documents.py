@@ -97,7 +97,7 @@ def test_deleting_the_original_leaves_the_duplicate_searchable(client: TestClien
 
 def test_many_copies_do_not_shorten_the_answer(client: TestClient, store: str) -> None:
     """Copies that fill every candidate place send the search deeper: k distinct results, not one."""
-    copies = [f"copy-{n}" for n in range(6)]
+    copies = [f"copy-{n}" for n in range(9)]
     for n, doc_id in enumerate(copies):
         written = put_file(client, store, doc_id, HANDBOOK, f"handbook-{n}.md")
         assert written["duplicateOf"] == copies[:n]

@@ -17,6 +17,11 @@ from collections.abc import Callable, Sequence
 
 from retrieval_core.db.scored_chunk import ScoredChunk
 
+# The first search asks for this share more candidates than wanted (at least FIRST_MARGIN_MIN more), so
+# that a few copies cost no second search: the exact scan sorts every row whatever the depth, and the
+# HNSW scan visits ef_search (default 40) candidates anyway.
+FIRST_MARGIN = 0.5
+FIRST_MARGIN_MIN = 5
 # A search whose candidates lost places to duplicates is run again, deeper, at most this many times...
 REFILL_SEARCHES = 2
 # ... and never deeper than this many times the candidates asked for.
@@ -45,12 +50,12 @@ def distinct_candidates(search: Callable[[int], list[ScoredChunk]], limit: int) 
     """The candidates `search(limit)` would give if no duplicate were stored, duplicates collapsed.
 
     `search(n)` returns the n nearest chunks (nearest first) and, in a hybrid search, the n best keyword
-    hits beside them. When collapsing leaves fewer than `limit` of either while the search filled its
-    `n`, it runs again, deeper by the share of duplicates seen (REFILL_SEARCHES times at most, never past
-    MAX_DEPTH_FACTOR x `limit`). The answer is cut back to the `limit` nearest and the `limit` best
-    keyword hits, as one search of `limit` gives.
+    hits beside them. The first search goes FIRST_MARGIN deeper than `limit`. When collapsing leaves
+    fewer than `limit` of either while the search filled its `n`, it runs again, deeper by the share of
+    duplicates seen (REFILL_SEARCHES times at most, never past MAX_DEPTH_FACTOR x `limit`). The answer
+    is cut back to the `limit` nearest and the `limit` best keyword hits, as one search of `limit` gives.
     """
-    depth = limit
+    depth = limit + max(FIRST_MARGIN_MIN, int(limit * FIRST_MARGIN))
     found = search(depth)
     distinct = collapse_duplicates(found)
     for _ in range(REFILL_SEARCHES):
