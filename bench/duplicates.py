@@ -105,7 +105,7 @@ def main() -> None:
     groups = {"with copies": queries[:half], "without": queries[half:]}
 
     samples: dict[tuple[str, str], list[float]] = {(g, m): [] for g in groups for m in METHODS}
-    distinct: dict[tuple[str, str], list[int]] = {(g, m): [] for g in groups for m in METHODS}
+    distinct: dict[tuple[str, str], list[float]] = {(g, m): [] for g in groups for m in METHODS}
     for number in range(args.passes):
         for group, members in groups.items():
             for query in members:
