@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from retrieval_core.backends.gemini.service import distinct_texts
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.schemas.knowledge import KnowledgeSource
-from retrieval_core.search.duplicates import collapse_duplicates, distinct_candidates
+from retrieval_core.search.duplicates import collapse_duplicates, distinct_candidates, first_of_each_text
 
 
 def chunk(
@@ -115,4 +114,4 @@ def test_gemini_sources_with_the_same_text_appear_once() -> None:
         KnowledgeSource(document_id="d4", chunk=None),
         KnowledgeSource(document_id="d5", chunk=None),
     ]
-    assert [s.document_id for s in distinct_texts(sources)] == ["d1", "d3", "d4", "d5"]
+    assert [s.document_id for s in first_of_each_text(sources, lambda s: s.chunk)] == ["d1", "d3", "d4", "d5"]

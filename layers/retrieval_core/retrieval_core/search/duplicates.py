@@ -13,9 +13,12 @@ many results as it would if the duplicates were not stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from retrieval_core.db.scored_chunk import ScoredChunk
+
+T = TypeVar("T")
 
 # The first search asks for this share more candidates than wanted (at least FIRST_MARGIN_MIN more), so
 # that a few copies cost no second search: the exact scan sorts every row whatever the depth, and the
@@ -32,17 +35,27 @@ def collapse_duplicates(chunks: Sequence[ScoredChunk]) -> list[ScoredChunk]:
     """`chunks` (best first) without those of a document whose content an earlier chunk's document has,
     nor, for chunks without a content hash, those whose text an earlier one has."""
     first_document: dict[str, str] = {}
-    texts: set[str] = set()
-    kept: list[ScoredChunk] = []
-    for chunk in chunks:
-        if chunk.content_sha256 is not None:
-            if first_document.setdefault(chunk.content_sha256, chunk.document_id) != chunk.document_id:
+    by_hash = [
+        c
+        for c in chunks
+        if c.content_sha256 is None
+        or first_document.setdefault(c.content_sha256, c.document_id) == c.document_id
+    ]
+    return first_of_each_text(by_hash, lambda c: c.content if c.content_sha256 is None else None)
+
+
+def first_of_each_text(items: Iterable[T], text_of: Callable[[T], str | None]) -> list[T]:
+    """`items` (best first) without those whose text an earlier one has; an item without a text (None or
+    empty) says nothing about sameness and is kept."""
+    seen: set[str] = set()
+    kept: list[T] = []
+    for item in items:
+        text = text_of(item)
+        if text:
+            if text in seen:
                 continue
-        elif chunk.content:
-            if chunk.content in texts:
-                continue
-            texts.add(chunk.content)
-        kept.append(chunk)
+            seen.add(text)
+        kept.append(item)
     return kept
 
 

@@ -32,6 +32,7 @@ from retrieval_core.schemas.knowledge import (
 )
 from retrieval_core.schemas.results import ChunkResult
 from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest, RetrieveResponse
+from retrieval_core.search.duplicates import first_of_each_text
 
 if TYPE_CHECKING:
     from google.genai import Client
@@ -168,8 +169,8 @@ class KnowledgeService:
             )
             sources = extract_sources(grounding)
             kept = graded(sources, request.grade)
-            if request.collapse_duplicates:
-                kept = distinct_texts(kept)
+            if request.collapse_duplicates:  # File Search keeps no content hash: same text, same chunk
+                kept = first_of_each_text(kept, lambda s: s.chunk)
             response = RetrieveResponse(
                 results=chunk_results(kept),
                 query=request.query,
@@ -388,19 +389,6 @@ def graded(sources: list[KnowledgeSource], grade: float) -> list[KnowledgeSource
     ]
     # Stable: Gemini's own order among equal scores and among the unscored.
     return sorted(kept, key=lambda s: (s.score is None, -(s.score or 0.0)))
-
-
-def distinct_texts(sources: list[KnowledgeSource]) -> list[KnowledgeSource]:
-    """Sources without those whose chunk text a better-ranked one has (File Search keeps no content hash)."""
-    seen: set[str] = set()
-    kept = []
-    for source in sources:
-        if source.chunk:
-            if source.chunk in seen:
-                continue
-            seen.add(source.chunk)
-        kept.append(source)
-    return kept
 
 
 def chunk_results(sources: list[KnowledgeSource]) -> list[ChunkResult]:
