@@ -94,16 +94,23 @@ def test_the_deeper_search_is_bounded() -> None:
     assert store.depths == [8, 12]
 
 
-def test_a_hybrid_pool_keeps_the_k_nearest_and_the_k_best_keyword_hits() -> None:
+def test_a_hybrid_pool_keeps_the_k_nearest_and_the_k_best_keyword_hits_marked_as_such() -> None:
+    """A pool searched deeper than asked, cut back to what a search of k gives: a chunk kept for one list
+    no longer counts in the other (fusion ranks each list)."""
     pool = [
         chunk("a", 0, "h", keyword_score=0.9),
         chunk("b", 0, "h", keyword_score=0.9),
-        chunk("c", 0, "c"),
+        chunk("c", 0, "c", keyword_score=0.05),
         chunk("d", 0, "d", keyword_score=0.1, vector_hit=False),
         chunk("e", 0, "e"),
-        chunk("f", 0, "f", keyword_score=0.5, vector_hit=False),
+        chunk("f", 0, "f", keyword_score=0.5),
     ]
-    assert keys(distinct_candidates(lambda n: pool, 2)) == [("a", 0), ("c", 0), ("f", 0)]
+    kept = distinct_candidates(lambda n: pool, 2)
+    assert [(c.key[0], c.vector_hit, c.keyword_score) for c in kept] == [
+        ("a", True, 0.9),
+        ("c", True, None),
+        ("f", False, 0.5),
+    ]
 
 
 def test_gemini_sources_with_the_same_text_appear_once() -> None:

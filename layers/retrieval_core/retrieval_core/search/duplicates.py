@@ -14,6 +14,7 @@ many results as it would if the duplicates were not stored.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from retrieval_core.db.scored_chunk import ScoredChunk
@@ -93,13 +94,27 @@ def _short(found: list[ScoredChunk], distinct: list[ScoredChunk], depth: int, li
 
 
 def _first(chunks: list[ScoredChunk], limit: int) -> list[ScoredChunk]:
-    """The `limit` nearest of `chunks` and their `limit` best keyword hits, in the given order."""
-    nearest = [c.key for c in chunks if c.vector_hit][:limit]
-    keyword = sorted(
-        (c for c in chunks if c.keyword_score is not None), key=lambda c: -(c.keyword_score or 0.0)
-    )[:limit]
-    kept = {*nearest, *(c.key for c in keyword)}
-    return [c for c in chunks if c.key in kept]
+    """The `limit` nearest of `chunks` and their `limit` best keyword hits, in the given order, each marked
+    as one search of `limit` marks it: a vector hit only among the nearest, a keyword score only among
+    the best keyword hits (fusion ranks each list by these)."""
+    nearest = {c.key for c in [c for c in chunks if c.vector_hit][:limit]}
+    keyword = {
+        c.key
+        for c in sorted(
+            (c for c in chunks if c.keyword_score is not None), key=lambda c: -(c.keyword_score or 0.0)
+        )[:limit]
+    }
+    kept: list[ScoredChunk] = []
+    for chunk in chunks:
+        in_nearest, in_keyword = chunk.key in nearest, chunk.key in keyword
+        if not (in_nearest or in_keyword):
+            continue
+        if chunk.vector_hit != in_nearest or (chunk.keyword_score is not None and not in_keyword):
+            chunk = replace(
+                chunk, vector_hit=in_nearest, keyword_score=chunk.keyword_score if in_keyword else None
+            )
+        kept.append(chunk)
+    return kept
 
 
 def _is_vector_hit(chunk: ScoredChunk) -> bool:
