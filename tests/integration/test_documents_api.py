@@ -49,6 +49,7 @@ def test_put_get_list_delete_a_text_document(client: TestClient, store: str) -> 
         "contentType": "text/plain",
         "documents": None,
         "removed": None,
+        "duplicateOf": [],
     }
     again = client.put(doc_url(store, "visitors"), json=body)
     assert (again.status_code, again.json()["status"]) == (200, "unchanged")
@@ -316,7 +317,9 @@ def test_a_jsonl_file_answers_with_each_record_and_the_removed_ones(client: Test
     body = {"content": b64(jsonl_bytes(records[:1])), "fileName": "corpus.jsonl"}
     second = client.put(doc_url(store, "corpus.jsonl"), json=body).json()
     assert second["status"] == "updated" and second["removed"] == ["d2"]
-    assert second["documents"] == [{"documentId": "d1", "status": "unchanged", "chunkCount": 1}]
+    assert second["documents"] == [
+        {"documentId": "d1", "status": "unchanged", "chunkCount": 1, "duplicateOf": []}
+    ]
     assert client.get(doc_url(store, "d1")).json()["source"] == "corpus.jsonl"
     assert client.delete(doc_url(store, "corpus.jsonl")).status_code == 204
     assert client.get(doc_url(store, "d1")).status_code == 404

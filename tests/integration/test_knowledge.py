@@ -15,6 +15,7 @@ from tests.integration.knowledge_support import (  # noqa: F401 (gemini, gemini_
     FILE_SEARCH_GROUNDING,
     GEMINI_KEY,
     HVAC_DISPLAY,
+    HVAC_ESCALATION,
     HVAC_MANUAL,
     HVAC_STORE,
     LEGACY_GROUNDING,
@@ -283,6 +284,24 @@ def test_retrieve_on_a_file_search_store_returns_the_chunks_in_the_retrieve_shap
     sent = gemini.generate_calls()[0].json()["tools"][0]["fileSearch"]
     assert (sent.get("top_k") or sent.get("topK")) == 8
     assert (sent.get("metadata_filter") or sent.get("metadataFilter")) == 'source_type = "s3" AND year = 2024'
+
+
+def test_retrieve_on_gemini_shows_chunks_of_the_same_text_once_unless_asked(
+    client: TestClient, gemini: FakeGemini
+) -> None:
+    """File Search keeps no content hash: a chunk whose text a better-ranked one has is a copy."""
+    chunks = FILE_SEARCH_GROUNDING["groundingChunks"]
+    copy = {
+        "retrievedContext": {**chunks[2]["retrievedContext"], "documentName": f"{HVAC_STORE}/documents/copy"}
+    }
+    gemini.groundings[HVAC_STORE] = {**FILE_SEARCH_GROUNDING, "groundingChunks": [*chunks, copy]}
+    collapsed = retrieve(client, cacheTTLms=0).json()["results"]
+    assert [r["metadata"]["documentId"] for r in collapsed] == [HVAC_MANUAL, HVAC_MANUAL, HVAC_ESCALATION]
+    every = retrieve(client, cacheTTLms=0, collapseDuplicates=False).json()["results"]
+    assert [r["metadata"]["documentId"] for r in every][2:] == [
+        HVAC_ESCALATION,
+        f"{HVAC_STORE}/documents/copy",
+    ]
 
 
 def test_retrieve_sends_a_filter_tree_in_gemini_syntax_and_refuses_what_gemini_cannot_express(

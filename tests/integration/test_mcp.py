@@ -200,7 +200,13 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
                 "memory_store",
                 {"text": text, "metadata": {"project": "atlas", "year": 2024}, "store": MEMORY},
             )
-            assert stored == {"id": memory_id(text), "store": MEMORY, "status": "created", "chunkCount": 1}
+            assert stored == {
+                "id": memory_id(text),
+                "store": MEMORY,
+                "status": "created",
+                "chunkCount": 1,
+                "duplicateOf": [],
+            }
             # A retry without an id lands on the same memory: nothing duplicated, nothing re-embedded.
             again = await call(
                 client,
@@ -238,7 +244,13 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
             replaced = await call(
                 client, "memory_store", {"text": "New note about rotas.", "id": "notes/1", "store": MEMORY}
             )
-            assert replaced == {"id": "notes/1", "store": MEMORY, "status": "updated", "chunkCount": 1}
+            assert replaced == {
+                "id": "notes/1",
+                "store": MEMORY,
+                "status": "updated",
+                "chunkCount": 1,
+                "duplicateOf": [],
+            }
             notes = await call(client, "memory_search", {"query": "note", "limit": 10, "store": MEMORY})
             assert [r["content"] for r in notes["results"] if r["documentId"] == "notes/1"] == [
                 "New note about rotas."

@@ -510,6 +510,25 @@ def test_a_poison_message_reaches_the_dead_letter_queue_after_3_receives(sync: S
     assert sync.document_ids() == {"policy.txt"}
 
 
+def test_the_same_file_under_a_second_key_is_logged_as_a_duplicate_of_the_first(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    sync.put("policies/expenses.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync()
+    sync.put("archive/expenses-2025.txt", HANDBOOK.encode(), "text/plain")
+    sync.sync()
+    applied = {
+        getattr(r, "source", None): getattr(r, "duplicateOf", None)
+        for r in ingest_log
+        if r.getMessage() == "S3 event applied"
+    }
+    assert applied == {"policies/expenses.txt": [], "archive/expenses-2025.txt": ["policies/expenses.txt"]}
+    # Both are stored; search shows the content once.
+    assert sync.document_ids() == {"policies/expenses.txt", "archive/expenses-2025.txt"}
+    assert len(sync.search("When are expense reports due?")) == 1
+    assert len(sync.search("When are expense reports due?", collapseDuplicates=False)) == 2
+
+
 def test_a_corrupt_pdf_and_a_scan_are_acknowledged_and_logged_with_their_key_and_reason(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_line() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
-    assert SCHEMA_VERSION == 17
+    assert SCHEMA_VERSION == 18
     assert MIGRATIONS[0].description == "stores, documents, chunks"
     assert (
         MIGRATIONS[10].description
@@ -34,6 +34,9 @@ def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_
     assert MIGRATIONS[12].description == "stores: indexes for paged store lists and display-name lookups"
     assert MIGRATIONS[13].description == (
         "shared_indexes_ready(); no GIN pending lists; keyword_hits reads the shared index for any store"
+    )
+    assert MIGRATIONS[16].description == (
+        "documents: an index on each store's content hashes, for duplicates found at write time"
     )
     assert not any(m.outside_transaction for m in MIGRATIONS)
     assert len({m.checksum for m in MIGRATIONS}) == len(MIGRATIONS)

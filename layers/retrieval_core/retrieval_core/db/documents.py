@@ -45,6 +45,32 @@ def existing_hashes(conn: Connection, store: Store, document_ids: Sequence[str])
     return dict(rows.fetchall())
 
 
+def same_content_ids(
+    conn: Connection, store: Store, hashes: Sequence[str], most: int
+) -> dict[str, list[str]]:
+    """The ids of the documents sharing each of `hashes` (content_sha256) with at least one other, oldest
+    first and at most `most` a hash; a hash held by one document alone is left out.
+
+    Reads the index on (store_id, content_sha256) (migration 18): one probe per hash.
+    """
+    if not hashes:
+        return {}
+    rows = conn.execute(
+        """SELECT content_sha256, id FROM (
+               SELECT content_sha256, id, created_at,
+                      row_number() OVER (PARTITION BY content_sha256 ORDER BY created_at, id) AS n,
+                      count(*) OVER (PARTITION BY content_sha256) AS copies
+               FROM documents WHERE store_id = %s AND content_sha256 = ANY(%s::text[])) AS same
+           WHERE copies > 1 AND n <= %s
+           ORDER BY content_sha256, n""",
+        (store.id, list(hashes), most),
+    ).fetchall()
+    found: dict[str, list[str]] = {}
+    for content_sha256, document_id in rows:
+        found.setdefault(content_sha256, []).append(document_id)
+    return found
+
+
 def replace_documents(conn: Connection, store: Store, documents: Sequence[DocumentRow]) -> int | None:
     """Write `documents` in one transaction: each one's old chunks go and its new ones come at once.
 

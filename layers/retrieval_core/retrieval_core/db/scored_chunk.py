@@ -29,6 +29,9 @@ class ScoredChunk:
     vector_hit: bool = True
     # A row of an attached table: its own id (the table has no chunk index).
     row_id: str | None = None
+    # The content_sha256 of the chunk's document, when the search asked for it (collapsing duplicates);
+    # None for an attached row, whose table keeps no hash.
+    content_sha256: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:

@@ -59,8 +59,22 @@ def _embedding_column(store: Store, with_embeddings: bool, table: str = "") -> s
     )
 
 
+def _content_hash_column(store: Store, with_content_hash: bool, document_id: str) -> sql.Composable:
+    # The chunk's document's content hash, for collapsing duplicates: one primary-key probe a row.
+    if not with_content_hash:
+        return sql.SQL("")
+    return sql.SQL(
+        ", (SELECT d.content_sha256 FROM documents d WHERE d.store_id = {store_id} AND d.id = {document_id})"
+        " AS content_sha256"
+    ).format(store_id=sql.Literal(store.id), document_id=sql.SQL(document_id))
+
+
 def nearest_chunks_query(
-    store: Store, where: Predicate, exact: bool = False, with_embeddings: bool = False
+    store: Store,
+    where: Predicate,
+    exact: bool = False,
+    with_embeddings: bool = False,
+    with_content_hash: bool = False,
 ) -> sql.Composed:
     """The top-k query (composed once per store and filter shape: composing costs ~0.1 ms a request)."""
     # The HNSW scan checks the filter row by row: the plain form, whose estimate comes from the column's
@@ -72,12 +86,12 @@ def nearest_chunks_query(
     # scoped containment for a default 0.1% of the table and ANDed it with the store's whole range of
     # the primary key (6,007 entries read for 46 rows, 1.25x the same store alone).
     by_filter = exact and store.scoped_indexes and where.scoped_index_finds_rows
-    return _nearest_chunks_query(store, filters, exact, with_embeddings, by_filter)
+    return _nearest_chunks_query(store, filters, exact, with_embeddings, by_filter, with_content_hash)
 
 
 @lru_cache(maxsize=256)
 def _nearest_chunks_query(
-    store: Store, where_sql: str, exact: bool, with_embeddings: bool, by_filter: bool
+    store: Store, where_sql: str, exact: bool, with_embeddings: bool, by_filter: bool, with_content_hash: bool
 ) -> sql.Composed:
     """The top-k query.
 
@@ -96,7 +110,7 @@ def _nearest_chunks_query(
                      OFFSET 0) AS matching
                ORDER BY distance, document_id, chunk_index
                LIMIT %(limit)s)
-           SELECT c.document_id, c.chunk_index, c.content, c.metadata{c_embedding}, n.distance
+           SELECT c.document_id, c.chunk_index, c.content, c.metadata{c_embedding}, n.distance{c_hash}
            FROM nearest n JOIN chunks c ON c.store_id = {store_id}
                AND c.document_id = n.document_id AND c.chunk_index = n.chunk_index
            ORDER BY n.distance, c.document_id, c.chunk_index"""
@@ -107,31 +121,38 @@ def _nearest_chunks_query(
                WHERE store_id = {store_id}{filters}
                ORDER BY {distance}
                LIMIT %(limit)s)
-           SELECT * FROM nearest ORDER BY distance, document_id, chunk_index"""
+           SELECT nearest.*{n_hash} FROM nearest ORDER BY distance, document_id, chunk_index"""
     return sql.SQL(template).format(
         distance=_distance(store),
         store_id=sql.Literal(store.id),
         filters=filters_clause(where_sql),
         embedding=_embedding_column(store, with_embeddings),
         c_embedding=_embedding_column(store, with_embeddings, "c."),
+        c_hash=_content_hash_column(store, with_content_hash, "c.document_id"),
+        n_hash=_content_hash_column(store, with_content_hash, "nearest.document_id"),
         store_rows=sql.SQL("store_id + 0 = {}" if by_filter else "store_id = {}").format(
             sql.Literal(store.id)
         ),
     )
 
 
-def hybrid_chunks_query(store: Store, where: Predicate, with_embeddings: bool = False) -> sql.Composed:
+def hybrid_chunks_query(
+    store: Store, where: Predicate, with_embeddings: bool = False, with_content_hash: bool = False
+) -> sql.Composed:
     """Vector hits and keyword hits of one query in one round trip, each list `limit` long.
 
     Rows: the union of both lists, each with its exact distance, its keyword score (BM25; NULL when the
     keyword query does not match it) and whether it is a vector hit. Fusion happens in Python. Composed
     once per store and filter shape, as `nearest_chunks_query`.
     """
-    return _hybrid_chunks_query(store, where.sql, with_embeddings)  # row by row, as the HNSW scan's
+    # The filter row by row, as the HNSW scan's.
+    return _hybrid_chunks_query(store, where.sql, with_embeddings, with_content_hash)
 
 
 @lru_cache(maxsize=256)
-def _hybrid_chunks_query(store: Store, where_sql: str, with_embeddings: bool) -> sql.Composed:
+def _hybrid_chunks_query(
+    store: Store, where_sql: str, with_embeddings: bool, with_content_hash: bool
+) -> sql.Composed:
     return sql.SQL(
         """WITH vector_hits AS MATERIALIZED (
                SELECT document_id, chunk_index
@@ -144,7 +165,7 @@ def _hybrid_chunks_query(store: Store, where_sql: str, with_embeddings: bool) ->
                SELECT document_id, chunk_index, k.keyword_score, v.document_id IS NOT NULL AS vector_hit
                FROM vector_hits v FULL JOIN keyword_hits k USING (document_id, chunk_index))
            SELECT c.document_id, c.chunk_index, c.content, c.metadata, c.{distance} AS distance,
-                  hits.keyword_score, hits.vector_hit{embedding}
+                  hits.keyword_score, hits.vector_hit{embedding}{content_hash}
            FROM hits JOIN chunks c ON c.store_id = {store_id}
                AND c.document_id = hits.document_id AND c.chunk_index = hits.chunk_index
            ORDER BY distance, c.document_id, c.chunk_index"""
@@ -153,6 +174,7 @@ def _hybrid_chunks_query(store: Store, where_sql: str, with_embeddings: bool) ->
         store_id=sql.Literal(store.id),
         filters=filters_clause(where_sql),
         embedding=_embedding_column(store, with_embeddings, "c."),
+        content_hash=_content_hash_column(store, with_content_hash, "c.document_id"),
         keyword_hits=keyword_hits_cte(store, where_sql),
     )
 
@@ -259,6 +281,7 @@ def nearest_chunks(
     where: Predicate,
     exact: bool = False,
     with_embeddings: bool = False,
+    with_content_hash: bool = False,
 ) -> list[ScoredChunk]:
     """The `limit` chunks nearest to `query_vector` that satisfy `where`, nearest first.
 
@@ -271,11 +294,11 @@ def nearest_chunks(
     if exact:
         allow_bitmap_scans(conn)
     with conn.cursor(row_factory=dict_row) as cur:
-        query = nearest_chunks_query(store, where, exact, with_embeddings)
+        query = nearest_chunks_query(store, where, exact, with_embeddings, with_content_hash)
         rows = cur.execute(query, params).fetchall()
         if len(rows) < limit and where.sql and not exact and store.vector_index:
             allow_bitmap_scans(conn)
-            query = nearest_chunks_query(store, where, exact=True, with_embeddings=with_embeddings)
+            query = nearest_chunks_query(store, where, True, with_embeddings, with_content_hash)
             rows = cur.execute(query, params).fetchall()
     return [_scored(r) for r in rows]
 
@@ -288,6 +311,7 @@ def hybrid_chunks(
     limit: int,
     where: Predicate,
     with_embeddings: bool = False,
+    with_content_hash: bool = False,
 ) -> list[ScoredChunk]:
     """The union of the `limit` nearest chunks and the `limit` best keyword matches, nearest first.
 
@@ -302,7 +326,8 @@ def hybrid_chunks(
         **keyword_params(store, query_text, limit, where),
     }
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(hybrid_chunks_query(store, where, with_embeddings), params).fetchall()
+        query = hybrid_chunks_query(store, where, with_embeddings, with_content_hash)
+        rows = cur.execute(query, params).fetchall()
     return [_scored(r) for r in rows]
 
 
@@ -317,6 +342,7 @@ def _scored(row: dict[str, Any]) -> ScoredChunk:
         embedding=as_floats(embedding) if embedding is not None else None,
         keyword_score=row.get("keyword_score"),
         vector_hit=row.get("vector_hit", True),
+        content_sha256=row.get("content_sha256"),
     )
 
 

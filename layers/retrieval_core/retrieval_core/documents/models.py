@@ -103,6 +103,9 @@ class DocumentWrite:
     document_id: str
     status: WriteStatus
     chunk_count: int
+    # Other documents of the store with the same content_sha256 (the same file under another id, or the
+    # same record), oldest first, at most DUPLICATES_LISTED of them (documents/writer.py).
+    duplicate_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,12 @@ class SourceWrite:
     def chunk_count(self) -> int:
         """Chunks the source's documents now hold."""
         return sum(d.chunk_count for d in self.documents)
+
+    @property
+    def duplicate_of(self) -> list[str]:
+        """Stored documents outside the source with the same content as one of its documents."""
+        own = {d.document_id for d in self.documents}
+        return list(dict.fromkeys(i for d in self.documents for i in d.duplicate_of if i not in own))
 
 
 @dataclass(frozen=True, slots=True)

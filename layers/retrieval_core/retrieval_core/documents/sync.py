@@ -52,6 +52,8 @@ class Written:
     documents: int | None = None
     chunks: int | None = None
     metadata_only: bool = False  # only its sidecar changed: nothing re-embedded
+    # Other documents of the store with the same content as this file's (SourceWrite.duplicate_of).
+    duplicate_of: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """camelCase, as every JSON the service prints."""
@@ -60,6 +62,8 @@ class Written:
             body |= {"documents": self.documents, "chunks": self.chunks}
         if self.metadata_only:
             body["metadataOnly"] = True
+        if self.duplicate_of:
+            body["duplicateOf"] = list(self.duplicate_of)
         return body
 
 
@@ -131,7 +135,8 @@ class Report:
         }
 
     def lines(self) -> list[str]:
-        """The report for people: every file skipped, failed or deleted, then one summary line."""
+        """The report for people: every file skipped, failed, deleted or holding the same content as stored
+        documents, then one summary line."""
         lines: list[str] = []
         if self.dry_run:
             lines += [f"would add     {w.path}" for w in self.added]
@@ -142,6 +147,11 @@ class Report:
             lines += [
                 f"deleted       {d.source_id} ({_plural(len(d.documents), 'document')})" for d in self.deleted
             ]
+        lines += [
+            f"duplicate     {w.path}: same content as {', '.join(w.duplicate_of)}"
+            for w in (*self.added, *self.updated, *self.unchanged)
+            if w.duplicate_of
+        ]
         lines += [f"skipped       {s.path}: {s.reason}" for s in self.skipped]
         lines += [f"failed        {f.path}: [{f.code}] {f.message}" for f in self.failed]
         if self.not_in_tree:
@@ -471,7 +481,13 @@ def _record_write(report: Report, entry: Entry, result: SourceWrite) -> None:
     changed = [d for d in result.documents if d.status != "unchanged"]
     report.documents_written += len(changed)
     report.chunks_written += sum(d.chunk_count for d in changed)
-    line = Written(entry.path, entry.source_id, len(result.documents), result.chunk_count)
+    line = Written(
+        entry.path,
+        entry.source_id,
+        len(result.documents),
+        result.chunk_count,
+        duplicate_of=tuple(result.duplicate_of),
+    )
     {"created": report.added, "updated": report.updated, "unchanged": report.unchanged}[result.status].append(
         line
     )

@@ -17,7 +17,7 @@ from retrieval_core.db.errors import database_errors
 from retrieval_core.documents import audit_trail
 from retrieval_core.documents.models import Actor, DocumentWrite, Sequence, SourceInput, SourceWrite
 from retrieval_core.documents.prepare import fingerprint, newer_sequencer
-from retrieval_core.documents.writer import SourceWriter
+from retrieval_core.documents.writer import SourceWriter, duplicates_of
 
 
 def write_if_unchanged(
@@ -59,12 +59,16 @@ def write_if_unchanged(
             return None
         if sequence is not None:
             sql.record_sequencer(conn, found, sequence.key, sequence.sequencer, False)
+        others = duplicates_of(conn, found, {i: state.content_sha256 for i, state in states.items()})
         first = next(iter(states.values()))
         result = SourceWrite(
             source.source_id,
             first.content_type,
             source_sha256,
-            [DocumentWrite(i, "unchanged", states[i].chunk_count) for i in sorted(states)],
+            [
+                DocumentWrite(i, "unchanged", states[i].chunk_count, duplicate_of=others.get(i, ()))
+                for i in sorted(states)
+            ],
         )
         audit_trail.record(conn, found.name, actor, *audit_trail.write_entries(result))
         return result

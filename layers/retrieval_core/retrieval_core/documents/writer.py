@@ -14,7 +14,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, TypeVar
 
 from retrieval_core.backends.pgvector.service import RetrievalService
@@ -51,6 +51,8 @@ CONFLICT_WAIT_S = 0.02
 # number, as pgvector stores them, instead of a Python float's 32), so a source of 100,000 records of
 # 384 numbers holds 150 MB of vectors, not 1.2 GB. The embedder splits a slice by EMBEDDING_BATCH_SIZE.
 EMBED_SLICE = 2048
+# Most ids a write answer's `duplicateOf` names for one document (the oldest copies).
+DUPLICATES_LISTED = 10
 
 Vectors: TypeAlias = "dict[tuple[int, str], list[array[float]]]"
 T = TypeVar("T")
@@ -176,6 +178,7 @@ class SourceWriter:
                 missing += self._apply_item(conn, found, n, item, vectors, actor)
             if missing:
                 raise _NeedVectors(missing)
+            _name_duplicates(conn, found, items)
             entries = [e for item in items if item.result for e in audit_trail.write_entries(item.result)]
             audit_trail.record(conn, found.name, actor, *entries)
             if any(item.changed for item in items):
@@ -360,6 +363,32 @@ def _new_document(
         written_by,
         prepared.source_key,
     )
+
+
+def _name_duplicates(conn: Connection, store: Store, items: list[WriteItem]) -> None:
+    """Give each document written its `duplicate_of` (`duplicates_of`). One indexed lookup for the write."""
+    written = [item for item in items if item.result is not None and not item.result.stale]
+    others = duplicates_of(
+        conn, store, {d.id: d.content_sha256 for item in written for d in item.prepared.documents}
+    )
+    for item in written:
+        assert item.result is not None
+        documents = [
+            replace(d, duplicate_of=others[d.document_id]) if others.get(d.document_id) else d
+            for d in item.result.documents
+        ]
+        item.result = replace(item.result, documents=documents)
+
+
+def duplicates_of(conn: Connection, store: Store, hashes: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """For each document id of `hashes` (id -> content_sha256), the other documents of the store with the
+    same content, oldest first, at most DUPLICATES_LISTED; ids without any are left out."""
+    same = sql.same_content_ids(conn, store, sorted(set(hashes.values())), DUPLICATES_LISTED + 1)
+    found = {
+        document_id: tuple([i for i in same.get(content, []) if i != document_id][:DUPLICATES_LISTED])
+        for document_id, content in hashes.items()
+    }
+    return {document_id: ids for document_id, ids in found.items() if ids}
 
 
 def same_content(prepared: PreparedSource, doc: PreparedDocument, state: sql.DocumentState | None) -> bool:

@@ -247,7 +247,13 @@ class IngestProcessor:
             metrics.count("StaleEvents")
             return {"outcome": "stale"}
         metrics.count("ObjectsIngested")
-        return {"outcome": written.status, "status": "ok", "chunks": written.chunk_count}
+        # duplicateOf: other documents of the store with the same content (the same file under other keys).
+        return {
+            "outcome": written.status,
+            "status": "ok",
+            "chunks": written.chunk_count,
+            "duplicateOf": written.duplicate_of,
+        }
 
     def _remove(
         self,

@@ -173,12 +173,20 @@ class DocumentPutRequest(RequestModel):
         return self
 
 
+DUPLICATE_OF_NOTE = (
+    "Other documents of the store whose content is the same as this one's (the same contentSha256: the "
+    "same file bytes, or the same record), oldest first, at most 10. Empty: none. Search shows one of "
+    "them unless collapseDuplicates is false."
+)
+
+
 class DocumentWriteItem(ResponseModel):
     """One record of a row source (CSV, JSONL)."""
 
     document_id: str
     status: WriteStatus
     chunk_count: int
+    duplicate_of: list[str] = Field(default_factory=list, description=DUPLICATE_OF_NOTE)
 
 
 class DocumentWriteResponse(ResponseModel):
@@ -193,6 +201,11 @@ class DocumentWriteResponse(ResponseModel):
         default=None, description="A row source (CSV, JSONL): each record's document."
     )
     removed: list[str] | None = Field(default=None, description="Records the source no longer holds.")
+    duplicate_of: list[str] = Field(
+        default_factory=list,
+        description=DUPLICATE_OF_NOTE
+        + " A row source: the documents outside it that share a record's content.",
+    )
 
 
 class DocumentResponse(ResponseModel):

@@ -144,6 +144,13 @@ class RetrieveRequest(RequestModel):
         le=1.0,
         description='Needs rerank.strategy "mmr". MMR trade-off: 1 is pure relevance, 0 pure diversity.',
     )
+    collapse_duplicates: bool = Field(
+        default=True,
+        description="Show documents with the same content once: of documents with the same contentSha256 "
+        "(the same file under two ids), only the best-ranked one's chunks are returned; chunks without a "
+        "hash (attached tables, Gemini File Search) are compared by their text. The candidates are taken "
+        "after collapsing, so the answer is as long as it would be without the copies. false: every copy.",
+    )
     cache_ttl_ms: CacheTtl = None
     backend: Literal["pgvector", "gemini"] | None = Field(
         default=None,

@@ -220,7 +220,13 @@ def _memory_store(args: MemoryStoreArguments, grant: Grant, actor: Actor) -> dic
         metadata=dict(args.metadata),
     )
     written = documents.write_source(store.name, source, grant, actor=actor)
-    return {"id": memory, "store": store.name, "status": written.status, "chunkCount": written.chunk_count}
+    return {
+        "id": memory,
+        "store": store.name,
+        "status": written.status,
+        "chunkCount": written.chunk_count,
+        "duplicateOf": written.duplicate_of,
+    }
 
 
 def _memory_delete(args: MemoryDeleteArguments, grant: Grant, actor: Actor) -> dict[str, Any]:
@@ -294,8 +300,9 @@ TOOLS: dict[str, Tool] = {
             title="Store a memory",
             description="Store `text` with optional `metadata` so that memory_search finds it at once. "
             "With `id`, the memory of that id is replaced; without it, the id is derived from the text, "
-            "so retrying the same call never stores it twice. Returns the id and whether it was "
-            "created, updated or unchanged. Needs the write scope.",
+            "so retrying the same call never stores it twice. Returns the id, whether it was "
+            "created, updated or unchanged, and duplicateOf: the ids of other memories with the same text "
+            "(memory_search shows one of them). Needs the write scope.",
             scope="write",
             arguments=MemoryStoreArguments,
             run=_memory_store,

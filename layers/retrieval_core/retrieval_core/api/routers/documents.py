@@ -327,7 +327,12 @@ def _source_input(body: DocumentPutRequest, document_id: str) -> SourceInput:
 def _write_response(document_id: str, written: SourceWrite, records: bool) -> DocumentWriteResponse:
     """What a write did, as the HTTP body; `records` adds the per-record lists."""
     items = [
-        DocumentWriteItem(document_id=d.document_id, status=d.status, chunk_count=d.chunk_count)
+        DocumentWriteItem(
+            document_id=d.document_id,
+            status=d.status,
+            chunk_count=d.chunk_count,
+            duplicate_of=list(d.duplicate_of),
+        )
         for d in written.documents
     ]
     return DocumentWriteResponse(
@@ -338,6 +343,7 @@ def _write_response(document_id: str, written: SourceWrite, records: bool) -> Do
         content_type=written.content_type,
         documents=items if records else None,
         removed=list(written.removed) if records else None,
+        duplicate_of=written.duplicate_of,
     )
 
 

@@ -32,6 +32,7 @@ from retrieval_core.schemas.knowledge import (
 )
 from retrieval_core.schemas.results import ChunkResult
 from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest, RetrieveResponse
+from retrieval_core.search.duplicates import first_of_each_text
 
 if TYPE_CHECKING:
     from google.genai import Client
@@ -168,6 +169,8 @@ class KnowledgeService:
             )
             sources = extract_sources(grounding)
             kept = graded(sources, request.grade)
+            if request.collapse_duplicates:  # File Search keeps no content hash: same text, same chunk
+                kept = first_of_each_text(kept, lambda s: s.chunk)
             response = RetrieveResponse(
                 results=chunk_results(kept),
                 query=request.query,

@@ -30,12 +30,14 @@ def search_store(
     filter_sizes: FilterSizes,
     exact_max_rows: int,
     live_sources: LiveSources,
+    with_content_hash: bool = False,
 ) -> list[ScoredChunk]:
     """The chunks of `store` nearest to `query_vector` under `where`, nearest first.
 
     An attached table is searched by its own plan. With `query_text`, a hybrid search; otherwise a store
     without an HNSW index of its own, or a filter matching few enough chunks, is answered by an exact
-    scan (`scans_exactly`).
+    scan (`scans_exactly`). `with_content_hash`: each chunk of our own stores carries its document's
+    content_sha256 (an attached table keeps none).
     """
     if store.source is not None:
         return search_attached(
@@ -56,9 +58,13 @@ def search_store(
     if len(query_vector) != store.dimension:
         raise DimensionMismatchError(store.name, store.dimension, len(query_vector), "query")
     if query_text is not None:
-        return search_sql.hybrid_chunks(conn, store, query_vector, query_text, limit, where, with_embeddings)
+        return search_sql.hybrid_chunks(
+            conn, store, query_vector, query_text, limit, where, with_embeddings, with_content_hash
+        )
     exact = not store.vector_index or scans_exactly(conn, store, where, limit, filter_sizes, exact_max_rows)
-    return search_sql.nearest_chunks(conn, store, query_vector, limit, where, exact, with_embeddings)
+    return search_sql.nearest_chunks(
+        conn, store, query_vector, limit, where, exact, with_embeddings, with_content_hash
+    )
 
 
 def scans_exactly(

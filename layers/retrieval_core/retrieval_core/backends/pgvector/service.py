@@ -39,6 +39,7 @@ from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, Retrieve
 from retrieval_core.schemas.search_options import SearchKnobs
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
+from retrieval_core.search.duplicates import distinct_candidates
 from retrieval_core.search.keyword_query import (
     NO_KEYWORD_TERM,
     KeywordQuery,
@@ -298,11 +299,13 @@ class RetrievalService:
             debug(
                 "embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed
             )
-            with stopwatch(timings, "search"):
-                store, candidates = self.search_chunks(
+            searched: list[Store] = []
+
+            def search(limit: int) -> list[ScoredChunk]:
+                store, found = self.search_chunks(
                     request.store,
                     query_vector,
-                    depth or request.candidate_count,
+                    limit,
                     where,
                     grant=grant,
                     embedded_by=self.embedder.model,
@@ -310,8 +313,18 @@ class RetrievalService:
                     with_embeddings=strategy == "mmr",
                     knobs=self.knobs_for(request.search),
                     expensive=expensive,
-                    warnings=warnings,
+                    warnings=None if searched else warnings,
+                    with_content_hash=request.collapse_duplicates,
                 )
+                searched.append(store)
+                return found
+
+            with stopwatch(timings, "search"):
+                count = depth or request.candidate_count
+                candidates = (
+                    distinct_candidates(search, count) if request.collapse_duplicates else search(count)
+                )
+                store = searched[-1]
             return self._ranked(request, strategy, query_vector, store, candidates, timings, warnings, depth)
 
     def _ranked(
@@ -395,6 +408,7 @@ class RetrievalService:
         knobs: IndexKnobs | None = None,
         expensive: bool = False,
         warnings: list[str] | None = None,
+        with_content_hash: bool = False,
     ) -> tuple[Store, list[ScoredChunk]]:
         """Look the store up and search it on one connection; nearest first.
 
@@ -406,7 +420,8 @@ class RetrievalService:
         few enough chunks is answered by an exact scan (`scans_exactly`).
 
         An `expensive` search (cost.py) runs with the shorter statement timeout, in one of the
-        process's few expensive slots (none free within the wait: 503 `overloaded`).
+        process's few expensive slots (none free within the wait: 503 `overloaded`). `with_content_hash`:
+        each chunk carries its document's content_sha256, for collapsing duplicates (search/duplicates.py).
         """
         timeout_ms = self.expensive_statement_timeout_ms if expensive else self.search_statement_timeout_ms
         with self.expensive_slots.hold() if expensive else nullcontext():
@@ -422,6 +437,7 @@ class RetrievalService:
                 knobs=knobs,
                 statement_timeout_ms=timeout_ms,
                 warnings=warnings,
+                with_content_hash=with_content_hash,
             )
 
     def _search_chunks(
@@ -438,6 +454,7 @@ class RetrievalService:
         knobs: IndexKnobs | None,
         statement_timeout_ms: int | None,
         warnings: list[str] | None,
+        with_content_hash: bool = False,
     ) -> tuple[Store, list[ScoredChunk]]:
         name = store_name or self.default_store
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
@@ -467,6 +484,7 @@ class RetrievalService:
                 filter_sizes=self.filter_sizes,
                 exact_max_rows=self.exact_search_max_rows,
                 live_sources=self.live_sources,
+                with_content_hash=with_content_hash,
             )
             return store, found
 
