@@ -2,8 +2,10 @@
 
 One face: `parse(data, content_type, name) -> ParsedFile`. The format is decided from the declared
 content type, the file name's suffix (case-insensitively) and the bytes themselves
-(`detect_content_type`). Each format has its own module; the libraries they use (pypdf,
-python-docx, lxml, markdown-it-py) are imported on first use, so importing this package is cheap.
+(`detect_content_type`). Each format has its own module, and every module's output goes through one
+normalisation (`normalize.normalize_document`: NFKC, de-hyphenation, whitespace). The libraries the
+modules use (pypdf, python-docx, lxml, markdown-it-py) are imported on first use, so importing this
+package is cheap.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from retrieval_core.parsers.docx import read_docx
 from retrieval_core.parsers.exceptions import EmptyDocumentError
 from retrieval_core.parsers.html_page import read_html
 from retrieval_core.parsers.markdown import read_markdown
+from retrieval_core.parsers.normalize import normalize_document
 from retrieval_core.parsers.pdf import read_pdf
 from retrieval_core.parsers.records import read_csv, read_jsonl
 from retrieval_core.parsers.text import read_text
@@ -54,7 +57,7 @@ __all__ = [
 
 # Bumped whenever parse() gives other text or metadata for the same bytes, so that stored sources
 # read by an older version can be told apart and read again ("made under other settings").
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 
 _READERS: dict[str, Callable[[bytes, str | None, ParseMeter], ParsedFile]] = {
     PDF: read_pdf,
@@ -79,20 +82,14 @@ def parse(
     meter = meter or ParseMeter(DEFAULT_BUDGET)
     meter.content_type = chosen
     parsed = _READERS[chosen](data, charset(content_type), meter)
-    # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
-    documents = [_without_nul(document) for document in parsed.documents]
-    documents = [document for document in documents if document.blocks]
+    # One normalisation for every format (parsers/normalize.py); it also drops NUL, which PostgreSQL
+    # text cannot hold (some PDFs and UTF-16 files carry them).
+    documents = []
+    for document in parsed.documents:
+        meter.tick()
+        normalized = normalize_document(document)
+        if normalized.blocks:
+            documents.append(normalized)
     if not documents:
         raise EmptyDocumentError(chosen)
     return ParsedFile(chosen, documents, parsed.skipped_records)
-
-
-def _without_nul(document: ParsedDocument) -> ParsedDocument:
-    blocks = [Block(b.text.replace("\x00", "").strip(), b.metadata) for b in document.blocks]
-    return ParsedDocument(
-        [b for b in blocks if b.text],
-        document.title.replace("\x00", ""),
-        document.metadata,
-        document.record_id,
-        document.record_number,
-    )

@@ -2,7 +2,8 @@
 
 A PDF encrypted with an empty user password (one that only restricts printing or copying) opens in
 any viewer without a prompt, so it is decrypted and read; AES needs the `cryptography` package.
-Pages without a text layer (scans) give no text: there is no OCR.
+Pages without a text layer (scans) give no text: there is no OCR. Running headers, footers and page
+numbers are left out (parsers/page_furniture.py).
 
 The budget (parsers/budget.py) bounds the pages, the content-stream bytes (decoded, counted each time a
 page or a form draws one: ten pages may share one huge stream) and the operators read; each page's
@@ -21,6 +22,7 @@ from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error
 from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import PDF
 from retrieval_core.parsers.exceptions import DocumentLimitError, DocumentParseError, WriteCancelledError
+from retrieval_core.parsers.page_furniture import without_page_furniture
 
 # The meter of the PDF this context is reading, for pypdf's tokenizer (`_tokens_are_checkpoints`).
 _READING: ContextVar[ParseMeter | None] = ContextVar("pdf_meter", default=None)
@@ -46,12 +48,15 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
                 raise DocumentParseError(PDF, "encrypted: it needs a password to open")
         pages = reader.pages
         meter.within("max_pages", len(pages), "pages")
-        blocks: list[Block] = []
+        texts: list[str] = []
         for number, page in enumerate(pages, start=1):
             meter.check()
-            text = _page_text(page, number, meter)
-            if text.strip():
-                blocks.append(Block(text.strip(), {"pageNumber": number}))
+            texts.append(_page_text(page, number, meter))
+        blocks = [
+            Block(text.strip(), {"pageNumber": number})
+            for number, text in enumerate(without_page_furniture(texts), start=1)
+            if text.strip()
+        ]
         title = _title(reader)
         page_count = len(pages)
     except (DocumentParseError, DocumentLimitError, WriteCancelledError):
