@@ -18,6 +18,7 @@ from tests.files import (
     html_bytes,
     jsonl_bytes,
     markdown_bytes,
+    pdf_bytes,
     text_bytes,
 )
 
@@ -99,6 +100,17 @@ def test_de_hyphenation_reads_the_words_of_the_whole_document() -> None:
     data = markdown_bytes("# One\n\nThe co-\noperate case.\n\n# Two\n\nThey cooperate.\n")
     [document] = parse(data, None, "a.md").documents
     assert "The cooperate case." in document.blocks[0].text
+
+
+def test_a_word_broken_at_the_end_of_a_page_is_joined_on_that_page() -> None:
+    data = pdf_bytes(["Set up the environ-", "ment first. Then a well-", "known step. Then-", "Ready."])
+    [document] = parse(data, "application/pdf").documents
+    assert [block.text for block in document.blocks] == [
+        "Set up the environment",
+        "first. Then a well-known",
+        "step. Then-",
+        "Ready.",
+    ]
 
 
 # Page furniture

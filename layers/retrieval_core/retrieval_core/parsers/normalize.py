@@ -37,10 +37,11 @@ _LETTERS = r"[^\W\d_]+"
 _HYPHEN = r"\-\u2010"
 # A word (optionally the last part of a hyphenated compound) ending a line with a hyphen (or a soft
 # hyphen), and the letters that begin the next line.
-_BREAK = re.compile(
-    rf"(?<![\w{_HYPHEN}])((?:{_LETTERS}[{_HYPHEN}])*)({_LETTERS})([{_HYPHEN}\u00ad])"
-    rf"[ \t]*\n[ \t]*({_LETTERS})"
-)
+_BROKEN_WORD = rf"(?<![\w{_HYPHEN}])((?:{_LETTERS}[{_HYPHEN}])*)({_LETTERS})([{_HYPHEN}\u00ad])"
+_BREAK = re.compile(rf"{_BROKEN_WORD}[ \t]*\n[ \t]*({_LETTERS})")
+# The same break between two blocks: the end of a page and the start of the next.
+_BLOCK_END = re.compile(rf"{_BROKEN_WORD}\s*\Z")
+_BLOCK_START = re.compile(rf"\s*({_LETTERS})")
 _WORD = re.compile(_LETTERS)
 _COMPOUND = re.compile(rf"{_LETTERS}(?:[{_HYPHEN}]{_LETTERS})+")
 # First and last words that make a hyphenated compound rather than a broken word ("self-contained",
@@ -76,6 +77,7 @@ def normalize_document(document: ParsedDocument) -> ParsedDocument:
     without text are dropped."""
     texts = [_characters(block.text) for block in document.blocks]
     vocabulary = Vocabulary(texts)
+    _join_across_blocks(texts, vocabulary)
     blocks = [
         Block(_whitespace(dehyphenate(text, vocabulary)), _metadata(block.metadata))
         for text, block in zip(texts, document.blocks, strict=True)
@@ -142,13 +144,31 @@ def dehyphenate(text: str, vocabulary: Vocabulary) -> str:
 
     def join(match: re.Match[str]) -> str:
         compound, before, hyphen, after = match.groups()
-        if not after[0].islower():
-            return match.group(0)
-        if hyphen != "\u00ad" and (compound or vocabulary.keeps_hyphen(before, after)):
-            return f"{compound}{before}-{after}"
-        return f"{compound}{before}{after}"
+        return _rejoined(compound, before, hyphen, after, vocabulary) or match.group(0)
 
     return _BREAK.sub(join, text)
+
+
+def _join_across_blocks(texts: list[str], vocabulary: Vocabulary) -> None:
+    """A word broken at the end of one block (a page) and ended at the start of the next is joined in
+    the first: the rules of `dehyphenate`."""
+    for index in range(len(texts) - 1):
+        end, start = _BLOCK_END.search(texts[index]), _BLOCK_START.match(texts[index + 1])
+        if end is None or start is None:
+            continue
+        word = _rejoined(*end.groups(), start.group(1), vocabulary)
+        if word is not None:
+            texts[index] = texts[index][: end.start()] + word
+            texts[index + 1] = texts[index + 1][start.end() :]
+
+
+def _rejoined(compound: str, before: str, hyphen: str, after: str, vocabulary: Vocabulary) -> str | None:
+    """The word `compound` `before` `hyphen` | `after` makes again, or None when it is not a break."""
+    if not after[0].islower():
+        return None
+    if hyphen != "\u00ad" and (compound or vocabulary.keeps_hyphen(before, after)):
+        return f"{compound}{before}-{after}"
+    return f"{compound}{before}{after}"
 
 
 def _characters(text: str) -> str:
