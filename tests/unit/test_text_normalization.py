@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 
@@ -111,6 +112,20 @@ def test_a_word_broken_at_the_end_of_a_page_is_joined_on_that_page() -> None:
         "step. Then-",
         "Ready.",
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" * 200_000, "a-" * 100_000, " \t" * 100_000 + "x", "word-" + " " * 200_000, "a\u00ad" * 100_000],
+    ids=["one long word", "a hyphen chain", "a run of spaces", "spaces after a hyphen", "soft hyphens"],
+)
+def test_normalising_takes_time_in_proportion_to_the_text(text: str) -> None:
+    # Linear: about 0.05 s each on a loaded machine; a pattern that backtracks takes minutes.
+    started = time.monotonic()
+    normalize_text(text)
+    normalize_line(text)
+    without_page_furniture([text] * 3)
+    assert time.monotonic() - started < 5
 
 
 # Page furniture

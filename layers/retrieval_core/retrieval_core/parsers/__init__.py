@@ -86,8 +86,7 @@ def parse(
     # text cannot hold (some PDFs and UTF-16 files carry them).
     documents = []
     for document in parsed.documents:
-        meter.tick()
-        normalized = normalize_document(document)
+        normalized = normalize_document(document, meter.tick)
         if normalized.blocks:
             documents.append(normalized)
     if not documents:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from retrieval_core.parsers.base import Block, ParsedDocument
@@ -33,7 +33,8 @@ _INVISIBLE = str.maketrans(dict.fromkeys("\x00\u00ad\u200b\ufeff"))
 # Invisible characters but a soft hyphen at a line end, which de-hyphenation reads first.
 _INVISIBLE_INSIDE = re.compile("[\x00\u200b\ufeff]|\u00ad(?![ \t]*\n)")
 
-_LETTERS = r"[^\W\d_]+"
+# Possessive, and each pattern starts only where a word starts: linear however long a word is.
+_LETTERS = r"[^\W\d_]++"
 _HYPHEN = r"\-\u2010"
 # A word (optionally the last part of a hyphenated compound) ending a line with a hyphen (or a soft
 # hyphen), and the letters that begin the next line.
@@ -43,7 +44,7 @@ _BREAK = re.compile(rf"{_BROKEN_WORD}[ \t]*\n[ \t]*({_LETTERS})")
 _BLOCK_END = re.compile(rf"{_BROKEN_WORD}\s*\Z")
 _BLOCK_START = re.compile(rf"\s*({_LETTERS})")
 _WORD = re.compile(_LETTERS)
-_COMPOUND = re.compile(rf"{_LETTERS}(?:[{_HYPHEN}]{_LETTERS})+")
+_COMPOUND = re.compile(rf"(?<![^\W\d_]){_LETTERS}(?:[{_HYPHEN}]{_LETTERS})+")
 # First and last words that make a hyphenated compound rather than a broken word ("self-contained",
 # "well-known", "non-negative", "user-defined", "thread-aware").
 COMPOUND_FIRST = frozenset({"self", "well", "non", "half", "all", "ex", "cross", "so", "quasi"})
@@ -67,21 +68,30 @@ COMPOUND_LAST = frozenset(
 # lefthyphenmin and righthyphenmin): a shorter half is the half of a compound ("e-mail", "built-in").
 _MIN_BEFORE, _MIN_AFTER = 2, 3
 
-_SPACE_RUN = re.compile(r"(?<=\S)[ \t]+(?=\S)")
-_TRAILING_SPACE = re.compile(r"[ \t]+$", re.M)
+_SPACE_RUN = re.compile(r"(?<=\S)[ \t]++(?=\S)")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
-def normalize_document(document: ParsedDocument) -> ParsedDocument:
+def _no_check() -> None:
+    """No checkpoint: a document normalised outside `parse()`."""
+
+
+def normalize_document(
+    document: ParsedDocument, checkpoint: Callable[[], None] = _no_check
+) -> ParsedDocument:
     """`document` with its blocks' text, its title and its section paths normalised; blocks left
-    without text are dropped."""
-    texts = [_characters(block.text) for block in document.blocks]
+    without text are dropped. `checkpoint` is called before each block's two passes (the parse
+    budget's deadline)."""
+    texts = []
+    for block in document.blocks:
+        checkpoint()
+        texts.append(_characters(block.text))
     vocabulary = Vocabulary(texts)
     _join_across_blocks(texts, vocabulary)
-    blocks = [
-        Block(_whitespace(dehyphenate(text, vocabulary)), _metadata(block.metadata))
-        for text, block in zip(texts, document.blocks, strict=True)
-    ]
+    blocks = []
+    for text, block in zip(texts, document.blocks, strict=True):
+        checkpoint()
+        blocks.append(Block(_whitespace(dehyphenate(text, vocabulary)), _metadata(block.metadata)))
     return ParsedDocument(
         [block for block in blocks if block.text],
         normalize_line(document.title),
@@ -156,7 +166,8 @@ def _join_across_blocks(texts: list[str], vocabulary: Vocabulary) -> None:
         end, start = _BLOCK_END.search(texts[index]), _BLOCK_START.match(texts[index + 1])
         if end is None or start is None:
             continue
-        word = _rejoined(*end.groups(), start.group(1), vocabulary)
+        compound, before, hyphen = end.groups()
+        word = _rejoined(compound, before, hyphen, start.group(1), vocabulary)
         if word is not None:
             texts[index] = texts[index][: end.start()] + word
             texts[index + 1] = texts[index + 1][start.end() :]
@@ -178,7 +189,7 @@ def _characters(text: str) -> str:
 
 def _whitespace(text: str) -> str:
     text = _SPACE_RUN.sub(" ", text.translate(_INVISIBLE))
-    text = _TRAILING_SPACE.sub("", text)
+    text = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
     return _BLANK_LINES.sub("\n\n", text).strip()
 
 

@@ -29,7 +29,7 @@ MIN_SHARE = 0.3
 _NUMBER = re.compile(r"\d+")
 _ROMAN = re.compile(r"[ivxlcdm]+")
 # A label: an optional page number, a word, a number (1, 2.3, IV), then more text.
-_LABEL = re.compile(r"(?:# )?([^\W\d_]+) #(?:[.:-]?#)*[.:]?(?= \S)")
+_LABEL = re.compile(r"(?:# )?([^\W\d_]++) #(?:[.:-]?#)*+[.:]?(?= \S)")
 
 
 def without_page_furniture(pages: Sequence[str]) -> list[str]:
