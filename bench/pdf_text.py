@@ -1,8 +1,9 @@
 """A PDF's text as `parse()` reads it, against pdftotext and against the words the PDF draws. Run with
 `make bench-pdf-text` (it installs Debian's poppler-utils for pdftotext when missing).
 
-The PDFs are typeset books made by `tests.files.book_pdf` from the prose of this repository's docs (a
-few files a book, one chapter each): 80-character lines with long words broken by a hyphen at
+The PDFs are typeset books made by `tests.files.book_pdf` from the first RECORDS records of three BEIR
+corpora under ../shared/eval (scientific and medical abstracts, Wikipedia sentences; ten records a
+chapter, each a title and its text): 80-character lines with long words broken by a hyphen at
 the line end, 44 lines a page, "fi" and "fl" drawn as ligature glyphs mapped to U+FB01 and U+FB02, a
 running header on every page but a chapter's first ("Chapter N: Name" and the page number, or the number
 and the book's title) and "Page n of m" at the foot.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -31,42 +33,32 @@ from retrieval_core.parsers import parse
 from tests.files import book_pdf
 
 REPO = Path(__file__).resolve().parents[1]
-# Three books, each of a few docs files as its chapters.
-BOOKS = (
-    "architecture.md,formats.md,loading-documents.md,documents-api.md,s3-sync.md",
-    "deploy.md,operations.md,security.md,migrations.md",
-    "design-notes.md,existing-tables.md,mcp.md,gemini.md,dependencies.md",
-)
+# The BEIR folders under ../shared/eval whose first records make the books.
+SHARED = REPO.parent / "shared" / "eval"
+BOOKS = ("scifact", "nfcorpus", "climate-fever-evidence")
+RECORDS = 80
+CHAPTER_RECORDS = 10
 WIDTH = 80
 LINES_PER_PAGE = 44
-TITLE = "Retrieval Service Manual"
+TITLE = "Collected Abstracts"
 _FURNITURE = re.compile(rf"(Chapter \d+: .*|\d+ {TITLE}|Page \d+ of \d+|\d+)")
 _BROKEN = re.compile(r"[a-z]-\n[a-z]")
 _LIGATURES = re.compile("[\ufb00-\ufb06]")
 
 
-def prose(markdown: str) -> tuple[str, list[str]]:
-    """A Markdown file's title and paragraphs (headings are paragraphs too): code, tables and markup left
-    out, ASCII words only."""
-    title, paragraphs, paragraph, fenced = "", [], [], False
-    for line in [*markdown.splitlines(), ""]:
-        if line.startswith("```"):
-            fenced = not fenced
-        elif line.startswith("# ") and not title:
-            title = _plain(line[2:])
-        elif not fenced and not line.lstrip().startswith("|"):
-            if line.strip() and not line.startswith("#"):
-                paragraph.append(_plain(line))
-                continue
-            if paragraph:
-                paragraphs.append(" ".join(paragraph))
-            paragraph = [_plain(line.lstrip("#"))] if line.startswith("#") else []
-    return title, [p for p in paragraphs if p]
+def records(corpus: str) -> list[tuple[str, str]]:
+    """(title, text) of the corpus's first RECORDS records, ASCII words only."""
+    found = []
+    with (SHARED / corpus / "corpus.jsonl").open() as lines:
+        for line in lines:
+            record = json.loads(line)
+            found.append((_ascii(record.get("title") or ""), _ascii(record["text"])))
+            if len(found) == RECORDS:
+                break
+    return found
 
 
-def _plain(text: str) -> str:
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"[`*_>]", "", text)
+def _ascii(text: str) -> str:
     return " ".join(word for word in text.split() if word.isascii())
 
 
@@ -93,16 +85,20 @@ def typeset(paragraphs: list[str]) -> list[str]:
     return lines
 
 
-def book(names: list[str]) -> tuple[bytes, str]:
-    """The book typeset from docs files, one chapter each, and the text its body draws (chapter headings
-    and prose, unbroken)."""
+def book(corpus: str) -> tuple[bytes, str]:
+    """The book typeset from a corpus's records, CHAPTER_RECORDS a chapter (named after its first
+    record's title, each record a titled paragraph), and the text its body draws (chapter headings,
+    titles and prose, unbroken)."""
     chapters, truth = [], []
-    for number, name in enumerate(names, start=1):
-        title, paragraphs = prose((REPO / "docs" / name).read_text())
+    found = records(corpus)
+    for number, first in enumerate(range(0, len(found), CHAPTER_RECORDS), start=1):
+        part = found[first : first + CHAPTER_RECORDS]
+        name = " ".join(part[0][0].split()[:5]) or f"Part {number}"
+        paragraphs = [text for record in part for text in record if text]
         lines = typeset(paragraphs)
         pages = ["\n".join(lines[i : i + LINES_PER_PAGE]) for i in range(0, len(lines), LINES_PER_PAGE)]
-        chapters.append((title, pages))
-        truth += [f"{number} {title}", *paragraphs]
+        chapters.append((name, pages))
+        truth += [f"{number} {name}", *paragraphs]
     return book_pdf(chapters, TITLE), "\n".join(truth)
 
 
@@ -162,15 +158,13 @@ def measure(name: str, data: bytes, truth: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "books", nargs="*", default=BOOKS, help="books to typeset: comma-separated files under docs/"
-    )
+    parser.add_argument("books", nargs="*", default=BOOKS, help="folders under ../shared/eval to typeset")
     args = parser.parse_args()
     version = subprocess.run(["pdftotext", "-v"], capture_output=True, text=True).stderr.split("\n")[0]
     print(f"pypdf + parse() against {version}")
-    for names in args.books:
-        data, truth = book(names.split(","))
-        measure(names, data, truth)
+    for corpus in args.books:
+        data, truth = book(corpus)
+        measure(corpus, data, truth)
 
 
 if __name__ == "__main__":
