@@ -2,8 +2,8 @@
 
 Boilerplate is dropped before the text is taken: scripts, styles, templates, navigation (also by
 `role`), the page's header and footer, asides, forms, hidden elements, permalink anchors ("¶", "#",
-"§") and "Skip to content" links. When the page marks its main content
-(`<main>`, `role="main"`, else `<article>`), only that is read.
+"§") and "Skip to content" links. When the page marks its main content (`<main>`, `role="main"`, else
+`<article>`), only that is read.
 
 The budget (parsers/budget.py) bounds the elements and their nesting, counted once lxml has parsed the
 page and before anything walks it; the walk is linear in the elements kept.

@@ -52,11 +52,6 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
         for number, page in enumerate(pages, start=1):
             meter.check()
             texts.append(_page_text(page, number, meter))
-        blocks = [
-            Block(text.strip(), {"pageNumber": number})
-            for number, text in enumerate(without_page_furniture(texts), start=1)
-            if text.strip()
-        ]
         title = _title(reader)
         page_count = len(pages)
     except (DocumentParseError, DocumentLimitError, WriteCancelledError):
@@ -67,6 +62,11 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
         raise DocumentParseError(PDF, f"damaged or truncated ({error_summary(error)})") from None
     finally:
         _READING.reset(reading)
+    blocks = [
+        Block(text.strip(), {"pageNumber": number})
+        for number, text in enumerate(without_page_furniture(texts), start=1)
+        if text.strip()
+    ]
     document = ParsedDocument(blocks, title=title, metadata={"contentType": PDF, "pageCount": page_count})
     return ParsedFile(PDF, [document])
 
