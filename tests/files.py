@@ -241,7 +241,7 @@ def book_pdf(chapters: Sequence[tuple[str, Sequence[str]]], title: str = "A Book
     `\\n` (ASCII). Each chapter opens on a page that starts with "N Name"; every other page has a running
     header ("Chapter N: Name" and the page number on odd pages, the number and `title` on even ones);
     every page ends with "Page n of m". "fi" and "fl" are drawn as the font's ligature glyphs, which its
-    ToUnicode map gives as U+FB01 and U+FB02, as pdfTeX's fonts do."""
+    ToUnicode map gives as U+FB01 and U+FB02, as in a PDF that TeX made with ToUnicode maps."""
     total = sum(len(pages) for _, pages in chapters)
     objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", _LIGATURE_FONT]
     objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(_LIGATURE_CMAP), _LIGATURE_CMAP))

@@ -6,7 +6,8 @@ On each block's text, in order:
    other spaces a space).
 2. Line ends: CR and CRLF, line and paragraph separators, vertical tab and form feed become `\\n`
    (a paragraph separator or form feed a blank line).
-3. De-hyphenation of a word broken across a line end (`dehyphenate`).
+3. De-hyphenation of a word broken across a line end (`dehyphenate`), and across the end of one block
+   (a page) and the start of the next: the word is joined in the first.
 4. Invisible characters go: NUL (PostgreSQL text cannot hold it), soft hyphen, zero-width space, a BOM
    inside the text. Zero-width (non-)joiners stay: they change how scripts and emoji read.
 5. Whitespace: a run of spaces and tabs inside a line becomes one space, trailing spaces go, a line of
@@ -80,21 +81,24 @@ def normalize_document(
     document: ParsedDocument, checkpoint: Callable[[], None] = _no_check
 ) -> ParsedDocument:
     """`document` with its blocks' text, its title and its section paths normalised; blocks left
-    without text are dropped. `checkpoint` is called before each block's two passes (the parse
-    budget's deadline)."""
-    texts = []
-    for block in document.blocks:
-        checkpoint()
-        texts.append(_characters(block.text))
+    without text are dropped. `checkpoint` is called before each block's last pass (the parse budget's
+    deadline)."""
+    texts = [_characters(block.text) for block in document.blocks]
     vocabulary = Vocabulary(texts)
     _join_across_blocks(texts, vocabulary)
     blocks = []
     for text, block in zip(texts, document.blocks, strict=True):
         checkpoint()
-        blocks.append(Block(_whitespace(dehyphenate(text, vocabulary)), _metadata(block.metadata)))
+        normalized, metadata = _whitespace(dehyphenate(text, vocabulary)), _metadata(block.metadata)
+        if normalized:
+            unchanged = normalized == block.text and metadata is block.metadata
+            blocks.append(block if unchanged else Block(normalized, metadata))
+    title = normalize_line(document.title)
+    if title == document.title and blocks == document.blocks:
+        return document
     return ParsedDocument(
-        [block for block in blocks if block.text],
-        normalize_line(document.title),
+        blocks,
+        title,
         document.metadata,
         document.record_id,
         document.record_number,
@@ -109,21 +113,28 @@ def normalize_text(text: str) -> str:
 
 def normalize_line(text: str) -> str:
     """A title or heading: NFKC, invisible characters removed, on one line with single spaces."""
-    return " ".join(_characters(text).translate(_INVISIBLE).split())
+    return " ".join(_characters(text).translate(_INVISIBLE).split()) if text else ""
 
 
 class Vocabulary:
-    """The words of a document (case-folded) and its hyphenated compounds, to decide de-hyphenation."""
+    """The words of a document (case-folded) and its hyphenated compounds, to decide de-hyphenation.
+
+    Read from the texts on the first question: most documents (a CSV's short records) have no broken
+    word to ask about."""
 
     def __init__(self, texts: Iterable[str]) -> None:
+        self._texts: Iterable[str] | None = texts
         self.words: set[str] = set()
         self.compounds: set[str] = set()
-        for text in texts:
+
+    def _read(self) -> None:
+        for text in self._texts or ():
             folded = text.casefold()
             self.words.update(_WORD.findall(folded))
             for compound in _COMPOUND.findall(folded):
                 parts = re.split(f"[{_HYPHEN}]", compound)
                 self.compounds.update(f"{a}-{b}" for a, b in itertools.pairwise(parts))
+        self._texts = None
 
     def keeps_hyphen(self, before: str, after: str) -> bool:
         """Whether `before`-`after`, broken at a line end, is a hyphenated compound (else one word).
@@ -131,6 +142,8 @@ class Vocabulary:
         In order: the joined word elsewhere in the document -> one word; the hyphenated form elsewhere
         -> a compound; a half shorter than hyphenators leave, or a known compound word on either side
         -> a compound; otherwise one word."""
+        if self._texts is not None:
+            self._read()
         first, last = before.casefold(), after.casefold()
         if first + last in self.words:
             return False
@@ -156,7 +169,7 @@ def dehyphenate(text: str, vocabulary: Vocabulary) -> str:
         compound, before, hyphen, after = match.groups()
         return _rejoined(compound, before, hyphen, after, vocabulary) or match.group(0)
 
-    return _BREAK.sub(join, text)
+    return _BREAK.sub(join, text) if "\n" in text else text
 
 
 def _join_across_blocks(texts: list[str], vocabulary: Vocabulary) -> None:
@@ -183,12 +196,20 @@ def _rejoined(compound: str, before: str, hyphen: str, after: str, vocabulary: V
 
 
 def _characters(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text.replace("\r\n", "\n"))
-    return _INVISIBLE_INSIDE.sub("", text.translate(_LINE_ENDS))
+    # ASCII is its own NFKC and holds none of the invisible characters but NUL: the common case, fast.
+    text = text.replace("\r\n", "\n").translate(_LINE_ENDS)
+    if text.isascii():
+        return text.replace("\x00", "")
+    return _INVISIBLE_INSIDE.sub("", unicodedata.normalize("NFKC", text))
 
 
 def _whitespace(text: str) -> str:
-    text = _SPACE_RUN.sub(" ", text.translate(_INVISIBLE))
+    if not text.isascii():
+        text = text.translate(_INVISIBLE)
+    if "  " in text or "\t" in text:
+        text = _SPACE_RUN.sub(" ", text)
+    if "\n" not in text:
+        return text.strip()
     text = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
     return _BLANK_LINES.sub("\n\n", text).strip()
 
