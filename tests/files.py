@@ -295,6 +295,65 @@ def blank_pdf(pages: int) -> bytes:
     return _paged_pdf(objects, kids, None)
 
 
+def book_pdf(chapters: Sequence[tuple[str, Sequence[str]]], title: str = "A Book") -> bytes:
+    """A typeset book as TeX and texinfo make them: `chapters` are (name, page texts) with lines split on
+    `\\n` (ASCII). Each chapter opens on a page that starts with "N Name"; every other page has a running
+    header ("Chapter N: Name" and the page number on odd pages, the number and `title` on even ones);
+    every page ends with "Page n of m". "fi" and "fl" are drawn as the font's ligature glyphs, which its
+    ToUnicode map gives as U+FB01 and U+FB02, as in a PDF that TeX made with ToUnicode maps."""
+    total = sum(len(pages) for _, pages in chapters)
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", _LIGATURE_FONT]
+    objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(_LIGATURE_CMAP), _LIGATURE_CMAP))
+    kids: list[int] = []
+    number = 0
+    for chapter, (name, pages) in enumerate(chapters, start=1):
+        for index, text in enumerate(pages):
+            number += 1
+            body = text.split("\n")
+            stream = b""
+            if index == 0:
+                body = [f"{chapter} {name}", "", *body]
+            elif number % 2:
+                stream += _shown(72, 760, 9, [f"Chapter {chapter}: {name}"]) + _shown(
+                    530, 760, 9, [str(number)]
+                )
+            else:
+                stream += _shown(72, 760, 9, [str(number)]) + _shown(250, 760, 9, [title])
+            stream += _shown(72, 720, 11, body) + _shown(270, 40, 9, [f"Page {number} of {total}"])
+            objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+            objects.append(
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % len(objects)
+            )
+            kids.append(len(objects))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), total)
+    return _pdf_file(objects, b"")
+
+
+# Helvetica with its "fi" and "fl" glyphs at codes 128 and 129, and the map from codes to Unicode.
+_LIGATURE_FONT = (
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 4 0 R /Encoding << /Type /Encoding "
+    b"/BaseEncoding /WinAnsiEncoding /Differences [128 /fi /fl] >> >>"
+)
+_LIGATURE_CMAP = (
+    b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+    b"/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def\n"
+    b"/CMapName /Adobe-Identity-UCS def /CMapType 2 def\n"
+    b"1 begincodespacerange <00> <FF> endcodespacerange\n"
+    b"1 beginbfrange <20> <7E> <0020> endbfrange\n"
+    b"2 beginbfchar <80> <FB01> <81> <FB02> endbfchar\n"
+    b"endcmap CMapName currentdict /CMap defineresource pop end end"
+)
+
+
+def _shown(x: int, y: int, size: int, lines: Sequence[str]) -> bytes:
+    """A text object drawing `lines` from (x, y) down, "fi" and "fl" as ligature glyphs."""
+    shown = b" T* ".join(
+        b"(" + _pdf_string(line).replace(b"fi", b"\x80").replace(b"fl", b"\x81") + b") Tj" for line in lines
+    )
+    return b"BT /F1 %d Tf %d TL %d %d Td %s ET\n" % (size, size + 3, x, y, shown)
+
+
 def paragraph_bomb_docx(paragraphs: int, padding_bytes: int = 0) -> bytes:
     """A Word document of one paragraph of text and `paragraphs` empty ones (a few bytes each, zipped), and
     `padding_bytes` of spaces at the end of its XML: small to send, large to unpack."""

@@ -122,6 +122,38 @@ def test_html_with_only_boilerplate_is_empty() -> None:
         parse(html_bytes("<nav>Menu</nav><script>x()</script>", title="Nothing"), None, "x.html")
 
 
+# A Sphinx page as it is published: permalinks after headings and signatures, navigation around the body.
+SPHINX_PAGE = """
+<a class="skip-link" href="#content">Skip to content</a>
+<div class="related" role="navigation"><a href="genindex.html">index</a> | <a href="next.html">next</a></div>
+<div class="body" role="main">
+<section id="sorting"><h1>Sorting HOW TO<a class="headerlink" href="#sorting" title="Link">\u00b6</a></h1>
+<p>Python lists have a built-in <a href="#basics">sort method</a>.</p>
+<section id="basics"><h2>Sorting Basics<a class="headerlink" href="#basics">\u00b6</a></h2>
+<dl><dt id="sorted">sorted(iterable)<a class="headerlink" href="#sorted">\u00b6</a></dt>
+<dd>A new list.</dd></dl>
+<h3 id="keys">Key functions<a class="hash-link" href="#keys" aria-label="Direct link">\u200b</a></h3>
+<p>Use a key.<a href="#keys">#</a> <a href="#sorting">\u00a7</a> <a href="#top">Back to top</a></p>
+</section></section></div>
+<div class="sphinxsidebar" role="navigation"><h3>Table of Contents</h3><p>Sorting Basics</p></div>
+<div role="search"><p>Quick search</p></div>
+"""
+
+
+def test_html_permalinks_and_navigation_chrome_are_not_text() -> None:
+    [document] = parse(html_bytes(SPHINX_PAGE, title="Sorting HOW TO"), None, "sorting.html").documents
+    assert [block.metadata["section"] for block in document.blocks] == [
+        "Sorting HOW TO",
+        "Sorting HOW TO > Sorting Basics",
+        "Sorting HOW TO > Sorting Basics > Key functions",
+    ]
+    assert [block.text for block in document.blocks] == [
+        "Sorting HOW TO\n\nPython lists have a built-in sort method.",
+        "Sorting Basics\n\nsorted(iterable)\nA new list.",
+        "Key functions\n\nUse a key.",
+    ]
+
+
 # DOCX
 
 

@@ -2,9 +2,10 @@
 
 One face: `parse(data, content_type, name) -> ParsedFile`. The format is decided from the declared
 content type, the file name's suffix (case-insensitively) and the bytes themselves
-(`detect_content_type`). Each format has its own module; the libraries they use (pypdf,
-python-docx, lxml, markdown-it-py) are imported on first use, and so is each format's module: a
-handler that serves no document PUT (a GET of a store, a DELETE) never loads a reader.
+(`detect_content_type`). Each format has its own module, and every module's output goes through one
+normalisation (`normalize.normalize_document`: NFKC, de-hyphenation, whitespace). The libraries the
+modules use (pypdf, python-docx, lxml, markdown-it-py) are imported on first use, and so is each format's
+module: a handler that serves no document PUT (a GET of a store, a DELETE) never loads a reader.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ __all__ = [
 
 # Bumped whenever parse() gives other text or metadata for the same bytes, so that stored sources
 # read by an older version can be told apart and read again ("made under other settings").
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 
 Reader = Callable[[bytes, str | None, ParseMeter], ParsedFile]
 
@@ -100,20 +101,15 @@ def parse(
         parsed = read_pdf(data, charset(content_type), meter, ocr)
     else:
         parsed = reader(chosen)(data, charset(content_type), meter)
-    # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
-    documents = [_without_nul(document) for document in parsed.documents]
-    documents = [document for document in documents if document.blocks]
+    from retrieval_core.parsers.normalize import normalize_document
+
+    # One normalisation for every format (parsers/normalize.py); it also drops NUL, which PostgreSQL
+    # text cannot hold (some PDFs and UTF-16 files carry them).
+    documents = []
+    for document in parsed.documents:
+        normalized = normalize_document(document, meter.tick)
+        if normalized.blocks:
+            documents.append(normalized)
     if not documents:
         raise EmptyDocumentError(chosen)
     return ParsedFile(chosen, documents, parsed.skipped_records)
-
-
-def _without_nul(document: ParsedDocument) -> ParsedDocument:
-    blocks = [Block(b.text.replace("\x00", "").strip(), b.metadata) for b in document.blocks]
-    return ParsedDocument(
-        [b for b in blocks if b.text],
-        document.title.replace("\x00", ""),
-        document.metadata,
-        document.record_id,
-        document.record_number,
-    )

@@ -1,8 +1,9 @@
 """HTML: the page's main text, one block per heading section, read by lxml. Pure: no I/O.
 
-Boilerplate is dropped before the text is taken: scripts, styles, templates, navigation, the page's
-header and footer, asides, forms and hidden elements. When the page marks its main content
-(`<main>`, `role="main"`, else `<article>`), only that is read.
+Boilerplate is dropped before the text is taken: scripts, styles, templates, navigation (also by
+`role`), the page's header and footer, asides, forms, hidden elements, permalink anchors ("¶", "#",
+"§") and "Skip to content" links. When the page marks its main content (`<main>`, `role="main"`, else
+`<article>`), only that is read.
 
 The budget (parsers/budget.py) bounds the elements and their nesting, counted once lxml has parsed the
 page and before anything walks it; the walk is linear in the elements kept.
@@ -70,6 +71,7 @@ _BLOCKS = frozenset(
     ]
 )
 _CELLS = frozenset({"td", "th"})
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _BOILERPLATE = (
     "//" + " | //".join(_DROPPED),
     "//*[@hidden] | //*[@aria-hidden='true'] | //head",
@@ -79,6 +81,20 @@ _BOILERPLATE = (
     "//footer[not(ancestor::main or ancestor::article or ancestor::section)]",
     # ASP.NET and similar pages wrap the whole body in one <form>: only a form around no content goes.
     "//form[not(.//main or .//article or .//h1 or .//h2)]",
+    # Navigation a page marks by role (Sphinx's sidebar and "next | previous" bar, breadcrumbs).
+    "//*[@role='navigation' or @role='search' or @role='complementary']",
+    # Permalink anchors beside headings and definitions: Sphinx and MkDocs `a.headerlink` ("¶"),
+    # Docusaurus `a.hash-link` (a zero-width space), "#" and "§" anchors, icon-only anchors.
+    "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]",
+    "//a[starts-with(normalize-space(@href), '#')"
+    " and normalize-space(translate(., '\u00b6#\u00a7\u200b\U0001f517', '')) = '']",
+    # In-page jumps that are chrome, not content: "Skip to content", "Jump to navigation", "Back to top".
+    "//a[starts-with(normalize-space(@href), '#') and ("
+    + " or ".join(
+        f"starts-with(translate(normalize-space(.), '{_UPPER}', '{_UPPER.lower()}'), '{words}')"
+        for words in ("skip to", "jump to", "back to top")
+    )
+    + ")]",
 )
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 

@@ -3,7 +3,8 @@
 A PDF encrypted with an empty user password (one that only restricts printing or copying) opens in
 any viewer without a prompt, so it is decrypted and read; AES needs the `cryptography` package.
 Pages that draw images and show no text are scans (parsers/scanned_pages.py): read by the OCR engine
-given, else, when no page has text, a NoTextLayerError.
+given, else, when no page has text, a NoTextLayerError. Running headers, footers and page numbers are
+left out (parsers/page_furniture.py).
 
 The budget (parsers/budget.py) bounds the pages, the content-stream bytes (decoded, counted each time a
 page or a form draws one: ten pages may share one huge stream) and the operators read; each page's
@@ -23,6 +24,7 @@ from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error
 from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import PDF
 from retrieval_core.parsers.exceptions import DocumentParseError, NoTextLayerError
+from retrieval_core.parsers.page_furniture import without_page_furniture
 from retrieval_core.parsers.scanned_pages import OcrEngine, PageMarks, read_scanned
 
 # The meter of the PDF this context is reading, for pypdf's tokenizer (`_tokens_are_checkpoints`).
@@ -49,14 +51,13 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter, ocr: OcrEngine
                 raise DocumentParseError(PDF, "encrypted: it needs a password to open")
         pages = reader.pages
         meter.within("max_pages", len(pages), "pages")
-        blocks: list[Block] = []
+        texts: list[str] = []
         scanned: list[int] = []
         for number, page in enumerate(pages, start=1):
             meter.check()
             text, marks = _page_text(page, number, meter)
-            if text.strip():
-                blocks.append(Block(text.strip(), {"pageNumber": number}))
-            elif marks.scanned:
+            texts.append(text)
+            if not text.strip() and marks.scanned:
                 scanned.append(number)
         title = _title(reader)
         page_count = len(pages)
@@ -68,6 +69,11 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter, ocr: OcrEngine
         raise DocumentParseError(PDF, f"damaged or truncated ({error_summary(error)})") from None
     finally:
         _READING.reset(reading)
+    blocks = [
+        Block(text.strip(), {"pageNumber": number})
+        for number, text in enumerate(without_page_furniture(texts), start=1)
+        if text.strip()
+    ]
     if scanned and ocr is not None:
         blocks = read_scanned(pages, scanned, blocks, ocr, meter)
     if scanned and not blocks:
