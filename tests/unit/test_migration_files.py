@@ -36,6 +36,10 @@ def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_
         "shared_indexes_ready(); no GIN pending lists; keyword_hits reads the shared index for any store"
     )
     assert MIGRATIONS[16].description == (
+        "document_status and ingestion_counts: each source's last outcome, each store's counts; "
+        "documents.source_key"
+    )
+    assert MIGRATIONS[17].description == (
         "documents: an index on each store's content hashes, for duplicates found at write time"
     )
     assert not any(m.outside_transaction for m in MIGRATIONS)
