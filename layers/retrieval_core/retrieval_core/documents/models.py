@@ -8,6 +8,7 @@ from typing import Any
 
 from retrieval_core.backends.attached.definition import SourceRequest
 from retrieval_core.db.storage import Storage
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.schemas.common import WriteStatus
 
 
@@ -76,6 +77,9 @@ class SourceInput:
     content_type: str | None = None  # declared; None: decided from `name` and the bytes
     name: str | None = None  # file name: its suffix helps detection; becomes `fileName` metadata
     metadata: dict[str, Any] = field(default_factory=dict)  # given by the caller or a sidecar
+    # Row formats: the columns of the id, title, text and metadata (parsers/tables.py); part of the
+    # fingerprint, so that other options make the same bytes a changed source.
+    table: TableOptions = DEFAULT_TABLE_OPTIONS
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,9 @@ from retrieval_core.documents.models import SourceInput
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.parsers import DEFAULT_BUDGET, PARSER_VERSION, ParseBudget, ParseMeter, parse
 from retrieval_core.parsers.base import ParsedDocument
+from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.exceptions import EmptyDocumentError
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES
 
 # Bump when the way blocks become chunks changes (parsers.PARSER_VERSION covers the parsers): every
@@ -87,9 +89,16 @@ class PreparedSource:
         return {**document.metadata, **(sidecar or {}), **self.caller_metadata}
 
 
-def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embedding_model: str) -> str:
-    """Hash of what shapes the stored chunks and vectors besides the content."""
-    parts = [
+def fingerprint(
+    content_type: str,
+    chunk_size: int,
+    chunk_overlap: int,
+    embedding_model: str,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
+) -> str:
+    """Hash of what shapes the stored chunks and vectors besides the content; a row format's
+    TableOptions count when they are not the defaults."""
+    parts: list[str | int] = [
         PARSER_VERSION,
         CHUNKING_VERSION,
         content_type,
@@ -98,6 +107,8 @@ def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embeddin
         embedding_model,
         TITLE_CONVENTION,
     ]
+    if content_type in (CSV, JSONL) and table.key():
+        parts.append(table.key())
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -114,7 +125,7 @@ def prepare_source(
     check_document_id(source.source_id)
     check_metadata(source.metadata)
     meter = ParseMeter(budget, cancelled)
-    parsed = parse(source.data, source.content_type, source.name, meter)
+    parsed = parse(source.data, source.content_type, source.name, meter, source.table)
     known: dict[str, Any] = {"contentType": parsed.content_type}
     if source.name:
         known["fileName"] = source.name
@@ -143,7 +154,7 @@ def prepare_source(
         source.source_id,
         _sha256(source.data),
         parsed.content_type,
-        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model),
+        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model, source.table),
         dict(source.metadata),
         list(by_id.values()),
     )

@@ -4,6 +4,12 @@ The plan compares each file's SHA-256 with `DocumentService.source_hashes`: a ne
 different hash updated, the same hash left alone (nothing read twice, parsed or embedded). With
 `prune`, stored sources whose id is no longer in the tree are deleted, whatever wrote them. Sidecar
 metadata is applied with `put_source_metadata`, which changes metadata without re-embedding.
+
+CSV and JSON Lines files are read with the run's TableOptions (`--text-column` and the other flags),
+or with their sidecar's `tableOptions`, which win. The options are part of a source's fingerprint: a
+file written with other options is read again. A file whose sidecar names options is read again on each
+run (its documents are re-embedded only when they changed), as the stored hashes are compared under the
+run's options.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Sk
 from retrieval_core.documents.models import Actor, SourceInput, SourceWrite, StoreDefinition
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
-from retrieval_core.documents.sidecar import read_sidecar
+from retrieval_core.documents.sidecar import read_sidecar, read_table_options
 from retrieval_core.exceptions import RetrievalError, SourceReadError, StoreNotFoundError
 from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 
 # Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
 SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)
@@ -199,8 +206,9 @@ def plan_sync(
     prune: bool = False,
     prefix: str = "",
     progress: bool = False,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
 ) -> Plan:
-    """List the tree, read the store's source hashes and make the plan.
+    """List the tree, read the store's source hashes (as written under `table`) and make the plan.
 
     A file to write whose name has no supported suffix is sniffed first (its first bytes only): one the
     parsers cannot read (an image, an archive) is skipped without being read whole.
@@ -209,7 +217,7 @@ def plan_sync(
 
     listing = tree.listing()
     try:
-        stored: dict[str, str] | None = documents.source_hashes(store)
+        stored: dict[str, str] | None = documents.source_hashes(store, table=table)
     except StoreNotFoundError:
         stored = None
     known = sum(1 for e in listing.entries if (stored or {}).get(e.source_id))
@@ -283,23 +291,28 @@ def apply_plan(
     create: StoreDefinition,
     progress: bool = True,
     actor: Actor | None = None,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
 ) -> None:
     """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got).
+    CSV and JSON Lines files are read with `table`, or with their sidecar's `tableOptions`.
 
     Per-file errors are recorded; errors of the whole operation (database, embedder) are raised. The
     changes are audited as `actor`.
     """
     report.skipped += plan.skipped
     report.failed += plan.failed
-    sidecars = _read_sidecars(tree, [*plan.added, *plan.updated, *plan.unchanged], report)
+    sidecars, tables = _read_sidecars(tree, [*plan.added, *plan.updated, *plan.unchanged], report)
     present = [e for e in (*plan.added, *plan.updated, *plan.unchanged) if e.source_id in sidecars]
     changed: dict[str, int] = {}
     if plan.stored is not None:
         # Before the writes, so that new and changed files are written with their sidecar's metadata.
         changed = _put_sidecars(documents, report.store, present, sidecars, actor)
+    # Unchanged bytes whose sidecar names other table options than those the hashes were compared under.
+    reread = {e.source_id for e in plan.unchanged if tables.get(e.source_id, table) != table}
     to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
+    to_write += [e for e in plan.unchanged if e.source_id in reread and e.source_id in sidecars]
     for entry in plan.unchanged:
-        if entry.source_id not in sidecars:
+        if entry.source_id not in sidecars or entry.source_id in reread:
             continue
         if changed.get(entry.source_id):
             report.updated.append(
@@ -307,7 +320,8 @@ def apply_plan(
             )
         else:
             report.unchanged.append(Written(entry.path, entry.source_id))
-    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor)
+    tables = {e.source_id: tables.get(e.source_id) or table for e in to_write}
+    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor, tables)
     if plan.stored is None and written:
         # A new store exists only once a file is written in it; its sidecars follow the first write.
         first = [e for e in written if sidecars[e.source_id]]
@@ -322,19 +336,29 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _read_sidecars(tree: Tree, entries: list[Entry], report: Report) -> dict[str, dict[str, Any] | None]:
-    """Each entry's sidecar metadata (None: no sidecar). An entry whose sidecar is unreadable is
-    failed and left out: writing it without its metadata would hide it from metadata filters."""
+def _read_sidecars(
+    tree: Tree, entries: list[Entry], report: Report
+) -> tuple[dict[str, dict[str, Any] | None], dict[str, TableOptions]]:
+    """Each entry's sidecar metadata (None: no sidecar), and the table options of those that name them.
+    An entry whose sidecar is unreadable is failed and left out: writing it without its metadata would
+    hide it from metadata filters."""
     sidecars: dict[str, dict[str, Any] | None] = {}
+    tables: dict[str, TableOptions] = {}
     for entry in entries:
         if entry.sidecar is None:
             sidecars[entry.source_id] = None
             continue
         try:
-            sidecars[entry.source_id] = read_sidecar(tree.read(entry.sidecar))
+            data = tree.read(entry.sidecar)
+            sidecars[entry.source_id] = read_sidecar(data)
+            options = read_table_options(data)
         except RetrievalError as exc:
+            sidecars.pop(entry.source_id, None)
             report.failed.append(Failed(entry.path + SIDECAR_SUFFIX, exc.code, exc.message))
-    return sidecars
+            continue
+        if options is not None:
+            tables[entry.source_id] = options
+    return sidecars, tables
 
 
 def _put_sidecars(
@@ -360,8 +384,9 @@ def _write(
     create: StoreDefinition,
     progress: bool,
     actor: Actor | None,
+    tables: dict[str, TableOptions],
 ) -> list[Entry]:
-    """Write `entries` through the service; the entries written."""
+    """Write `entries` through the service, each read with its table options; the entries written."""
     from tqdm import tqdm
 
     sent: deque[Entry] = deque()
@@ -376,7 +401,7 @@ def _write(
                 bar.update(1)
                 continue
             sent.append(entry)
-            yield SourceInput(entry.source_id, data, name=entry.name)
+            yield SourceInput(entry.source_id, data, name=entry.name, table=tables[entry.source_id])
 
     with tqdm(
         total=len(entries),
