@@ -164,7 +164,7 @@ def test_options_have_a_stable_key_and_a_json_form() -> None:
     assert options.key() == '{"idColumn":"id","metadataColumns":["m"],"textColumns":["b","a"]}'
     assert TableOptions.from_json(json.loads(options.key())) == options
     assert hash(options) == hash(TableOptions.from_json(options.to_json()))
-    with pytest.raises(TableOptionsError, match="tableOptions.textColumn: unknown"):
+    with pytest.raises(TableOptionsError, match=r"tableOptions\.textColumn: unknown"):
         TableOptions.from_json({"textColumn": "a"})
     with pytest.raises(TableOptionsError, match="must be a list of column names"):
         TableOptions.from_json({"textColumns": "a"})

@@ -23,9 +23,12 @@ Scalar = str | int | float | bool
 
 
 def read_sidecar(data: bytes) -> dict[str, Any]:
-    """The metadata of `{"metadataAttributes": {...}}`, values plain or typed. Raises SidecarError."""
+    """The metadata of `{"metadataAttributes": {...}}`, values plain or typed; none in a sidecar that holds
+    only `tableOptions`. Raises SidecarError."""
     document = _json(data)
     attributes = document.get("metadataAttributes") if isinstance(document, dict) else None
+    if attributes is None and isinstance(document, dict) and "tableOptions" in document:
+        return {}
     if not isinstance(attributes, dict):
         raise SidecarError('expected a JSON object {"metadataAttributes": {...}}')
     return {str(name): _plain(str(name), value) for name, value in attributes.items()}
