@@ -13,6 +13,7 @@ A named column the table does not have is an UnknownColumnError naming the colum
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -239,12 +240,27 @@ def bounded(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
             break
         if isinstance(value, str) and len(value) > MAX_METADATA_VALUE_CHARS:
             continue
-        entry = len(json.dumps({name: value}, ensure_ascii=False, default=str).encode("utf-8"))
-        if size + entry - 1 > MAX_ROW_METADATA_BYTES:
+        entry = _name_size(name) + _json_size(value) + 2  # a colon and a comma
+        if size + entry > MAX_ROW_METADATA_BYTES:
             continue
         metadata[name] = value
-        size += entry - 1  # less the braces, plus a comma
+        size += entry
     return metadata
+
+
+def _json_size(value: Any) -> int:
+    """Bytes of `value` as JSON (UTF-8, not ASCII-escaped); counted without encoding the plain cases."""
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return len(value) + 2
+    elif isinstance(value, bool):
+        return 5 if value is False else 4
+    elif isinstance(value, (int, float)):
+        return len(repr(value))
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+_name_size = functools.lru_cache(maxsize=4_096)(_json_size)  # a table's column names repeat on every row
 
 
 def short_title(value: Any) -> str:
