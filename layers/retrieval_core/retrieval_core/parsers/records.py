@@ -119,7 +119,8 @@ def read_jsonl(
                 raise DocumentParseError(JSONL, f"line {line_number}: 'metadata' must be an object")
             row = shape.shape(record)
             if extra:
-                row = Row(row.record_id, row.title, row.text, bounded({**row.metadata, **extra}.items()))
+                metadata = bounded({**row.metadata, **extra}.items(), keep_null=True)
+                row = Row(row.record_id, row.title, row.text, metadata)
             yield number, row
 
     parsed = _documents(JSONL, records())

@@ -165,12 +165,14 @@ class RowShape:
         differ from its text form (a CSV cell typed as a number); by default the record's own values."""
         columns = self._fixed or self._columns(list(record))
         values = record if metadata_values is None else metadata_values
-        text_names = list(record) if columns.every else columns.text
-        parts = [(name, _text(record.get(name))) for name in text_names]
-        if columns.labelled:
-            text = "\n".join(f"{name}: {value}" for name, value in parts if value)
+        if len(columns.text) == 1 and not columns.labelled:
+            text = _text(record.get(columns.text[0]))  # the usual corpus: one text column
         else:
-            text = "\n\n".join(value for _, value in parts if value)
+            parts = [(name, _text(record.get(name))) for name in (record if columns.every else columns.text)]
+            if columns.labelled:
+                text = "\n".join(f"{name}: {value}" for name, value in parts if value)
+            else:
+                text = "\n\n".join(value for _, value in parts if value)
         if columns.metadata is None:
             metadata = bounded((name, value) for name, value in values.items() if name not in columns.taken)
         else:
@@ -228,13 +230,14 @@ class RowShape:
         return found
 
 
-def bounded(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+def bounded(items: Iterable[tuple[str, Any]], keep_null: bool = False) -> dict[str, Any]:
     """Metadata from unnamed columns, in order: values of at most MAX_METADATA_VALUE_CHARS characters, at
-    most MAX_METADATA_COLUMNS keys and MAX_ROW_METADATA_BYTES bytes of JSON; empty values left out."""
+    most MAX_METADATA_COLUMNS keys and MAX_ROW_METADATA_BYTES bytes of JSON; None left out unless
+    `keep_null` (a JSON Lines `metadata` object's null is a value: EXISTS finds it)."""
     metadata: dict[str, Any] = {}
     size = 2  # {}
     for name, value in items:
-        if value is None or value == "":
+        if value is None and not keep_null:
             continue
         if len(metadata) == MAX_METADATA_COLUMNS:
             break
