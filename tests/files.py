@@ -74,6 +74,11 @@ def _plain_pdf(pages: Sequence[str], title: str | None) -> bytes:
             b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % len(objects)
         )
         kids.append(len(objects))
+    return _paged_pdf(objects, kids, title)
+
+
+def _paged_pdf(objects: list[bytes], kids: Sequence[int], title: str | None) -> bytes:
+    """A PDF of `objects` whose second (left empty) becomes the page tree of `kids`; `title` in its info."""
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
         b" ".join(b"%d 0 R" % kid for kid in kids),
         len(kids),
@@ -232,8 +237,62 @@ def shared_stream_pdf(pages: int, stream_bytes: int, form_draws: int = 0) -> byt
             % (resources, contents)
         )
         kids.append(len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
-    return _pdf_file(objects, b"")
+    return _paged_pdf(objects, kids, None)
+
+
+# A JPEG's first bytes (start of image, then a JFIF segment): what a scanner's DCTDecode stream begins with.
+JPEG_SIGNATURE = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+
+
+def scanned_pdf(pages: Sequence[str | None], image: str = "gray", title: str | None = None) -> bytes:
+    """A PDF as a scanner makes it: each None is a page that draws one 8x8 image and shows no text (no
+    text layer); each string a page of text, as in `pdf_bytes`. `image`: `gray` (8-bit DeviceGray,
+    FlateDecode), `bilevel` (1-bit DeviceGray, as fax-like scans), `jpeg` (DCTDecode), `cmyk` (8-bit
+    DeviceCMYK), or `inline` (an inline image in the content stream instead of an XObject)."""
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", _PDF_FONT]
+    kids: list[int] = []
+    for text in pages:
+        resources = b"/Font << /F1 3 0 R >>"
+        if text is not None:
+            stream = b"BT /F1 12 Tf 72 720 Td (" + _pdf_string(text) + b") Tj ET"
+        elif image == "inline":
+            stream = b"q 612 0 0 792 0 0 cm BI /W 8 /H 8 /CS /G /BPC 8 ID " + bytes(range(64)) + b" EI Q"
+        else:
+            objects.append(_image_xobject(image))
+            resources += b" /XObject << /Im1 %d 0 R >>" % len(objects)
+            stream = b"q 612 0 0 792 0 0 cm /Im1 Do Q"
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << %s >> /Contents %d 0 R >>"
+            % (resources, len(objects))
+        )
+        kids.append(len(objects))
+    return _paged_pdf(objects, kids, title)
+
+
+def _image_xobject(kind: str) -> bytes:
+    space, bits, filters, data = {
+        "gray": (b"/DeviceGray", 8, b"/FlateDecode", zlib.compress(bytes(range(0, 256, 4)))),
+        "bilevel": (b"/DeviceGray", 1, b"/FlateDecode", zlib.compress(b"\x0f" * 8)),
+        "jpeg": (b"/DeviceGray", 8, b"/DCTDecode", JPEG_SIGNATURE + bytes(64)),
+        "cmyk": (b"/DeviceCMYK", 8, b"/FlateDecode", zlib.compress(bytes(256))),
+    }[kind]
+    return b"<< /Type /XObject /Subtype /Image /Width 8 /Height 8 /ColorSpace %s /BitsPerComponent %d " % (
+        space,
+        bits,
+    ) + b"/Filter %s /Length %d >>\nstream\n%s\nendstream" % (filters, len(data), data)
+
+
+def blank_pdf(pages: int) -> bytes:
+    """A PDF of `pages` pages that draw a line each and hold neither text nor images: empty, not scanned."""
+    stream = b"0 0 m 612 792 l S"
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
+    objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+    kids = []
+    for _ in range(pages):
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R >>")
+        kids.append(len(objects))
+    return _paged_pdf(objects, kids, None)
 
 
 def paragraph_bomb_docx(paragraphs: int, padding_bytes: int = 0) -> bytes:

@@ -1241,3 +1241,46 @@ def test_rules_tie_the_network_parameters_to_the_database_shape() -> None:
 @SHAPES
 def test_cfn_lint_finds_nothing(create_database: bool) -> None:
     assert lint(shape(create_database)) == []
+
+
+# The functions that parse files: the documents API and S3 sync (MCP's memory_store takes text).
+PARSING_FUNCTIONS = ("DocumentsFunction", "IngestFunction")
+DETECT_TEXT = ("textract:DetectDocumentText", "*")
+
+
+@SHAPES
+def test_ocr_engine_textract_grants_text_detection_to_the_parsing_functions_only(
+    create_database: bool,
+) -> None:
+    off = deployed(shape(create_database))
+    on = deployed(shape(create_database) | {"OcrEngine": "textract"})
+    assert "TextractAccessPolicy" not in off and "TextractAccessPolicy" in on
+    for function in FUNCTIONS:
+        granted_on = {
+            g for g in grants(role_statements(on, f"{function}Role")) if g[0].startswith("textract:")
+        }
+        granted_off = {
+            g for g in grants(role_statements(off, f"{function}Role")) if g[0].startswith("textract:")
+        }
+        assert granted_off == set(), function
+        assert granted_on == ({DETECT_TEXT} if function in PARSING_FUNCTIONS else set()), function
+        if function in PARSING_FUNCTIONS:
+            assert environment(off, function)["OCR_ENGINE"] == "none"
+            assert environment(on, function)["OCR_ENGINE"] == "textract"
+        else:
+            assert "OCR_ENGINE" not in environment(on, function), function
+    # S3 sync reads scans of more pages than a PUT, within its longer parse deadline.
+    assert environment(on, "IngestFunction")["OCR_MAX_PAGES"] == "200"
+
+
+def test_without_a_nat_gateway_textract_is_reached_through_an_endpoint_of_its_own() -> None:
+    def endpoints(parameters: dict[str, str]) -> set[str]:
+        resources = deployed(shape(True) | parameters)
+        return {
+            str(r["Properties"]["ServiceName"]).rsplit(".", 1)[-1]
+            for r in of_type(resources, "AWS::EC2::VPCEndpoint").values()
+        }
+
+    assert "textract" in endpoints({"VpcEgress": "VpcEndpoints", "OcrEngine": "textract"})
+    assert "textract" not in endpoints({"VpcEgress": "VpcEndpoints"})
+    assert "textract" not in endpoints({"VpcEgress": "NatGateway", "OcrEngine": "textract"})

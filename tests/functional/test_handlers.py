@@ -351,7 +351,8 @@ def check_mcp_memory_search(status: int, body: dict[str, Any]) -> None:
     assert result["isError"] is False
     found = result["structuredContent"]
     assert found["store"] == "sample" and found["count"] == len(found["results"]) == 3
-    assert found["results"][0]["id"] == "k8s-scheduling"
+    first = found["results"][0]
+    assert (first["documentId"], first["id"]) == ("k8s-scheduling", f"k8s-scheduling#{first['chunkIndex']}")
     # The filter's string "2024" matched the corpus's number 2024.
     assert all(r["metadata"]["year"] == 2024 for r in found["results"])
     similarities = [r["similarity"] for r in found["results"]]

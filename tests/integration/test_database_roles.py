@@ -4,6 +4,7 @@ user who may not create roles."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from retrieval_core.db.migrations.roles import RoleSetup, ServiceRoles, as_role,
 from retrieval_core.db.migrations.runner import run_migrations
 from retrieval_core.db.migrations.steps import MIGRATIONS
 from retrieval_core.exceptions import MigrationError
+from tests.files import corrupt_pdf_bytes
 
 DDL = (
     "DROP TABLE chunks",
@@ -60,9 +62,13 @@ def test_the_serving_role_reads_and_never_writes(serve_dsn: str, sample_store: A
     with psycopg.connect(serve_dsn) as conn:
         counted = conn.execute("SELECT count(*) FROM chunks WHERE store_id = %s", (sample_store.id,))
         assert counted.fetchone() == (sample_store.chunk_count,)
+        conn.execute("SELECT count(*) FROM document_status").fetchone()
+        conn.execute("SELECT count(*) FROM ingestion_counts").fetchone()
     for statement in (
         "UPDATE stores SET display_name = 'x'",
         "DELETE FROM chunks",
+        "DELETE FROM document_status",
+        "UPDATE ingestion_counts SET failed = 0",
         "INSERT INTO schema_migrations (version, name) VALUES (999, 'x')",
         "SELECT nextval('store_versions')",
     ):
@@ -209,6 +215,15 @@ def test_every_write_of_the_documents_api_works_as_the_write_role(
     body = {"text": "Rotate the on-call pager every Monday.", "metadata": {"team": "ops"}}
     assert writing_client.put(doc, json=body).status_code == 201
     assert writing_client.get(doc).json()["writtenBy"] == "open"
+    # A failed write's outcome is kept, in a transaction of its own, by the same role.
+    broken = {"content": base64.b64encode(corrupt_pdf_bytes()).decode(), "contentType": "application/pdf"}
+    assert writing_client.put(f"{store}/documents/broken.pdf", json=broken).status_code == 422
+    failed = writing_client.get(f"{store}/documents", params={"status": "failed"}).json()
+    listed = [(d["documentId"], d["code"]) for d in failed["documents"]]
+    assert listed == [("broken.pdf", "unreadable_document")]
+    assert (failed["statistics"]["added"], failed["statistics"]["failed"]) == (1, 1)
+    assert writing_client.delete(f"{store}/documents/broken.pdf").status_code == 404
+    assert writing_client.get(f"{store}/documents", params={"status": "failed"}).json()["documents"] == []
     found = writing_client.post(
         "/api/v1/rag/retrieve", json={"query": "pager rotation", "store": "role-writes", "grade": 0.0}
     )
@@ -223,6 +238,7 @@ def test_every_write_of_the_documents_api_works_as_the_write_role(
     assert actions == [
         ("put_store", "created"),
         ("put_document", "created"),
+        ("delete_document", "not_found"),
         ("put_store", "updated"),
         ("delete_document", "deleted"),
         ("delete_store", "deleted"),

@@ -19,7 +19,7 @@ from retrieval_core.cache.json_cache import JsonCache
 from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.settings import Settings
-from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, png_bytes
+from tests.files import corrupt_pdf_bytes, markdown_bytes, pdf_bytes, png_bytes, scanned_pdf
 from tests.servers import MotoServer, create_cache_table
 from tests.writing import doc_url
 
@@ -163,6 +163,12 @@ def test_a_base64_pdf_and_markdown_keep_their_structure(client: TestClient, stor
             "pdf",
         ),
         ({"text": "  \n  "}, 422, "empty_document", "no text"),
+        (
+            {"content": b64(scanned_pdf([None])), "fileName": "scan.pdf"},
+            422,
+            "no_text_layer",
+            "a scanned PDF? OCR is not enabled",
+        ),
         ({"text": "a", "content": b64(b"a")}, 422, "validation_error", "exactly one"),
         ({}, 422, "validation_error", "exactly one"),
         ({"text": "a", "metadata": {"documentId": "x"}}, 422, "validation_error", "metadata.documentId"),

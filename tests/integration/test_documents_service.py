@@ -486,11 +486,9 @@ def test_a_document_changed_by_another_writer_during_embedding_is_not_lost(servi
 
     embedder = InterruptingEmbedder(rewrite_kept)
     docs = documents_for(service, embedder)
-    results = list(
-        docs.write_sources(
-            store, [text("fresh", "A new document."), text("kept", "The kept text, version one.")]
-        )
-    )
+    # Under a file name, so that it is parsed: the same source as stored is answered before any parse.
+    kept = SourceInput("kept", b"The kept text, version one.", "text/plain", name="kept.txt")
+    results = list(docs.write_sources(store, [text("fresh", "A new document."), kept]))
     # At the pre-read "kept" was unchanged; under the lock it no longer was, so it was embedded and written.
     assert [r.status for r in results if not isinstance(r, Exception)] == ["created", "updated"]
     assert embedder.calls == 2

@@ -115,8 +115,8 @@ def test_the_nastiest_accepted_metadata_reads_back_through_every_read_path(
     assert similar.status_code == 200 and len(similar.json()["results"]) == 2, similar.text
 
     found = mcp_memory_search(store, "nasty metadata")
-    assert {r["id"] for r in found["results"]} == {"nasty", "nasty-record"}
-    assert read_back(next(r for r in found["results"] if r["id"] == "nasty")["metadata"]) == metadata
+    assert {r["documentId"] for r in found["results"]} == {"nasty", "nasty-record"}
+    assert read_back(next(r for r in found["results"] if r["documentId"] == "nasty")["metadata"]) == metadata
 
 
 def read_back(metadata: dict[str, Any]) -> dict[str, Any]:

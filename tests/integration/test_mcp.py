@@ -6,6 +6,7 @@ the local model; each test opens `ClientSession`s through `streamable_http_clien
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -31,6 +32,7 @@ from retrieval_core.api.app import create_app
 from retrieval_core.api.mcp.tools import memory_id
 from retrieval_core.documents.models import StoreDefinition
 from tests.fakes.gemini import FakeGemini
+from tests.files import pdf_bytes
 from tests.integration.knowledge_support import GEMINI_KEY, HVAC_STORE, knowledge_env, stock_fake
 from tests.integration.test_grants import digest
 from tests.servers import MotoServer, free_port
@@ -212,7 +214,8 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
             )
             assert found["count"] == len(found["results"]) == 1
             (hit,) = found["results"]
-            assert hit["id"] == stored["id"] and hit["content"] == text
+            assert hit["id"] == f"{stored['id']}#0" and hit["content"] == text
+            assert (hit["documentId"], hit["chunkIndex"]) == (stored["id"], 0) and "page" not in hit
             assert hit["metadata"] == {"project": "atlas", "year": 2024, "contentType": "text/plain"}
             assert 0.4 < hit["similarity"] <= 1.0
 
@@ -222,7 +225,7 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
                 "memory_search",
                 {"query": "staging restore", "filter": {"year": "2024", "project": "atlas"}, "store": MEMORY},
             )
-            assert [r["id"] for r in by_string["results"]] == [stored["id"]]
+            assert [r["documentId"] for r in by_string["results"]] == [stored["id"]]
             other_year = await call(
                 client,
                 "memory_search",
@@ -237,7 +240,7 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
             )
             assert replaced == {"id": "notes/1", "store": MEMORY, "status": "updated", "chunkCount": 1}
             notes = await call(client, "memory_search", {"query": "note", "limit": 10, "store": MEMORY})
-            assert [r["content"] for r in notes["results"] if r["id"] == "notes/1"] == [
+            assert [r["content"] for r in notes["results"] if r["documentId"] == "notes/1"] == [
                 "New note about rotas."
             ]
 
@@ -252,6 +255,67 @@ def test_store_search_and_delete_a_memory(url: str) -> None:
             assert missing["code"] == "document_not_found" and missing["status"] == 404
 
     run(test)
+
+
+def test_search_results_are_chunks_with_their_own_ids_index_and_page(url: str) -> None:
+    """A long memory and a two-page PDF: each chunk is one result with its own id, as on the HTTP API."""
+    pages = ["Boiler rota: the night shift bleeds the radiators.", "Boiler rota: Sunday checks the pump."]
+    base = url.removesuffix("/mcp")
+    put = httpx.put(
+        f"{base}/api/v1/stores/{MEMORY}/documents/rota.pdf",
+        json={"content": base64.b64encode(pdf_bytes(pages)).decode(), "contentType": "application/pdf"},
+        headers={"x-api-key": WRITER},
+    )
+    assert put.status_code == 201, put.text
+    long_text = " ".join(
+        f"Boiler rota note {n}: the pump and the radiators are checked weekly." for n in range(40)
+    )
+
+    async def test() -> None:
+        async with session(url, WRITER) as client:
+            stored = await call(
+                client, "memory_store", {"text": long_text, "id": "rota-notes", "store": MEMORY}
+            )
+            assert stored["chunkCount"] > 1
+            found = await call(
+                client, "memory_search", {"query": "boiler rota", "limit": 50, "store": MEMORY}
+            )
+            ids = [r["id"] for r in found["results"]]
+            assert len(ids) == len(set(ids)) == found["count"]
+            notes = [r for r in found["results"] if r["documentId"] == "rota-notes"]
+            assert sorted(r["chunkIndex"] for r in notes) == list(range(stored["chunkCount"]))
+            assert all(r["id"] == f"rota-notes#{r['chunkIndex']}" for r in notes)
+            pdf = {r["page"]: r for r in found["results"] if r["documentId"] == "rota.pdf"}
+            assert sorted(pdf) == [1, 2] and pdf[2]["content"] == pages[1]
+            for memory in ("rota-notes", "rota.pdf"):
+                await call(client, "memory_delete", {"id": memory, "store": MEMORY})
+
+    run(test)
+
+
+def test_each_memory_stored_leaves_its_outcome_and_the_same_memory_again_is_unchanged(url: str) -> None:
+    from retrieval_core.container import get_document_service
+
+    async def test() -> None:
+        async with session(url, WRITER) as client:
+            blank = await tool_error(
+                client, "memory_store", {"text": "   ", "id": "notes/blank", "store": MEMORY}
+            )
+            assert blank["code"] == "empty_document"
+            kept = {"text": "The rota changes on Mondays.", "id": "notes/rota", "store": MEMORY}
+            assert (await call(client, "memory_store", kept))["status"] == "created"
+            assert (await call(client, "memory_store", kept))["status"] == "unchanged"
+
+    run(test)
+    documents = get_document_service()
+    skipped, _, counts = documents.document_statuses(MEMORY, "skipped", prefix="notes/")
+    assert [(r.document_id, r.code, r.written_by) for r in skipped] == [
+        ("notes/blank", "empty_document", "mcp-writer")
+    ]
+    ok, _, _ = documents.document_statuses(MEMORY, "ok", prefix="notes/rota")
+    assert [(r.document_id, r.change) for r in ok] == [("notes/rota", "unchanged")]
+    assert counts.skipped >= 1 and counts.unchanged >= 1
+    documents.delete_source(MEMORY, "notes/rota")
 
 
 def test_tool_errors_name_the_missing_scope_the_store_the_field_and_the_allowed_keys(url: str) -> None:
@@ -476,7 +540,7 @@ def test_a_memory_stored_by_one_client_is_found_by_another_at_once_through_the_d
                 agent_a, "memory_store", {"text": text, "metadata": {"topic": "release"}, "store": MEMORY}
             )
             after = await call(agent_b, "memory_search", search)
-            assert [r["id"] for r in after["results"]] == [stored["id"]]
+            assert [r["documentId"] for r in after["results"]] == [stored["id"]]
             await call(agent_a, "memory_delete", {"id": stored["id"], "store": MEMORY})
             assert (await call(agent_b, "memory_search", search))["results"] == []
 

@@ -31,7 +31,7 @@ from retrieval_core.exceptions import StoreNotFoundError
 from retrieval_core.grants import OPEN_GRANT
 from retrieval_core.observability import metrics
 from retrieval_core.schemas.retrieve import RetrieveRequest
-from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes, rows_csv
+from tests.files import corrupt_pdf_bytes, paragraph_bomb_docx, pdf_bytes, rows_csv, scanned_pdf
 from tests.servers import MotoServer, create_cache_table, create_idempotency_table
 from tests.writing import HashingEmbedder
 
@@ -510,21 +510,24 @@ def test_a_poison_message_reaches_the_dead_letter_queue_after_3_receives(sync: S
     assert sync.document_ids() == {"policy.txt"}
 
 
-def test_a_corrupt_pdf_is_acknowledged_and_logged_with_its_key_and_reason(
+def test_a_corrupt_pdf_and_a_scan_are_acknowledged_and_logged_with_their_key_and_reason(
     sync: Sync, ingest_log: list[logging.LogRecord]
 ) -> None:
     refused = metrics.counters["UnreadableObjects"]
     sync.put("reports/q3.pdf", corrupt_pdf_bytes(), "application/pdf")
+    sync.put("reports/signed.pdf", scanned_pdf([None, None]), "application/pdf")
     sync.put("notes/sidecar-broken.txt.metadata.json", b"{not json", "application/json")
     sync.sync()
     errors = [r for r in ingest_log if r.levelno == logging.ERROR]
-    assert {getattr(r, "key", None) for r in errors} == {
-        f"{sync.store}/reports/q3.pdf",
-        f"{sync.store}/notes/sidecar-broken.txt.metadata.json",
+    assert {getattr(r, "key", None): getattr(r, "code", None) for r in errors} == {
+        f"{sync.store}/reports/q3.pdf": "unreadable_document",
+        f"{sync.store}/reports/signed.pdf": "no_text_layer",
+        f"{sync.store}/notes/sidecar-broken.txt.metadata.json": "invalid_sidecar",
     }
-    assert {getattr(r, "code", None) for r in errors} == {"unreadable_document", "invalid_sidecar"}
     assert all(getattr(r, "reason", "") for r in errors)
-    assert metrics.counters["UnreadableObjects"] == refused + 2
+    [scan] = [r for r in errors if getattr(r, "code", None) == "no_text_layer"]
+    assert "no text layer: a scanned PDF? OCR is not enabled" in getattr(scan, "reason", "")
+    assert metrics.counters["UnreadableObjects"] == refused + 3
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
     assert sync.document_ids() == set()
 
@@ -534,6 +537,41 @@ def test_a_corrupt_pdf_is_acknowledged_and_logged_with_its_key_and_reason(
     )
     sync.sync()
     assert sync.document_ids() == {"reports/q3.pdf"}
+
+
+def test_each_objects_outcome_is_kept_and_the_log_line_carries_the_stores_counts(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    from retrieval_core import container
+
+    documents = container.get_document_service()
+    documents.ensure_store(sync.store)  # a failed first object creates no store: nothing to record it in
+    sync.put("reports/q3.pdf", corrupt_pdf_bytes(), "application/pdf")
+    sync.sync()
+    (failed,), _, counts = documents.document_statuses(sync.store, "failed")
+    assert (failed.document_id, failed.code) == ("reports/q3.pdf", "unreadable_document")
+    assert failed.written_by is not None and failed.written_by.startswith("s3:")
+    assert (counts.scanned, counts.failed, counts.now_failed) == (1, 1, 1)
+    applied = [r for r in ingest_log if r.getMessage() == "S3 event applied"]
+    assert getattr(applied[-1], "status", None) == "failed"
+    assert getattr(applied[-1], "ingestion", {})["failed"] == 1
+
+    report = pdf_bytes(["Quarterly report: expenses fell by 4 percent."])
+    sync.put("reports/q3.pdf", report, "application/pdf")
+    sync.sync()
+    sync.put("reports/q3.pdf", report, "application/pdf")  # the same bytes again: unchanged, not parsed
+    sync.sync()
+    ok, _, counts = documents.document_statuses(sync.store, "ok")
+    assert [(r.document_id, r.change) for r in ok] == [("reports/q3.pdf", "unchanged")]
+    assert (counts.added, counts.unchanged, counts.now_failed) == (1, 1, 0)
+    applied = [r for r in ingest_log if r.getMessage() == "S3 event applied"]
+    assert [getattr(r, "outcome", None) for r in applied[-2:]] == ["created", "unchanged"]
+    assert getattr(applied[-1], "ingestion", {})["scanned"] == 3
+
+    sync.delete("reports/q3.pdf")
+    sync.sync()
+    ok, _, counts = documents.document_statuses(sync.store, "ok")
+    assert (ok, counts.deleted) == ([], 1)
 
 
 def test_an_object_over_its_parsing_budget_is_acknowledged_and_logged_with_the_limit(

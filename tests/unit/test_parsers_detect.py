@@ -129,11 +129,13 @@ def test_a_docx_claim_on_an_encrypted_office_file_names_encryption() -> None:
         parse(ole, None, "legacy.doc")
 
 
-def test_importing_parsers_loads_no_parser_library() -> None:
-    probe = (
-        "import sys, retrieval_core.parsers; "
-        "print(sorted(m for m in ('pypdf', 'docx', 'lxml', 'markdown_it') if m in sys.modules))"
-    )
+READERS = ("pdf", "docx", "html_page", "markdown", "records", "text")
+
+
+def test_importing_parsers_loads_no_parser_library_and_no_reader() -> None:
+    """A handler that reads no file (a store GET, a DELETE) pays for no format at its cold start."""
+    loaded = [*("pypdf", "docx", "lxml", "markdown_it"), *(f"retrieval_core.parsers.{m}" for m in READERS)]
+    probe = f"import sys, retrieval_core.parsers; print(sorted(m for m in {loaded!r} if m in sys.modules))"
     core = Path(__file__).resolve().parents[2] / "layers" / "retrieval_core"
     env = {**os.environ, "PYTHONPATH": str(core)}
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)

@@ -179,6 +179,22 @@ def test_prune_spares_files_that_are_there_but_skipped_and_folders_it_could_not_
     assert make_plan(listing, with_prefix, lambda e: "h", prune=True, prefix="t/").deleted == ["t/gone.md"]
 
 
+def test_without_prune_the_stored_sources_gone_from_the_tree_are_named_not_deleted() -> None:
+    stored = {"a.md": "h", "gone.md": "h", "api-written": "h"}
+    plan = make_plan(Listing([entry("a.md")], []), stored, lambda e: "h")
+    assert (plan.deleted, plan.gone) == ([], ["api-written", "gone.md"])
+    report = Report("docs", "/data/docs", not_in_tree=plan.gone)
+    assert report.lines()[-2] == (
+        "2 stored documents are not in the folder; --prune removes them: api-written, gone.md"
+    )
+    many = Report("docs", "s3://bucket/docs", not_in_tree=[f"d{n}.md" for n in range(8)])
+    assert many.lines()[-2] == (
+        "8 stored documents are not under the prefix; --prune removes them: "
+        "d0.md, d1.md, d2.md, d3.md, d4.md and 3 more"
+    )
+    assert many.to_json()["totals"]["notInTree"] == 8
+
+
 def test_plan_of_a_missing_store_adds_everything_and_deletes_nothing() -> None:
     plan = make_plan(Listing([entry("a.md")], []), None, lambda e: pytest.fail("no hash needed"), prune=True)
     assert ([e.source_id for e in plan.added], plan.deleted, plan.stored) == (["a.md"], [], None)
@@ -221,6 +237,7 @@ def test_report_json_shape() -> None:
                 "message": "cannot read this application/pdf document",
             }
         ],
+        "notInTree": [],
         "totals": {
             "added": 1,
             "updated": 1,
@@ -231,6 +248,7 @@ def test_report_json_shape() -> None:
             "documentsWritten": 1,
             "chunksWritten": 3,
             "documentsDeleted": 1,
+            "notInTree": 0,
         },
     }
     lines = report.lines()

@@ -194,6 +194,7 @@ def get_document_service() -> DocumentService:
     holds are the process's)."""
     global _parse_slots
     from retrieval_core.documents.service import DocumentService, parse_slots_of
+    from retrieval_core.ocr import ocr_engine
 
     settings = get_settings()
     with _lock:
@@ -206,6 +207,7 @@ def get_document_service() -> DocumentService:
         parse_budget(settings),
         _parse_slots,
         settings.document_max_records,
+        ocr_engine(settings.ocr_engine, settings.ocr_max_pages),
     )
 
 

@@ -411,6 +411,8 @@ class Settings(BaseModel):
     parse_timeout_s: float = Field(default=10.0, gt=0, le=900, description="most seconds to read a source")
     # One: parsing holds the GIL, and a second parse slows searches more than it speeds uploads.
     parse_concurrency: int = Field(default=1, ge=1, description="sources read at once per process")
+    ocr_engine: Literal["none", "textract", "tesseract"] = Field("none", description="OCR of scanned PDFs")
+    ocr_max_pages: int = Field(default=20, ge=1, description="most scanned pages of one PDF OCR reads")
 
     # Rate limits per credential (docs/operations.md): a key's grant may set its own `rateLimit`; every
     # other key and JWT subject gets at most RATE_LIMIT_REQUESTS per fixed window of RATE_LIMIT_WINDOW_S

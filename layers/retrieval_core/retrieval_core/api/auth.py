@@ -27,7 +27,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retrieval_core.api.api_keys import configured_keys, hash_api_key, keys_configured, match_key
-from retrieval_core.api.docs import is_docs_path
+from retrieval_core.api.docs import ERROR_SCHEMA, is_docs_path, with_error_schema
 from retrieval_core.api.errors import log_refusal, retrieval_error_response
 from retrieval_core.exceptions import AuthenticationError, RetrievalError
 from retrieval_core.grants import OPEN_GRANT, Grant, grant_from_claims
@@ -137,7 +137,7 @@ def document_api_key(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
-        schema = build()
+        schema = with_error_schema(build())
         schema.setdefault("components", {}).setdefault("securitySchemes", {})["ApiKey"] = {
             "type": "apiKey",
             "in": "header",
@@ -146,9 +146,7 @@ def document_api_key(app: FastAPI) -> None:
             "keys (API_KEYS, API_KEY_HASHES or API_KEY_SECRET_ARN) and the request carries no JWT; "
             "ignored otherwise. Each key carries scopes (read, write, admin) and stores.",
         }
-        known = "ErrorResponse" in schema["components"].get("schemas", {})
-        body = {"$ref": "#/components/schemas/ErrorResponse"} if known else {"type": "object"}
-        error = {"application/json": {"schema": body}}
+        error = {"application/json": {"schema": ERROR_SCHEMA}}
         for path, operations in schema.get("paths", {}).items():
             for operation in operations.values():
                 responses = operation.setdefault("responses", {})

@@ -7,6 +7,7 @@ Lambda layer leaves it out: API Gateway routes no docs path to the functions, so
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
@@ -16,6 +17,37 @@ DOCS_ASSETS = "/docs-assets"
 # Public even when keys are configured (a browser cannot send x-api-key), and never rate-limited: they
 # describe the API and expose no data.
 DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", OPENAPI_PATH})
+
+
+ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorResponse"}
+
+
+def error_responses(*statuses: int) -> dict[str, Any]:
+    """A route's `openapi_extra` naming `statuses` as answered with the error body (ErrorResponse).
+
+    Plain OpenAPI, not FastAPI's `responses={status: {"model": ErrorResponse}}`: that builds a validator
+    per status per route when the router is imported, which every Lambda cold start would pay for a
+    document no Lambda serves. `with_error_schema` puts ErrorResponse in the document's components.
+    """
+    content = {"application/json": {"schema": ERROR_SCHEMA}}
+    return {
+        "responses": {
+            str(status): {"description": HTTPStatus(status).phrase, "content": content} for status in statuses
+        }
+    }
+
+
+def with_error_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (an OpenAPI document) with ErrorResponse and what it refers to among its components."""
+    from retrieval_core.schemas.common import ErrorResponse
+
+    ref_template = "#/components/schemas/{model}"
+    error = ErrorResponse.model_json_schema(ref_template=ref_template, mode="serialization")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, definition in error.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components.setdefault("ErrorResponse", error)
+    return schema
 
 
 def is_docs_path(path: str) -> bool:

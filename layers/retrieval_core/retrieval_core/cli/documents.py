@@ -1,4 +1,5 @@
-"""`retrieval ingest`, `sync`, `delete` and `drop-store`: write and remove a store's documents."""
+"""`retrieval ingest`, `sync`, `documents`, `delete` and `drop-store`: write a store's documents, see how
+their writes went, remove them."""
 
 from __future__ import annotations
 
@@ -41,6 +42,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "(with --prefix: only ids starting with it)",
     )
     p_sync.set_defaults(run=_load)
+
+    p_status = sub.add_parser(
+        "documents",
+        help="a store's ingestion counts, and the sources whose last write failed (or was skipped, or ok)",
+    )
+    p_status.add_argument("--store", required=True)
+    p_status.add_argument(
+        "--status", choices=("failed", "skipped", "ok"), default="failed", help="which sources to list"
+    )
+    p_status.add_argument("--prefix", default="", help="only ids starting with this")
+    p_status.add_argument("--limit", type=int, default=100, help="list at most this many (1 to 1000)")
+    p_status.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    p_status.set_defaults(run=_statuses)
 
     p_delete = sub.add_parser("delete", help="delete documents, or every document of a source, by id")
     p_delete.add_argument("--store", required=True)
@@ -105,11 +119,10 @@ def _load(args: argparse.Namespace) -> int:
             f"sync mirrors a folder or an s3:// prefix; {args.path} is a file (use ingest)"
         )
     documents = get_document_service()
-    plan = sync.plan_sync(
-        documents, args.store, tree, prune, args.prefix, progress=not args.no_progress, table=table
-    )
+    progress = not args.no_progress
+    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix, progress=progress, table=table)
     if args.dry_run:
-        report = sync.planned_report(plan, args.store, tree.root, prune)
+        report = sync.planned_report(plan, tree, documents, args.store, tree.root, prune, progress, table)
     else:
         report = sync.Report(args.store, tree.root, prune=prune)
         create = StoreDefinition(
@@ -117,18 +130,13 @@ def _load(args: argparse.Namespace) -> int:
         )
         try:
             sync.apply_plan(
-                plan,
-                tree,
-                documents,
-                report,
-                create,
-                progress=not args.no_progress,
-                actor=cli_actor(),
-                table=table,
+                plan, tree, documents, report, create, progress=progress, actor=cli_actor(), table=table
             )
         except RetrievalError:
             _print_report(report, args.json)  # what was written before the abort stays written
             raise
+    if args.command == "sync" and not prune:
+        report.not_in_tree = list(plan.gone)
     _print_report(report, args.json)
     return 1 if report.failed else 0
 
@@ -138,6 +146,37 @@ def _print_report(report: Report, as_json: bool) -> None:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
         print("\n".join(report.lines()))
+
+
+def _statuses(args: argparse.Namespace) -> int:
+    """`documents`: the store's counts, then each listed source's outcome; 0 unless a listed one failed."""
+    from dataclasses import asdict
+
+    from retrieval_core.container import get_document_service, get_service
+    from retrieval_core.db.document_status import COUNTED
+
+    get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
+    rows, more, counts = get_document_service().document_statuses(
+        args.store, args.status, args.prefix, args.limit
+    )
+    if args.json:
+        body = {
+            "store": args.store,
+            "statistics": asdict(counts),
+            "documents": [asdict(r) for r in rows],
+            "more": more is not None,
+        }
+        print(json.dumps(body, ensure_ascii=False, indent=2, default=str))
+    else:
+        for r in rows:
+            detail = r.change if r.outcome == "ok" else f"[{r.code}] {r.message}"
+            print(f"{r.outcome:<8} {r.document_id}: {detail} ({r.at:%Y-%m-%d %H:%M:%S %Z}, {r.written_by})")
+        if more is not None:
+            print(f"... more: --limit {args.limit * 2}, or --prefix")
+        counted = ", ".join(f"{getattr(counts, name)} {name}" for name in COUNTED)
+        now = f"{counts.now_ok} ok, {counts.now_failed} failed, {counts.now_skipped} skipped"
+        print(f"store '{args.store}': {counted} since {counts.since or 'creation'}; last outcome now: {now}")
+    return 1 if args.status == "failed" and rows else 0
 
 
 def _delete(args: argparse.Namespace) -> int:

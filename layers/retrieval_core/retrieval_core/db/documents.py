@@ -157,11 +157,13 @@ class DocumentState:
     # The layers `metadata` was made of (None: written before migration 5).
     file_metadata: dict[str, Any] | None
     caller_metadata: dict[str, Any] | None
+    # prepare.source_key of the write that stored it (None: written before migration 17).
+    source_key: str | None = None
 
 
 _STATE_COLUMNS = (
     "id, source, title, metadata, content_type, content_sha256, fingerprint, chunk_count, source_sha256,"
-    " file_metadata, caller_metadata"
+    " file_metadata, caller_metadata, source_key"
 )
 
 
@@ -199,6 +201,7 @@ class NewDocument:
     file_metadata: dict[str, Any]
     caller_metadata: dict[str, Any]
     written_by: str | None = None  # the credential writing it (the audit trail's name for it)
+    source_key: str | None = None  # prepare.source_key of the write
 
 
 def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocument]) -> None:
@@ -210,15 +213,16 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
     with conn.cursor() as cur:
         cur.executemany(
             """INSERT INTO documents (store_id, id, source, source_sha256, title, metadata, content_type,
-                   content_sha256, fingerprint, chunk_count, file_metadata, caller_metadata, written_by)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                   content_sha256, fingerprint, chunk_count, file_metadata, caller_metadata, written_by,
+                   source_key)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                ON CONFLICT (store_id, id) DO UPDATE SET source = EXCLUDED.source,
                    source_sha256 = EXCLUDED.source_sha256, title = EXCLUDED.title,
                    metadata = EXCLUDED.metadata, content_type = EXCLUDED.content_type,
                    content_sha256 = EXCLUDED.content_sha256, fingerprint = EXCLUDED.fingerprint,
                    chunk_count = EXCLUDED.chunk_count, file_metadata = EXCLUDED.file_metadata,
                    caller_metadata = EXCLUDED.caller_metadata, written_by = EXCLUDED.written_by,
-                   updated_at = now()""",
+                   source_key = EXCLUDED.source_key, updated_at = now()""",
             [
                 (
                     store.id,
@@ -234,6 +238,7 @@ def write_documents(conn: Connection, store: Store, documents: Sequence[NewDocum
                     Jsonb(d.file_metadata),
                     Jsonb(d.caller_metadata),
                     d.written_by,
+                    d.source_key,
                 )
                 for d in documents
             ],
@@ -253,16 +258,17 @@ def update_metadata(
     file_metadata: dict[str, Any] | None = None,
     *,
     written_by: str,
+    source_key: str | None = None,
 ) -> None:
     """Set a document's metadata and its chunks' (`chunk_metadata[i]` for chunk i); no re-embedding.
 
-    None for `source_sha256`, `caller_metadata` or `file_metadata` keeps the stored value; `written_by`
-    is the credential making the change.
+    None for `source_sha256`, `caller_metadata`, `file_metadata` or `source_key` keeps the stored value;
+    `written_by` is the credential making the change.
     """
     conn.execute(
         """UPDATE documents SET metadata = %s, source = %s, source_sha256 = coalesce(%s, source_sha256),
                caller_metadata = coalesce(%s, caller_metadata), file_metadata = coalesce(%s, file_metadata),
-               written_by = %s, updated_at = now()
+               source_key = coalesce(%s, source_key), written_by = %s, updated_at = now()
            WHERE store_id = %s AND id = %s""",
         (
             Jsonb(metadata),
@@ -270,6 +276,7 @@ def update_metadata(
             source_sha256,
             Jsonb(caller_metadata) if caller_metadata is not None else None,
             Jsonb(file_metadata) if file_metadata is not None else None,
+            source_key,
             written_by,
             store.id,
             document_id,
@@ -284,13 +291,14 @@ def update_metadata(
 
 
 def set_source_sha256(
-    conn: Connection, store: Store, document_ids: Sequence[str], source_sha256: str
+    conn: Connection, store: Store, document_ids: Sequence[str], source_sha256: str, source_key: str
 ) -> None:
-    """Record the hash of the source file the (unchanged) documents were read from again."""
+    """Record the hash and key of the source the (unchanged) documents were read from again."""
     if document_ids:
         conn.execute(
-            "UPDATE documents SET source_sha256 = %s WHERE store_id = %s AND id = ANY(%s::text[])",
-            (source_sha256, store.id, list(document_ids)),
+            """UPDATE documents SET source_sha256 = %s, source_key = %s
+               WHERE store_id = %s AND id = ANY(%s::text[])""",
+            (source_sha256, source_key, store.id, list(document_ids)),
         )
 
 
@@ -301,6 +309,18 @@ def chunk_metadata(conn: Connection, store: Store, document_id: str) -> list[dic
         (store.id, document_id),
     ).fetchall()
     return [dict(r[0]) for r in rows]
+
+
+def forget_record_sources(conn: Connection, store: Store, document_ids: Sequence[str]) -> None:
+    """Forget the source key of the row sources some of `document_ids` are records of: the same file sent
+    again is then parsed, and brings back the records deleted on their own."""
+    if document_ids:
+        conn.execute(
+            """UPDATE documents SET source_key = NULL WHERE store_id = %s AND source_key IS NOT NULL
+                   AND source IN (SELECT source FROM documents
+                                  WHERE store_id = %s AND id = ANY(%s::text[]) AND source <> id)""",
+            (store.id, store.id, list(document_ids)),
+        )
 
 
 def remove_documents(conn: Connection, store: Store, document_ids: Sequence[str]) -> list[str]:

@@ -4,6 +4,9 @@ Hashes and fingerprints:
 - `content_sha256`: SHA-256 of a document's own bytes (the file's, or a canonical serialisation of
   its record for CSV/JSONL);
 - `source_sha256`: SHA-256 of the whole source's bytes;
+- `source_key`: what the parsers are given besides the service's settings: the bytes' hash, the declared
+  content type, the file name and the parse options (`SourceInput.parse_options`). A source whose key and
+  fingerprint match what is stored is answered `unchanged` before it is parsed (documents/unchanged.py);
 - `fingerprint`: everything else that shapes the stored chunks and vectors. A document with the same
   content hash and fingerprint is never re-embedded.
 """
@@ -15,7 +18,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval_core.documents.chunking import Chunk, chunk_blocks
 from retrieval_core.documents.models import SourceInput
@@ -26,6 +29,9 @@ from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.exceptions import EmptyDocumentError
 from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES
+
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
 
 # Bump when the way blocks become chunks changes (parsers.PARSER_VERSION covers the parsers): every
 # document is then re-embedded once.
@@ -79,6 +85,7 @@ class PreparedSource:
 
     source_id: str
     source_sha256: str
+    source_key: str
     content_type: str
     fingerprint: str
     caller_metadata: dict[str, Any]
@@ -112,6 +119,13 @@ def fingerprint(
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
+def source_key(source: SourceInput, source_sha256: str | None = None) -> str:
+    """SHA-256 of what the parsers make a source of, besides the settings in `fingerprint`: its bytes (by
+    their hash, `source_sha256` when already known), declared content type, file name and parse options."""
+    parts = [source_sha256 or sha256_hex(source.data), source.content_type, source.name, source.parse_options]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
 def prepare_source(
     source: SourceInput,
     chunk_size: int,
@@ -119,13 +133,15 @@ def prepare_source(
     embedding_model: str,
     budget: ParseBudget = DEFAULT_BUDGET,
     cancelled: threading.Event | None = None,
+    ocr: OcrEngine | None = None,
 ) -> PreparedSource:
-    """Parse and chunk `source` within `budget` (its time too), stopping once `cancelled` is set. Raises the
-    parser's errors (415, 422; DocumentLimitError over the budget), or a 422 for a bad id or metadata."""
+    """Parse and chunk `source` within `budget` (its time too), stopping once `cancelled` is set; a PDF's
+    scanned pages are read by `ocr` (None: not read). Raises the parser's errors (415, 422;
+    DocumentLimitError over the budget; OCR's), or a 422 for a bad id or metadata."""
     check_document_id(source.source_id)
     check_metadata(source.metadata)
     meter = ParseMeter(budget, cancelled)
-    parsed = parse(source.data, source.content_type, source.name, meter, source.table)
+    parsed = parse(source.data, source.content_type, source.name, meter, ocr, source.table)
     known: dict[str, Any] = {"contentType": parsed.content_type}
     if source.name:
         known["fileName"] = source.name
@@ -137,7 +153,7 @@ def prepare_source(
             doc_id = source.source_id
         check_document_id(doc_id)
         check_parsed(doc, f"records[{doc.record_number or number}]" if parsed.is_records else "document")
-        content_sha256 = _sha256(_canonical_record(doc) if parsed.is_records else source.data)
+        content_sha256 = sha256_hex(_canonical_record(doc) if parsed.is_records else source.data)
         meter.tick()
         chunks = chunk_blocks(doc.blocks, chunk_size, chunk_overlap)
         meter.within("max_chunks", len(chunks), f"document '{doc_id[:80]}': chunks")
@@ -150,9 +166,11 @@ def prepare_source(
     if not by_id:
         raise EmptyDocumentError(parsed.content_type)
     meter.check()
+    source_sha256 = sha256_hex(source.data)
     return PreparedSource(
         source.source_id,
-        _sha256(source.data),
+        source_sha256,
+        source_key(source, source_sha256),
         parsed.content_type,
         fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model, source.table),
         dict(source.metadata),
@@ -256,5 +274,6 @@ def _canonical_record(doc: ParsedDocument) -> bytes:
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 
 
-def _sha256(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of `data`."""
     return hashlib.sha256(data).hexdigest()

@@ -8,23 +8,25 @@ Every change writes its audit rows (db/audit.py) in its own transaction, as `act
 grant's name, with no request id).
 
 How a write happens (embedding first, then one locked transaction) is `writer.py`; the bytes become
-documents in `prepare.py`.
+documents in `prepare.py`. A source sent again as it is stored is answered `unchanged` before it is parsed
+(`unchanged.py`). Every write's outcome, failures included, is recorded afterwards (`ingest_status.py`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval_core.backends.pgvector.service import RetrievalService
+from retrieval_core.db import document_status as status_sql
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.audit import AuditEntry
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
-from retrieval_core.documents import audit_trail
+from retrieval_core.documents import audit_trail, ingest_status
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
 from retrieval_core.documents.cursors import (
     check_page_limit,
@@ -43,13 +45,17 @@ from retrieval_core.documents.models import (
 from retrieval_core.documents.ownership import own_document
 from retrieval_core.documents.prepare import (
     PreparedSource,
+    check_document_id,
     check_metadata,
     check_store_name,
     newer_sequencer,
     prepare_source,
+    sha256_hex,
+    source_key,
 )
 from retrieval_core.documents.source_metadata import apply_sidecar
 from retrieval_core.documents.stores import StoreOperations, acting
+from retrieval_core.documents.unchanged import write_if_unchanged
 from retrieval_core.documents.writer import SourceWriter, WriteItem, again_after_conflict
 from retrieval_core.exceptions import (
     DocumentNotFoundError,
@@ -60,6 +66,9 @@ from retrieval_core.observability.debug import DebugLog
 from retrieval_core.parsers import DEFAULT_BUDGET, ParseBudget
 from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.search.concurrency import ExpensiveSlots
+
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
 
 GROUP_TEXTS = 256  # write_sources: sources are grouped until this many texts need embedding
 GROUP_SOURCES = 256
@@ -79,16 +88,19 @@ class DocumentService(StoreOperations):
         budget: ParseBudget = DEFAULT_BUDGET,
         parse_slots: ExpensiveSlots | None = None,
         max_records: int | None = None,
+        ocr: OcrEngine | None = None,
     ) -> None:
         """`budget`: what reading one source may cost; `parse_slots`: the process's parse slots, shared by
         every DocumentService of the process (a service of its own gets one); `max_records`: most
-        documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit)."""
+        documents one source may hold (DOCUMENT_MAX_RECORDS; None: no limit); `ocr`: what reads a PDF's
+        scanned pages (OCR_ENGINE; None: they are not read)."""
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.budget = budget
         self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
         self.max_records = max_records
+        self.ocr = ocr
         self.writer = SourceWriter(retrieval)
 
     # Stores the write path creates.
@@ -125,9 +137,10 @@ class DocumentService(StoreOperations):
         with `source.metadata`. With `sequence`, an event older than the last applied to its key
         writes nothing (`stale`).
 
-        Unchanged content and chunking: nothing re-embedded. A change of metadata alone updates the
-        metadata of the documents and their chunks without re-embedding. Records a row source no
-        longer holds are removed. A failure leaves the previous state (and no new empty store).
+        Unchanged content and chunking: nothing re-embedded; the same source, parse options and metadata
+        again: not even parsed. A change of metadata alone updates the metadata of the documents and
+        their chunks without re-embedding. Records a row source no longer holds are removed. A failure
+        leaves the previous state (and no new empty store); the outcome is recorded either way.
 
         Reading the source keeps to the service's budget and waits for a parse slot (503 `overloaded` when
         none frees up in time); once `cancelled` is set (the client went away) it stops at its next
@@ -136,9 +149,17 @@ class DocumentService(StoreOperations):
         grant.require("write", store)
         if create is not None:
             check_store_name(store)
-        prepared = self._prepare(source, cancelled)
-        item = WriteItem(prepared, sequence)
-        [result] = self.writer.write(store, [item], create, acting(actor, grant), into_table=True)
+        who = acting(actor, grant)
+        try:
+            result = self._unchanged(store, source, sequence, who)
+            if result is None:
+                prepared = self._prepare(source, cancelled)
+                item = WriteItem(prepared, sequence)
+                [result] = self.writer.write(store, [item], create, who, into_table=True)
+        except RetrievalError as exc:
+            self._record(store, source.source_id, exc, who)
+            raise
+        self._record(store, source.source_id, result, who)
         debug("write %s into %s: %s", source.source_id, store, type(result).__name__)
         return result
 
@@ -160,15 +181,19 @@ class DocumentService(StoreOperations):
         if create is not None:
             check_store_name(store)
         actor = acting(actor, grant)
-        group: list[WriteItem | RetrievalError] = []
+        group: list[tuple[str, WriteItem | SourceWrite | RetrievalError]] = []
         texts = 0
         for source in sources:
             try:
+                unchanged = self._unchanged(store, source, None, actor)
+                if unchanged is not None:
+                    group.append((source.source_id, unchanged))
+                    continue
                 prepared = self._prepare(source)
             except RetrievalError as exc:
-                group.append(exc)
+                group.append((source.source_id, exc))
                 continue
-            group.append(WriteItem(prepared, None))
+            group.append((source.source_id, WriteItem(prepared, None)))
             texts += sum(len(d.chunks) for d in prepared.documents)
             if texts >= GROUP_TEXTS or len(group) >= GROUP_SOURCES:
                 yield from self._write_group(store, group, create, actor)
@@ -230,6 +255,7 @@ class DocumentService(StoreOperations):
                     raise not_through_documents_api(found, "an S3 event")
                 deleted = delete_attached(conn, found, source_id)
                 audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
+                status_sql.forget(conn, found, [source_id, *deleted], bool(deleted))
                 return deleted
             sql.lock(conn, found, [sql.source_lock_key(source_id)])
             if sequence is not None:
@@ -244,8 +270,10 @@ class DocumentService(StoreOperations):
             else:
                 ids = sql.source_document_ids(conn, found, source_id, or_id=True)
             sql.lock(conn, found, ids)
+            sql.forget_record_sources(conn, found, ids)
             deleted = sql.remove_documents(conn, found, ids)
             audit_trail.record(conn, found.name, actor, *audit_trail.delete_entries(source_id, deleted))
+            status_sql.forget(conn, found, [source_id, *deleted], bool(deleted))
             if deleted:
                 store_sql.bump_version(conn, found)
             return deleted
@@ -300,13 +328,69 @@ class DocumentService(StoreOperations):
             hashes[source] = value if hashes.get(source, value) == value else ""
         return hashes
 
+    def document_statuses(
+        self,
+        store: str,
+        outcome: status_sql.OutcomeName,
+        prefix: str = "",
+        limit: int = 100,
+        cursor: str | None = None,
+        grant: Grant = OPEN_GRANT,
+    ) -> tuple[list[status_sql.StatusRow], str | None, status_sql.Counts]:
+        """Sources whose last outcome is `outcome`, id starting with `prefix`, in id order, the cursor of
+        the next page, and the store's counts (ingest_status.py)."""
+        grant.require("read", store)
+        check_page_limit(limit)
+        after = decode_cursor(cursor) if cursor else None
+        with database_errors("reading ingestion status"), self._connection() as conn:
+            found = self._store(conn, store)
+            rows = status_sql.list_outcomes(conn, found, outcome, prefix, after, limit + 1)
+            counts = status_sql.counts(conn, found)
+        page = rows[:limit]
+        return page, (encode_cursor(page[-1].document_id) if len(rows) > limit else None), counts
+
+    def ingestion_counts(self, store: str, grant: Grant = OPEN_GRANT) -> status_sql.Counts:
+        """The store's ingestion counts (ingest_status.py)."""
+        grant.require("read", store)
+        with database_errors("reading ingestion status"), self._connection() as conn:
+            return status_sql.counts(conn, self._store(conn, store))
+
+    def read_source(self, source: SourceInput) -> PreparedSource:
+        """Parse and chunk `source` as its write would, and write nothing (sync's dry run): the same
+        budget, parse slot and record limit, hence the same errors."""
+        return self._prepare(source)
+
+    def record_outcomes(
+        self, store: str, outcomes: list[status_sql.Outcome], actor: Actor | None = None
+    ) -> None:
+        """Record outcomes decided without a write (sync's files whose hash matched) as the writes' are."""
+        ingest_status.record(self.retrieval, store, outcomes, acting(actor, OPEN_GRANT))
+
     # The write itself.
+
+    def _record(self, store: str, source_id: str, result: SourceWrite | RetrievalError, actor: Actor) -> None:
+        ingest_status.record(self.retrieval, store, [ingest_status.outcome_of(source_id, result)], actor)
+
+    def _unchanged(
+        self, store: str, source: SourceInput, sequence: Sequence | None, actor: Actor
+    ) -> SourceWrite | None:
+        """The `unchanged` answer when `source` is stored as it is sent (nothing parsed); None otherwise."""
+        check_document_id(source.source_id)
+        check_metadata(source.metadata)
+        source_sha256 = sha256_hex(source.data)
+        key = source_key(source, source_sha256)
+        chunking = (self.chunk_size, self.chunk_overlap)
+        return again_after_conflict(
+            lambda: write_if_unchanged(
+                self.writer, store, source, key, source_sha256, chunking, self.max_records, sequence, actor
+            )
+        )
 
     def _prepare(self, source: SourceInput, cancelled: threading.Event | None = None) -> PreparedSource:
         model = self.retrieval.embedder.model
         with self.parse_slots.hold():
             prepared = prepare_source(
-                source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled
+                source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled, self.ocr
             )
         if self.max_records is not None and len(prepared.documents) > self.max_records:
             raise TooManyRecordsError(source.source_id, len(prepared.documents), self.max_records)
@@ -315,11 +399,12 @@ class DocumentService(StoreOperations):
     def _write_group(
         self,
         store: str,
-        group: list[WriteItem | RetrievalError],
+        group: list[tuple[str, WriteItem | SourceWrite | RetrievalError]],
         create: StoreDefinition | None,
         actor: Actor,
     ) -> Iterator[SourceWrite | RetrievalError]:
-        items = [g for g in group if isinstance(g, WriteItem)]
+        """Write the group's prepared items in one write; each entry's result in order, once recorded."""
+        items = [g for _, g in group if isinstance(g, WriteItem)]
         results: Iterator[SourceWrite | RetrievalError]
         try:
             results = iter(self.writer.write(store, items, create, actor) if items else [])
@@ -327,8 +412,10 @@ class DocumentService(StoreOperations):
             # One source names another's document: write each alone, so that only it is refused.
             alone = [exc] if len(items) == 1 else [self._write_alone(store, i, create, actor) for i in items]
             results = iter(alone)
-        for entry in group:
-            yield entry if isinstance(entry, RetrievalError) else next(results)
+        done = [(i, next(results) if isinstance(g, WriteItem) else g) for i, g in group]
+        ingest_status.record(self.retrieval, store, (ingest_status.outcome_of(i, r) for i, r in done), actor)
+        for _, result in done:
+            yield result
 
     def _write_alone(
         self, store: str, item: WriteItem, create: StoreDefinition | None, actor: Actor

@@ -1,41 +1,41 @@
 """`retrieval sync` and `retrieval ingest`: reconcile a store with a tree of files, and report it.
 
 The plan compares each file's SHA-256 with `DocumentService.source_hashes`: a new id is added, a
-different hash updated, the same hash left alone (nothing read twice, parsed or embedded). With
-`prune`, stored sources whose id is no longer in the tree are deleted, whatever wrote them. Sidecar
-metadata is applied with `put_source_metadata`, which changes metadata without re-embedding.
+different hash updated, the same hash left alone (nothing read twice, parsed or embedded). Stored sources
+whose id is no longer in the tree are reported (`gone`); with `prune` they are deleted, whatever wrote
+them. Sidecar metadata is applied with `put_source_metadata`, which changes metadata without
+re-embedding. A dry run parses what it would write, so a file that would fail is reported failed.
 
-CSV and JSON Lines files are read with the run's TableOptions (`--text-column` and the other flags),
-or with their sidecar's `tableOptions`, which win. The options are part of a source's fingerprint: a
-file written with other options is read again. A file whose sidecar names options is read again on each
-run (its documents are re-embedded only when they changed), as the stored hashes are compared under the
-run's options.
+Tables are read with the run's TableOptions, or their sidecar's `tableOptions`, which win; a file stored
+under other options is read again, one whose sidecar names them on each run (re-embedded where changed).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval_core.db.document_status import Outcome
 from retrieval_core.documents.file_sources import HEAD_BYTES, Entry, Listing, Skipped, Tree
+from retrieval_core.documents.ingest_status import SKIPPING_ERRORS
 from retrieval_core.documents.models import Actor, SourceInput, SourceWrite, StoreDefinition
+from retrieval_core.documents.prepare import sha256_hex
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.documents.sidecar import read_sidecar, read_table_options
 from retrieval_core.exceptions import RetrievalError, SourceReadError, StoreNotFoundError
-from retrieval_core.parsers.exceptions import EmptyDocumentError, UnsupportedContentTypeError
 from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 
-# Errors that mean "not a document we index" rather than "something went wrong": the file is skipped.
-SKIPPING_ERRORS = (UnsupportedContentTypeError, EmptyDocumentError)
+# How many ids of stored sources gone from the tree the report's line names.
+GONE_NAMED = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a sync will do. `stored` is None when the store does not exist yet."""
+    """What a sync will do. `stored` is None when the store does not exist yet. `gone`: the stored sources
+    no longer in the tree (`deleted` with prune, else left in the store and reported)."""
 
     added: list[Entry]
     updated: list[Entry]
@@ -44,6 +44,7 @@ class Plan:
     skipped: list[Skipped]
     failed: list[Failed]
     stored: dict[str, str] | None
+    gone: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,8 @@ class Report:
     failed: list[Failed] = field(default_factory=list)
     documents_written: int = 0
     chunks_written: int = 0
+    # Stored sources no longer in the tree, kept because `prune` was not given (sync only).
+    not_in_tree: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` report (docs/loading-documents.md, "Loading documents")."""
@@ -116,6 +119,7 @@ class Report:
             ],
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "failed": [{"path": f.path, "code": f.code, "message": f.message} for f in self.failed],
+            "notInTree": list(self.not_in_tree),
             "totals": {
                 "added": len(self.added),
                 "updated": len(self.updated),
@@ -126,6 +130,7 @@ class Report:
                 "documentsWritten": self.documents_written,
                 "chunksWritten": self.chunks_written,
                 "documentsDeleted": sum(len(d.documents) for d in self.deleted),
+                "notInTree": len(self.not_in_tree),
             },
         }
 
@@ -143,6 +148,8 @@ class Report:
             ]
         lines += [f"skipped       {s.path}: {s.reason}" for s in self.skipped]
         lines += [f"failed        {f.path}: [{f.code}] {f.message}" for f in self.failed]
+        if self.not_in_tree:
+            lines.append(self._gone_line())
         counts = (
             f"added {len(self.added)}, updated {len(self.updated)}, unchanged {len(self.unchanged)}, "
             f"deleted {len(self.deleted)}, skipped {len(self.skipped)}, failed {len(self.failed)}"
@@ -154,6 +161,14 @@ class Report:
             chunks = _plural(self.chunks_written, "chunk")
             lines.append(f"{counts}: {written} written ({chunks}) in store '{self.store}'")
         return lines
+
+    def _gone_line(self) -> str:
+        count = len(self.not_in_tree)
+        where = "under the prefix" if self.root.startswith("s3://") else "in the folder"
+        named = ", ".join(self.not_in_tree[:GONE_NAMED])
+        more = f" and {count - GONE_NAMED} more" if count > GONE_NAMED else ""
+        are, them = ("is", "it") if count == 1 else ("are", "them")
+        return f"{_plural(count, 'stored document')} {are} not {where}; --prune removes {them}: {named}{more}"
 
 
 def make_plan(
@@ -189,8 +204,8 @@ def make_plan(
             (unchanged if same else updated).append(entry)
     # A file that is there but skipped (hidden, in a folder that could not be listed) is not gone.
     present = {e.source_id for e in listing.entries} | {prefix + s.path for s in listing.skipped}
-    deleted = sorted(s for s in known if s.startswith(prefix) and not _within(s, present)) if prune else []
-    return Plan(added, updated, unchanged, deleted, list(listing.skipped), failed, stored)
+    gone = sorted(s for s in known if s.startswith(prefix) and not _within(s, present))
+    return Plan(added, updated, unchanged, gone if prune else [], list(listing.skipped), failed, stored, gone)
 
 
 def _within(source_id: str, present: set[str]) -> bool:
@@ -249,6 +264,7 @@ def plan_sync(
         ),
         plan.failed,
         plan.stored,
+        plan.gone,
     )
 
 
@@ -267,20 +283,67 @@ def _unreadable(tree: Tree, entry: Entry) -> str | None:
     return None
 
 
-def planned_report(plan: Plan, store: str, root: str, prune: bool) -> Report:
-    """The report of a dry run: the plan, nothing written."""
-    return Report(
+def planned_report(
+    plan: Plan,
+    tree: Tree,
+    documents: DocumentService,
+    store: str,
+    root: str,
+    prune: bool,
+    progress: bool = True,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
+) -> Report:
+    """The report of a dry run: the plan, with each file to add or update read and parsed as its write
+    would parse it (under `table`, or its sidecar's tableOptions; a corrupt file is failed, an empty one
+    skipped, with the write's code and message) and its sidecar read. Nothing is embedded or written."""
+    from tqdm import tqdm
+
+    report = Report(
         store,
         root,
         dry_run=True,
         prune=prune,
-        added=[Written(e.path, e.source_id) for e in plan.added],
-        updated=[Written(e.path, e.source_id) for e in plan.updated],
         unchanged=[Written(e.path, e.source_id) for e in plan.unchanged],
         deleted=[Deleted(s, []) for s in plan.deleted],
         skipped=list(plan.skipped),
         failed=list(plan.failed),
     )
+    sidecars, tables = _read_sidecars(tree, [*plan.added, *plan.updated], report)
+    changes = [(report.added, e) for e in plan.added] + [(report.updated, e) for e in plan.updated]
+    to_parse = [(into, e) for into, e in changes if e.source_id in sidecars]
+    disabled = not progress or not to_parse
+    with tqdm(total=len(to_parse), desc="parse", unit=" files", disable=disabled) as bar:
+        for into, entry in to_parse:
+            options = tables.get(entry.source_id) or table
+            outcome = _parsed(tree, documents, entry, plan.stored or {}, options)
+            if isinstance(outcome, Written):
+                into.append(outcome)
+            elif isinstance(outcome, Skipped):
+                report.skipped.append(outcome)
+            else:
+                report.failed.append(outcome)
+            bar.update(1)
+    report.skipped.sort(key=lambda s: s.path)
+    return report
+
+
+def _parsed(
+    tree: Tree, documents: DocumentService, entry: Entry, stored: dict[str, str], table: TableOptions
+) -> Written | Skipped | Failed:
+    """What writing `entry` would come to, short of embedding: its documents and chunks, or why not."""
+    try:
+        data = tree.read(entry.location)
+        prepared = documents.read_source(SourceInput(entry.source_id, data, name=entry.name, table=table))
+    except SKIPPING_ERRORS as exc:
+        return Skipped(entry.path, exc.message + _kept(entry, stored))
+    except RetrievalError as exc:
+        return Failed(entry.path, exc.code, exc.message)
+    chunks = sum(len(d.chunks) for d in prepared.documents)
+    return Written(entry.path, entry.source_id, len(prepared.documents), chunks)
+
+
+def _kept(entry: Entry, stored: dict[str, str]) -> str:
+    return "; the version stored before is kept" if entry.source_id in stored else ""
 
 
 def apply_plan(
@@ -293,7 +356,7 @@ def apply_plan(
     actor: Actor | None = None,
     table: TableOptions = DEFAULT_TABLE_OPTIONS,
 ) -> None:
-    """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got).
+    """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got);
     CSV and JSON Lines files are read with `table`, or with their sidecar's `tableOptions`.
 
     Per-file errors are recorded; errors of the whole operation (database, embedder) are raised. The
@@ -307,10 +370,10 @@ def apply_plan(
     if plan.stored is not None:
         # Before the writes, so that new and changed files are written with their sidecar's metadata.
         changed = _put_sidecars(documents, report.store, present, sidecars, actor)
-    # Unchanged bytes whose sidecar names other table options than those the hashes were compared under.
-    reread = {e.source_id for e in plan.unchanged if tables.get(e.source_id, table) != table}
+    reread = {e.source_id for e in plan.unchanged if (tables.get(e.source_id) or table) != table}
     to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
     to_write += [e for e in plan.unchanged if e.source_id in reread and e.source_id in sidecars]
+    compared: list[Outcome] = []  # files the plan found unchanged: their outcome is recorded here
     for entry in plan.unchanged:
         if entry.source_id not in sidecars or entry.source_id in reread:
             continue
@@ -318,10 +381,13 @@ def apply_plan(
             report.updated.append(
                 Written(entry.path, entry.source_id, changed[entry.source_id], 0, metadata_only=True)
             )
+            compared.append(Outcome(entry.source_id, "ok", change="updated"))
         else:
             report.unchanged.append(Written(entry.path, entry.source_id))
-    tables = {e.source_id: tables.get(e.source_id) or table for e in to_write}
-    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor, tables)
+            compared.append(Outcome(entry.source_id, "ok", change="unchanged"))
+    documents.record_outcomes(report.store, compared, actor)
+    options = {e.source_id: tables.get(e.source_id) or table for e in to_write}
+    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor, options)
     if plan.stored is None and written:
         # A new store exists only once a file is written in it; its sidecars follow the first write.
         first = [e for e in written if sidecars[e.source_id]]
@@ -333,31 +399,27 @@ def apply_plan(
 
 def sha256(data: bytes) -> str:
     """Hex SHA-256, as `source_hashes` gives it."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def _read_sidecars(
     tree: Tree, entries: list[Entry], report: Report
-) -> tuple[dict[str, dict[str, Any] | None], dict[str, TableOptions]]:
+) -> tuple[dict[str, dict[str, Any] | None], dict[str, TableOptions | None]]:
     """Each entry's sidecar metadata (None: no sidecar), and the table options of those that name them.
     An entry whose sidecar is unreadable is failed and left out: writing it without its metadata would
     hide it from metadata filters."""
     sidecars: dict[str, dict[str, Any] | None] = {}
-    tables: dict[str, TableOptions] = {}
+    tables: dict[str, TableOptions | None] = {}
     for entry in entries:
         if entry.sidecar is None:
             sidecars[entry.source_id] = None
             continue
         try:
             data = tree.read(entry.sidecar)
+            tables[entry.source_id] = read_table_options(data)
             sidecars[entry.source_id] = read_sidecar(data)
-            options = read_table_options(data)
         except RetrievalError as exc:
-            sidecars.pop(entry.source_id, None)
             report.failed.append(Failed(entry.path + SIDECAR_SUFFIX, exc.code, exc.message))
-            continue
-        if options is not None:
-            tables[entry.source_id] = options
     return sidecars, tables
 
 
@@ -416,8 +478,7 @@ def _write(
                 written.append(entry)
                 _record_write(report, entry, result)
             elif isinstance(result, SKIPPING_ERRORS):
-                kept = "; the version stored before is kept" if entry.source_id in stored else ""
-                report.skipped.append(Skipped(entry.path, result.message + kept))
+                report.skipped.append(Skipped(entry.path, result.message + _kept(entry, stored)))
             else:
                 report.failed.append(Failed(entry.path, result.code, result.message))
             bar.update(1)

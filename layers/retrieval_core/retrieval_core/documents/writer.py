@@ -320,13 +320,14 @@ def _write_documents(
                 prepared.caller_metadata,
                 doc.metadata,
                 written_by=written_by,
+                source_key=prepared.source_key,
             )
             writes.append(DocumentWrite(doc.id, "updated", len(doc.chunks)))
         else:
             writes.append(DocumentWrite(doc.id, "unchanged", len(doc.chunks)))
-            if state.source_sha256 != prepared.source_sha256:
-                rehashed.append(doc.id)  # another record of its file changed
-    sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256)
+            if (state.source_sha256, state.source_key) != (prepared.source_sha256, prepared.source_key):
+                rehashed.append(doc.id)  # another record of its file changed, or its key was not kept
+    sql.set_source_sha256(conn, store, rehashed, prepared.source_sha256, prepared.source_key)
     sql.write_documents(conn, store, rewrite)
     return writes
 
@@ -357,6 +358,7 @@ def _new_document(
         doc.metadata,
         prepared.caller_metadata,
         written_by,
+        prepared.source_key,
     )
 
 

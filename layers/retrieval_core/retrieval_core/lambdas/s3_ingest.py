@@ -12,12 +12,15 @@
 - Audit: each change's rows name `s3:<principal>` (the event's userIdentity.principalId, EventBridge's
   requester) and, as request id, the S3 request that made the change (x-amz-request-id), which S3's
   access logs and CloudTrail also show; a redelivery keeps it, unlike the Lambda's own request id.
-- Failures: a message that is not an S3 event, and any transient fault (database, embedder, S3,
-  the idempotency table), fails its batch item: retried, then dead-lettered after the queue's
-  maxReceiveCount. An object we cannot read as a document (415, 422, 413: a property of that object)
-  is logged at ERROR with its key and reason, counted (UnreadableObjects) and acknowledged: fixing the
-  object means uploading it again, which is a new event. An object gone by the time it is read is
+- Failures: a message that is not an S3 event, and any transient fault (database, embedder, OCR engine,
+  S3, the idempotency table), fails its batch item: retried, then dead-lettered after the queue's
+  maxReceiveCount. An object we cannot read as a document (415, 422, 413: a property of that object, a
+  scanned PDF with OCR off included, `no_text_layer`) is logged at ERROR with its key, code and reason,
+  counted (UnreadableObjects) and acknowledged: fixing the object means uploading it again, which is a
+  new event. An object gone by the time it is read is
   acknowledged: its removal's event came or will come.
+- Status: the service records each object's outcome (ok, failed, skipped) and the store's counts
+  (GET .../documents?status=failed); the "S3 event applied" line carries the outcome and those counts.
 
 Nothing here creates a boto3 client or imports boto3 before the first invocation.
 """
@@ -36,6 +39,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from retrieval_core import container
 from retrieval_core.clients.aws import handler_options, lazy_aws_client
+from retrieval_core.db.document_status import COUNTED
+from retrieval_core.documents import ingest_status
 from retrieval_core.documents.exceptions import ObjectReadError, ObjectTooLargeError, S3EventError
 from retrieval_core.documents.models import Actor, Sequence, SourceInput, StoreDefinition
 from retrieval_core.documents.s3_events import ObjectChange, Target, read_message
@@ -206,8 +211,9 @@ class IngestProcessor:
                 exc.message,
                 extra={**where, "code": exc.code, "reason": exc.message},
             )
-            outcome = {"outcome": "refused", "code": exc.code}
-        logger.info("S3 event applied", extra={**where, **outcome})
+            status = "skipped" if isinstance(exc, ingest_status.SKIPPING_ERRORS) else "failed"
+            outcome = {"outcome": "refused", "code": exc.code, "status": status}
+        logger.info("S3 event applied", extra={**where, **outcome, **_store_counts(documents, target.store)})
         return outcome
 
     def _create(
@@ -241,7 +247,7 @@ class IngestProcessor:
             metrics.count("StaleEvents")
             return {"outcome": "stale"}
         metrics.count("ObjectsIngested")
-        return {"outcome": written.status, "chunks": written.chunk_count}
+        return {"outcome": written.status, "status": "ok", "chunks": written.chunk_count}
 
     def _remove(
         self,
@@ -298,6 +304,15 @@ class IngestProcessor:
         metrics.count("DuplicatesSuppressed")
         logger.info("S3 event already applied; nothing done", extra={"result": response})
         return response
+
+
+def _store_counts(documents: DocumentService, store: str) -> dict[str, Any]:
+    """The store's ingestion counts for the log line; none when they cannot be read (no store yet)."""
+    try:
+        counts = documents.ingestion_counts(store)
+    except RetrievalError:
+        return {}
+    return {"ingestion": {name: getattr(counts, name) for name in COUNTED}, "failingNow": counts.now_failed}
 
 
 def s3_actor(change: ObjectChange) -> Actor:

@@ -3,12 +3,15 @@
 One face: `parse(data, content_type, name) -> ParsedFile`. The format is decided from the declared
 content type, the file name's suffix (case-insensitively) and the bytes themselves
 (`detect_content_type`). Each format has its own module; the libraries they use (pypdf,
-python-docx, lxml, markdown-it-py) are imported on first use, so importing this package is cheap.
+python-docx, lxml, markdown-it-py) are imported on first use, and so is each format's module: a
+handler that serves no document PUT (a GET of a store, a DELETE) never loads a reader.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.budget import DEFAULT_BUDGET, ParseBudget, ParseMeter
@@ -24,14 +27,11 @@ from retrieval_core.parsers.detect import (
     charset,
     detect_content_type,
 )
-from retrieval_core.parsers.docx import read_docx
 from retrieval_core.parsers.exceptions import EmptyDocumentError
-from retrieval_core.parsers.html_page import read_html
-from retrieval_core.parsers.markdown import read_markdown
-from retrieval_core.parsers.pdf import read_pdf
-from retrieval_core.parsers.records import read_csv, read_jsonl
-from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
-from retrieval_core.parsers.text import read_text
+
+if TYPE_CHECKING:
+    from retrieval_core.parsers.scanned_pages import OcrEngine
+    from retrieval_core.parsers.tables import TableOptions
 
 __all__ = [
     "CSV",
@@ -49,7 +49,6 @@ __all__ = [
     "ParseMeter",
     "ParsedDocument",
     "ParsedFile",
-    "TableOptions",
     "detect_content_type",
     "parse",
 ]
@@ -58,18 +57,25 @@ __all__ = [
 # read by an older version can be told apart and read again ("made under other settings").
 PARSER_VERSION = "2"
 
-_READERS: dict[str, Callable[[bytes, str | None, ParseMeter], ParsedFile]] = {
-    PDF: read_pdf,
-    HTML: read_html,
-    DOCX: read_docx,
-    MARKDOWN: read_markdown,
-    TEXT: read_text,
+Reader = Callable[[bytes, str | None, ParseMeter], ParsedFile]
+
+# Each format's reader, as (module, function): imported when a file of that format is first read.
+_READERS: dict[str, tuple[str, str]] = {
+    PDF: ("retrieval_core.parsers.pdf", "read_pdf"),
+    HTML: ("retrieval_core.parsers.html_page", "read_html"),
+    DOCX: ("retrieval_core.parsers.docx", "read_docx"),
+    CSV: ("retrieval_core.parsers.records", "read_csv"),
+    JSONL: ("retrieval_core.parsers.records", "read_jsonl"),
+    MARKDOWN: ("retrieval_core.parsers.markdown", "read_markdown"),
+    TEXT: ("retrieval_core.parsers.text", "read_text"),
 }
-# Row formats: one document per record, shaped by the caller's TableOptions.
-_TABLE_READERS: dict[str, Callable[[bytes, str | None, ParseMeter, TableOptions], ParsedFile]] = {
-    CSV: read_csv,
-    JSONL: read_jsonl,
-}
+
+
+def reader(content_type: str) -> Reader:
+    """The function that reads files of `content_type` (one of SUPPORTED_CONTENT_TYPES)."""
+    module, function = _READERS[content_type]
+    found: Reader = getattr(import_module(module), function)
+    return found
 
 
 def parse(
@@ -77,22 +83,32 @@ def parse(
     content_type: str | None = None,
     name: str | None = None,
     meter: ParseMeter | None = None,
-    table: TableOptions = DEFAULT_TABLE_OPTIONS,
+    ocr: OcrEngine | None = None,
+    table: TableOptions | None = None,
 ) -> ParsedFile:
-    """The documents in `data`; `table`: which columns of a CSV or JSON Lines file make each record's
-    id, title, text and metadata (other formats ignore it). Raises UnsupportedContentTypeError (415),
-    DocumentParseError (422) for a corrupt or encrypted file, EmptyDocumentError (422) when there is no
-    text, UnknownColumnError (422) for a named column the table lacks, and DocumentLimitError (422) for
-    a file over `meter`'s budget (by default DEFAULT_BUDGET)."""
+    """The documents in `data`, a PDF's scanned pages read by `ocr` (None: not read); `table`: which columns
+    of a CSV or JSON Lines file make each record's id, title, text and metadata (None: the defaults of
+    parsers/tables.py). Raises UnsupportedContentTypeError (415), DocumentParseError (422) for a corrupt or
+    encrypted file, NoTextLayerError (422) for a PDF of scanned pages with no text found on them,
+    EmptyDocumentError (422) when there is no text, UnknownColumnError (422) for a named column the table
+    lacks, and DocumentLimitError (422) for a file over `meter`'s budget (by default DEFAULT_BUDGET); OCR
+    errors as `OcrEngine.read_page` says."""
     chosen = detect_content_type(data, content_type, name)
     if not data.strip():
         raise EmptyDocumentError(chosen)
     meter = meter or ParseMeter(DEFAULT_BUDGET)
     meter.content_type = chosen
-    if chosen in _TABLE_READERS:
-        parsed = _TABLE_READERS[chosen](data, charset(content_type), meter, table)
+    if chosen == PDF and ocr is not None:
+        from retrieval_core.parsers.pdf import read_pdf
+
+        parsed = read_pdf(data, charset(content_type), meter, ocr)
+    elif chosen in (CSV, JSONL) and table is not None:
+        from retrieval_core.parsers import records
+
+        read_table = records.read_csv if chosen == CSV else records.read_jsonl
+        parsed = read_table(data, charset(content_type), meter, table)
     else:
-        parsed = _READERS[chosen](data, charset(content_type), meter)
+        parsed = reader(chosen)(data, charset(content_type), meter)
     # PostgreSQL text cannot hold NUL; some PDFs and UTF-16 files carry them.
     documents = [_without_nul(document) for document in parsed.documents]
     documents = [document for document in documents if document.blocks]

@@ -84,6 +84,10 @@ class ParseMeter:
             elapsed, limit = now - self._started, self.budget.parse_timeout_s
             self._over("parse_timeout_s", "reading it took", f"{elapsed:.2f} s", f"{limit} s")
 
+    def remaining_s(self) -> float:
+        """Seconds left before the deadline (0 once past it): how long a blocking call (OCR) may take."""
+        return max(0.0, self._deadline - time.monotonic())
+
     def tick(self) -> None:
         """A checkpoint of a tight loop: looks at the clock every few calls, and lets other threads run."""
         self._ticks += 1

@@ -64,6 +64,54 @@ class WriteCancelledError(RetrievalError):
         super().__init__("the client closed the connection before the write ended; nothing was written")
 
 
+class NoTextLayerError(InvalidRequestError):
+    """A PDF whose pages draw images but show no text: a scan, with no text layer to index and no OCR
+    that read one (OCR_ENGINE unset, or its engine found no text)."""
+
+    code = "no_text_layer"
+
+    def __init__(self, content_type: str, scanned_pages: int, ocr_engine: str | None = None) -> None:
+        pages = f"{scanned_pages} page{'' if scanned_pages == 1 else 's'} of images"
+        if ocr_engine is None:
+            reason = (
+                f"no text layer: a scanned PDF? OCR is not enabled ({pages}, no text); set OCR_ENGINE "
+                '(docs/formats.md, "Scanned PDFs and OCR") or upload a PDF with a text layer'
+            )
+        else:
+            reason = f"no text layer ({pages}), and OCR ({ocr_engine}) found no text on them"
+        super().__init__(
+            f"cannot index this {content_type} document: {reason}",
+            {"contentType": content_type, "scannedPages": scanned_pages, "ocrEngine": ocr_engine},
+        )
+
+
+class OcrRefusedError(InvalidRequestError):
+    """A scanned page the OCR engine cannot be given or refused (too large, an image kind it does not read):
+    a property of the document, so retrying does not help."""
+
+    code = "ocr_refused"
+
+    def __init__(self, engine: str, page: int, reason: str) -> None:
+        super().__init__(
+            f"OCR ({engine}) cannot read page {page} of this PDF: {reason}",
+            {"ocrEngine": engine, "pageNumber": page, "reason": reason},
+        )
+
+
+class OcrFailedError(RetrievalError):
+    """The OCR engine failed on a page (unreachable, throttled, refused our credentials, crashed): nothing
+    was written, and the same document may be read once the engine answers again."""
+
+    status_code = 502
+    code = "ocr_failed"
+
+    def __init__(self, engine: str, page: int, reason: str) -> None:
+        super().__init__(
+            f"OCR ({engine}) failed on page {page}: {reason}",
+            {"ocrEngine": engine, "pageNumber": page, "reason": reason},
+        )
+
+
 class UnknownColumnError(InvalidRequestError):
     """A column named in the table options (text, id, title or metadata) that the table does not have."""
 

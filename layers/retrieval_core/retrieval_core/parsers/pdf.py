@@ -2,7 +2,8 @@
 
 A PDF encrypted with an empty user password (one that only restricts printing or copying) opens in
 any viewer without a prompt, so it is decrypted and read; AES needs the `cryptography` package.
-Pages without a text layer (scans) give no text: there is no OCR.
+Pages that draw images and show no text are scans (parsers/scanned_pages.py): read by the OCR engine
+given, else, when no page has text, a NoTextLayerError.
 
 The budget (parsers/budget.py) bounds the pages, the content-stream bytes (decoded, counted each time a
 page or a form draws one: ten pages may share one huge stream) and the operators read; each page's
@@ -17,17 +18,19 @@ import io
 from contextvars import ContextVar
 from typing import Any
 
+from retrieval_core.exceptions import RetrievalError
 from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile, error_summary
 from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import PDF
-from retrieval_core.parsers.exceptions import DocumentLimitError, DocumentParseError, WriteCancelledError
+from retrieval_core.parsers.exceptions import DocumentParseError, NoTextLayerError
+from retrieval_core.parsers.scanned_pages import OcrEngine, PageMarks, read_scanned
 
 # The meter of the PDF this context is reading, for pypdf's tokenizer (`_tokens_are_checkpoints`).
 _READING: ContextVar[ParseMeter | None] = ContextVar("pdf_meter", default=None)
 
 
-def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
-    """One block per page that has text; title from the document information, else empty."""
+def read_pdf(data: bytes, charset: str | None, meter: ParseMeter, ocr: OcrEngine | None = None) -> ParsedFile:
+    """One block per page with text (scanned ones: read by `ocr`); title from the document information."""
     from pypdf import PasswordType, PdfReader
     from pypdf.errors import DependencyError
 
@@ -47,14 +50,17 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
         pages = reader.pages
         meter.within("max_pages", len(pages), "pages")
         blocks: list[Block] = []
+        scanned: list[int] = []
         for number, page in enumerate(pages, start=1):
             meter.check()
-            text = _page_text(page, number, meter)
+            text, marks = _page_text(page, number, meter)
             if text.strip():
                 blocks.append(Block(text.strip(), {"pageNumber": number}))
+            elif marks.scanned:
+                scanned.append(number)
         title = _title(reader)
         page_count = len(pages)
-    except (DocumentParseError, DocumentLimitError, WriteCancelledError):
+    except RetrievalError:
         raise
     # pypdf meets broken files with many kinds of exception (its own, KeyError, ValueError,
     # RecursionError...); every one is the same answer for the caller: this file cannot be read.
@@ -62,11 +68,16 @@ def read_pdf(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
         raise DocumentParseError(PDF, f"damaged or truncated ({error_summary(error)})") from None
     finally:
         _READING.reset(reading)
+    if scanned and ocr is not None:
+        blocks = read_scanned(pages, scanned, blocks, ocr, meter)
+    if scanned and not blocks:
+        raise NoTextLayerError(PDF, len(scanned), ocr.name if ocr is not None else None)
     document = ParsedDocument(blocks, title=title, metadata={"contentType": PDF, "pageCount": page_count})
     return ParsedFile(PDF, [document])
 
 
-def _page_text(page: Any, number: int, meter: ParseMeter) -> str:
+def _page_text(page: Any, number: int, meter: ParseMeter) -> tuple[str, PageMarks]:
+    marks = PageMarks()
     try:
         forms = _form_sizes(page)
         meter.add("max_content_bytes", _stream_size(page.get_contents()), "content-stream bytes")
@@ -74,15 +85,16 @@ def _page_text(page: Any, number: int, meter: ParseMeter) -> str:
         def visit(operator: bytes, operands: Any, *_: Any) -> None:
             meter.add("max_operators", 1, "content-stream operators")
             meter.tick()
+            marks.see(operator, operands, forms)
             if operator == b"Do" and operands:
                 meter.add("max_content_bytes", forms.get(operands[0], 0), "content-stream bytes")
 
         text: str = page.extract_text(visitor_operand_before=visit)
-    except (DocumentLimitError, WriteCancelledError):
+    except RetrievalError:
         raise
     except Exception as error:  # noqa: BLE001  (see read_pdf)
         raise DocumentParseError(PDF, f"page {number} is damaged ({error_summary(error)})") from None
-    return text
+    return text, marks
 
 
 def _tokens_are_checkpoints() -> None:

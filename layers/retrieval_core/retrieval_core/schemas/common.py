@@ -53,6 +53,13 @@ GEMINI_STORE_PREFIX = "fileSearchStores/"
 WriteStatus = Literal["created", "updated", "unchanged"]
 
 
+# Every API model builds its validator and serializer when first used, not when its class is made (nor
+# when a route names it: FastAPI's TypeAdapters follow the model's setting). A handler's cold start then
+# pays only for the models of the route it serves, on that route's first request, instead of for all
+# of them at init: about 4% of DocumentsFunction's and RetrieveFunction's init (docs/benchmarks-bundle.md).
+DEFERRED = True
+
+
 class RequestModel(BaseModel):
     """Base for requests: camelCase on the wire, unknown fields refused so typos are not ignored.
 
@@ -60,13 +67,17 @@ class RequestModel(BaseModel):
     "yes" for a boolean, 5 for a string). A JSON integer is still a number (`grade: 1`).
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True, defer_build=DEFERRED
+    )
 
 
 class ResponseModel(BaseModel):
     """Base for responses: camelCase on the wire."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True, defer_build=DEFERRED
+    )
 
 
 CacheTtl = Annotated[
@@ -91,6 +102,8 @@ def not_applicable(
 class ErrorBody(BaseModel):
     """The error object."""
 
+    model_config = ConfigDict(defer_build=DEFERRED)
+
     code: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
@@ -98,6 +111,8 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     """Every error the API returns."""
+
+    model_config = ConfigDict(defer_build=DEFERRED)
 
     error: ErrorBody
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
@@ -218,4 +218,45 @@ class DocumentListResponse(ResponseModel):
     """A page of documents in id order; `nextCursor` null on the last page."""
 
     documents: list[DocumentResponse]
+    next_cursor: str | None
+
+
+IngestionOutcome = Literal["ok", "failed", "skipped"]
+
+
+class DocumentStatusItem(ResponseModel):
+    """A source's last outcome: what its last write came to, and when."""
+
+    document_id: str = Field(description="The id the source was written as (a row source's, not a record's).")
+    status: IngestionOutcome
+    change: WriteStatus | None = Field(default=None, description="ok: created, updated or unchanged.")
+    code: str | None = Field(default=None, description="failed or skipped: the error's code.")
+    message: str | None = Field(default=None, description="failed or skipped: what went wrong.")
+    written_by: str | None = Field(default=None, description="The credential of that write.")
+    at: datetime
+
+
+class IngestionStatistics(ResponseModel):
+    """The store's cumulative counts of sources since `since` (scanned = added + updated + unchanged +
+    failed + skipped), and how many sources' last outcome is each status now."""
+
+    scanned: int
+    added: int
+    updated: int
+    unchanged: int
+    deleted: int
+    failed: int
+    skipped: int
+    since: datetime | None = Field(description="When counting began (null: nothing written yet).")
+    last_at: datetime | None = Field(description="The last write or delete counted.")
+    now_ok: int
+    now_failed: int
+    now_skipped: int
+
+
+class DocumentStatusListResponse(ResponseModel):
+    """A page of sources whose last outcome is the `status` asked for, in id order, and the store's counts."""
+
+    documents: list[DocumentStatusItem]
+    statistics: IngestionStatistics
     next_cursor: str | None

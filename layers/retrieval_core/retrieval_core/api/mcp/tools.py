@@ -35,6 +35,7 @@ from retrieval_core.schemas.search_options import MetadataEqualities
 if TYPE_CHECKING:
     from retrieval_core.backends.pgvector.service import RetrievalService
     from retrieval_core.db.stores import Store
+    from retrieval_core.schemas.results import ChunkResult
 
 MEMORY_CONTENT_TYPE = "text/plain"
 # Ids derived from the text: a retried memory_store lands on the same memory.
@@ -87,7 +88,9 @@ class MemoryStoreArguments(RequestModel):
 class MemoryDeleteArguments(RequestModel):
     """memory_delete."""
 
-    id: MemoryId = Field(description="Id of the memory to delete (memory_store's or memory_search's id).")
+    id: MemoryId = Field(
+        description="Id of the memory to delete (memory_store's id, or memory_search's documentId)."
+    )
     store: StoreArgument = None
 
 
@@ -179,16 +182,25 @@ def _memory_search(args: MemorySearchArguments, grant: Grant, _actor: Actor) -> 
         raise FilterKeyNotAllowedError(
             exc.details["key"], frozenset(exc.details["allowedKeys"]), "filter"
         ) from None
-    results = [
-        {
-            "id": r.metadata["documentId"],
-            "content": r.content,
-            "metadata": {k: v for k, v in r.metadata.items() if k not in ("documentId", "chunkIndex")},
-            "similarity": r.score,
-        }
-        for r in response.results
-    ]
+    results = [_memory_hit(r) for r in response.results]
     return {"results": results, "count": len(results), "store": response.store}
+
+
+def _memory_hit(chunk: ChunkResult) -> dict[str, Any]:
+    """One memory_search result: the chunk's ids and place as the HTTP API gives them, then its text."""
+    hit: dict[str, Any] = {
+        "id": chunk.id,
+        "documentId": chunk.metadata["documentId"],
+        "chunkIndex": chunk.metadata["chunkIndex"],
+    }
+    if (page := chunk.metadata.get("pageNumber")) is not None:
+        hit["page"] = page
+    return {
+        **hit,
+        "content": chunk.content,
+        "metadata": {k: v for k, v in chunk.metadata.items() if k not in ("documentId", "chunkIndex")},
+        "similarity": chunk.score,
+    }
 
 
 def _memory_store(args: MemoryStoreArguments, grant: Grant, actor: Actor) -> dict[str, Any]:
@@ -268,8 +280,10 @@ TOOLS: dict[str, Tool] = {
             name="memory_search",
             title="Search memory",
             description="Find stored memories (text with metadata) most similar in meaning to `query`, "
-            "highest similarity first. Each result has id, content, metadata and similarity "
-            "(1 - cosine distance: higher is more similar, at most 1). `filter` keeps only memories whose "
+            "highest similarity first. Results are chunks: each has id (the chunk's, documentId#chunkIndex), "
+            "documentId (the memory's id, which memory_delete takes), chunkIndex, page (a PDF page, when "
+            "known), content, metadata and similarity (1 - cosine distance: higher is more similar, at most "
+            "1). `filter` keeps only memories whose "
             "metadata holds every given key-value pair.",
             scope="read",
             arguments=MemorySearchArguments,

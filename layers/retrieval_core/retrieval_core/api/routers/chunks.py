@@ -8,15 +8,15 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import GrantDep, ServiceDep
-from retrieval_core.schemas.common import ErrorResponse
+from retrieval_core.api.docs import error_responses
 from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 
 router = APIRouter(prefix="/api/v1/chunks", tags=["chunks"])
 
-_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 422, 500)}
+_ERRORS = error_responses(*(403, 404, 422, 500))
 
 
-@router.post("/similarity-search", response_model=SimilaritySearchResponse, responses=_ERRORS)  # type: ignore[arg-type]
+@router.post("/similarity-search", response_model=SimilaritySearchResponse, openapi_extra=_ERRORS)
 async def similarity_search(
     body: SimilaritySearchRequest, service: ServiceDep, grant: GrantDep, response: Response
 ) -> SimilaritySearchResponse:

@@ -12,13 +12,15 @@ import asyncio
 import base64
 import binascii
 import threading
-from typing import Annotated
+from dataclasses import asdict
+from typing import Annotated, Any
 from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import ActorDep, GrantDep
+from retrieval_core.api.docs import error_responses
 from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
 from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
@@ -27,13 +29,17 @@ from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
 from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.tables import TableOptions
-from retrieval_core.schemas.common import ErrorResponse, Text
+from retrieval_core.schemas.common import Text
 from retrieval_core.schemas.documents import (
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
+    DocumentStatusItem,
+    DocumentStatusListResponse,
     DocumentWriteItem,
     DocumentWriteResponse,
+    IngestionOutcome,
+    IngestionStatistics,
     SourceBlock,
     StoreListResponse,
     StorePutRequest,
@@ -83,11 +89,11 @@ def table_options(
 TableDep = Annotated[TableOptions, Depends(table_options)]
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
-    return {code: {"model": ErrorResponse} for code in (*statuses, 403, 404, 500)}
+def _errors(*statuses: int) -> dict[str, Any]:
+    return error_responses(*statuses, 403, 404, 500)
 
 
-@router.get("", response_model=StoreListResponse, responses=_errors(422))
+@router.get("", response_model=StoreListResponse, openapi_extra=_errors(422))
 async def list_stores(
     documents: DocumentsDep,
     grant: GrantDep,
@@ -107,7 +113,8 @@ async def list_stores(
 @router.put(
     "/{store}",
     response_model=StoreResponse,
-    responses={201: {"model": StoreResponse, "description": "Created"}, **_errors(409, 422)},
+    responses={201: {"model": StoreResponse, "description": "Created"}},
+    openapi_extra=_errors(409, 422),
 )
 async def put_store(
     store: Text,
@@ -145,13 +152,13 @@ async def put_store(
     return _store_response(info)
 
 
-@router.get("/{store}", response_model=StoreResponse, responses=_errors())
+@router.get("/{store}", response_model=StoreResponse, openapi_extra=_errors())
 async def get_store(store: Text, documents: DocumentsDep, grant: GrantDep) -> StoreResponse:
     """One store with its document and chunk counts (scope read)."""
     return _store_response(await run_in_threadpool(documents.get_store, store, grant))
 
 
-@router.post("/{store}/refresh", response_model=StoreResponse, responses=_errors(409))
+@router.post("/{store}/refresh", response_model=StoreResponse, openapi_extra=_errors(409))
 async def refresh_store(
     store: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep
 ) -> StoreResponse:
@@ -160,14 +167,18 @@ async def refresh_store(
     return _store_response(await run_in_threadpool(documents.refresh_store, store, grant, actor))
 
 
-@router.delete("/{store}", status_code=204, responses=_errors())
+@router.delete("/{store}", status_code=204, openapi_extra=_errors())
 async def delete_store(store: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep) -> Response:
     """Drop the store with all its documents (scope admin); cached answers about it are forgotten."""
     await run_in_threadpool(documents.delete_store, store, grant, actor)
     return Response(status_code=204)
 
 
-@router.get("/{store}/documents", response_model=DocumentListResponse, responses=_errors(422))
+@router.get(
+    "/{store}/documents",
+    response_model=DocumentListResponse | DocumentStatusListResponse,
+    openapi_extra=_errors(422),
+)
 async def list_documents(
     store: Text,
     documents: DocumentsDep,
@@ -175,11 +186,37 @@ async def list_documents(
     prefix: Annotated[Text, Query(max_length=1024)] = "",
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None,
-) -> DocumentListResponse:
+    status: Annotated[
+        IngestionOutcome | None,
+        Query(description="List sources by their last write's outcome instead, with the store's counts."),
+    ] = None,
+) -> DocumentListResponse | DocumentStatusListResponse:
     """Documents whose id starts with `prefix`, in id order (byte order), `limit` per page (scope read).
 
+    With `status` (ok, failed or skipped): the sources whose last write came to it, failed ones included
+    (they have no document), each with its code, message and time, and the store's ingestion counts.
     Pass `nextCursor` back as `cursor` for the next page; it is null on the last one.
     """
+    if status is not None:
+        rows, after, counts = await run_in_threadpool(
+            documents.document_statuses, store, status, prefix, limit, cursor, grant
+        )
+        return DocumentStatusListResponse(
+            documents=[
+                DocumentStatusItem(
+                    document_id=r.document_id,
+                    status=r.outcome,
+                    change=r.change,
+                    code=r.code,
+                    message=r.message,
+                    written_by=r.written_by,
+                    at=r.at,
+                )
+                for r in rows
+            ],
+            statistics=IngestionStatistics(**asdict(counts)),
+            next_cursor=after,
+        )
     page, next_cursor = await run_in_threadpool(documents.list_documents, store, prefix, limit, cursor, grant)
     return DocumentListResponse(documents=[_document_response(d) for d in page], next_cursor=next_cursor)
 
@@ -187,10 +224,8 @@ async def list_documents(
 @router.put(
     "/{store}/documents/{document_id:path}",
     response_model=DocumentWriteResponse,
-    responses={
-        201: {"model": DocumentWriteResponse, "description": "Created"},
-        **_errors(413, 415, 422, 502),
-    },
+    responses={201: {"model": DocumentWriteResponse, "description": "Created"}},
+    openapi_extra=_errors(413, 415, 422, 502),
 )
 async def put_document(
     store: Text,
@@ -225,7 +260,7 @@ async def put_document(
     return _write_response(document_id, written, records)
 
 
-@router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, responses=_errors())
+@router.get("/{store}/documents/{document_id:path}", response_model=DocumentResponse, openapi_extra=_errors())
 async def get_document(
     store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep
 ) -> DocumentResponse:
@@ -233,7 +268,7 @@ async def get_document(
     return _document_response(await run_in_threadpool(documents.get_document, store, document_id, grant))
 
 
-@router.delete("/{store}/documents/{document_id:path}", status_code=204, responses=_errors())
+@router.delete("/{store}/documents/{document_id:path}", status_code=204, openapi_extra=_errors())
 async def delete_document(
     store: Text, document_id: Text, documents: DocumentsDep, grant: GrantDep, actor: ActorDep
 ) -> Response:

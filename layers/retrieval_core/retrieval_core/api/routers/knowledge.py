@@ -8,18 +8,18 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.api.docs import error_responses
 from retrieval_core.backends.gemini.service import KnowledgeService
 from retrieval_core.container import get_knowledge_service
-from retrieval_core.schemas.common import ErrorResponse
 from retrieval_core.schemas.knowledge import KnowledgeAnswer, KnowledgeSearchRequest
 
 router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
 
 KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge_service)]
-_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 422, 500, 502, 503)}
+_ERRORS = error_responses(*(403, 404, 422, 500, 502, 503))
 
 
-@router.post("/search", response_model=KnowledgeAnswer, responses=_ERRORS)  # type: ignore[arg-type]
+@router.post("/search", response_model=KnowledgeAnswer, openapi_extra=_ERRORS)
 async def knowledge_search(
     body: KnowledgeSearchRequest, knowledge: KnowledgeDep, grant: GrantDep, response: Response
 ) -> KnowledgeAnswer:

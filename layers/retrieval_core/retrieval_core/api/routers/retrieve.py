@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import BackendsDep, GrantDep
+from retrieval_core.api.docs import error_responses
 from retrieval_core.api.rate_limit import charge
-from retrieval_core.schemas.common import ErrorResponse
 from retrieval_core.schemas.retrieve import (
     RetrieveBatchRequest,
     RetrieveBatchResponse,
@@ -19,10 +19,10 @@ from retrieval_core.schemas.retrieve import (
 
 router = APIRouter(prefix="/api/v1/rag", tags=["retrieve"])
 
-_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 409, 422, 500, 502, 503)}
+_ERRORS = error_responses(*(403, 404, 409, 422, 500, 502, 503))
 
 
-@router.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS)  # type: ignore[arg-type]
+@router.post("/retrieve", response_model=RetrieveResponse, openapi_extra=_ERRORS)
 async def retrieve(
     body: RetrieveRequest, backends: BackendsDep, grant: GrantDep, response: Response
 ) -> RetrieveResponse:
@@ -35,7 +35,7 @@ async def retrieve(
     return answer
 
 
-@router.post("/retrieve/batch", response_model=RetrieveBatchResponse, responses=_ERRORS)  # type: ignore[arg-type]
+@router.post("/retrieve/batch", response_model=RetrieveBatchResponse, openapi_extra=_ERRORS)
 async def retrieve_batch(
     body: RetrieveBatchRequest, backends: BackendsDep, grant: GrantDep, request: Request
 ) -> RetrieveBatchResponse:

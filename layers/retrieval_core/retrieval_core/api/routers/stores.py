@@ -8,18 +8,19 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
 from retrieval_core.api.dependencies import GrantDep
+from retrieval_core.api.docs import error_responses
 from retrieval_core.backends.gemini.service import KnowledgeService
 from retrieval_core.container import get_knowledge_service
-from retrieval_core.schemas.common import GEMINI_STORE_PREFIX, ErrorResponse, StoreName
+from retrieval_core.schemas.common import GEMINI_STORE_PREFIX, StoreName
 from retrieval_core.schemas.knowledge import Backend, ResolvedStore
 
 router = APIRouter(prefix="/api/v1/stores", tags=["stores"])
 
 KnowledgeDep = Annotated[KnowledgeService, Depends(get_knowledge_service)]
-_ERRORS = {status: {"model": ErrorResponse} for status in (403, 404, 422, 500, 502, 503)}
+_ERRORS = error_responses(*(403, 404, 422, 500, 502, 503))
 
 
-@router.get("/resolve", response_model=ResolvedStore, responses=_ERRORS)  # type: ignore[arg-type]
+@router.get("/resolve", response_model=ResolvedStore, openapi_extra=_ERRORS)
 async def resolve_store(
     knowledge: KnowledgeDep,
     grant: GrantDep,
