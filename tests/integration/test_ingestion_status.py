@@ -17,6 +17,7 @@ from retrieval_core.documents.models import SourceInput
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.parsers import ParseBudget
 from retrieval_core.parsers.exceptions import DocumentLimitError
+from retrieval_core.parsers.tables import TableOptions
 from tests.files import corrupt_pdf_bytes, csv_bytes, pdf_bytes
 from tests.integration.test_documents_service import CountingEmbedder, documents_for, new_store
 from tests.writing import doc_url
@@ -53,7 +54,9 @@ def test_the_same_source_again_is_answered_unchanged_without_being_parsed(servic
         pdf_source(team="sales"),  # other metadata
         SourceInput("q3.pdf", REPORT, "application/pdf", "report.pdf", {"team": "finance"}),  # file name
         SourceInput("q3.pdf", REPORT, None, "q3.pdf", {"team": "finance"}),  # declared type
-        SourceInput("q3.pdf", REPORT, "application/pdf", "q3.pdf", {"team": "finance"}, "tables=rows"),
+        SourceInput(
+            "q3.pdf", REPORT, "application/pdf", "q3.pdf", {"team": "finance"}, TableOptions(("rows",))
+        ),
     ):
         with pytest.raises(DocumentLimitError):
             strict.write_source(store, changed)

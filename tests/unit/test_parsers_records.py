@@ -108,15 +108,18 @@ def test_records_all_without_text_are_empty() -> None:
         parse(csv_bytes([{"id": "1", "text": ""}]), None, "x.csv")
 
 
-def test_csv_without_a_text_column_names_the_columns() -> None:
-    with pytest.raises(DocumentParseError) as caught:
-        parse(csv_bytes([{"name": "a", "value": "1"}]), None, "x.csv")
-    assert "no text column" in caught.value.message and "name, value" in caught.value.message
+def test_csv_without_a_text_column_gets_every_column_as_text_lines() -> None:
+    [document] = parse(csv_bytes([{"name": "a", "value": "1"}]), None, "x.csv").documents
+    assert document.blocks[0].text == "name: a\nvalue: 1"
+    assert document.metadata == {"name": "a", "value": 1, "contentType": CSV}
 
 
-def test_jsonl_where_no_record_has_a_text_field_says_so() -> None:
-    with pytest.raises(DocumentParseError, match="no text column"):
-        parse(jsonl_bytes([{"_id": "1", "passage": "x"}, {"_id": "2", "passage": "y"}]), None, "x.jsonl")
+def test_jsonl_whose_first_record_has_no_text_field_gets_every_field_as_text_lines() -> None:
+    parsed = parse(jsonl_bytes([{"_id": "1", "passage": "x"}, {"_id": "2", "passage": "y"}]), None, "x.jsonl")
+    assert [(d.record_id, d.text) for d in parsed.documents] == [
+        ("1", "_id: 1\npassage: x"),
+        ("2", "_id: 2\npassage: y"),
+    ]
 
 
 def test_duplicate_ids_are_refused() -> None:

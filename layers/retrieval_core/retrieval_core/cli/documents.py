@@ -11,7 +11,8 @@ from retrieval_core.cli.stores import add_store_arguments
 from retrieval_core.exceptions import InvalidRequestError, RetrievalError
 
 if TYPE_CHECKING:
-    from retrieval_core.documents.sync import Report
+    from retrieval_core.documents.sync_report import Report
+    from retrieval_core.parsers.tables import TableOptions
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -72,7 +73,33 @@ def _add_load_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
     command.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
     command.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    tables = command.add_argument_group(
+        "CSV and JSON Lines columns",
+        "by default the column text, content or body is the text, else every column as 'column: value' "
+        "lines; a sidecar's tableOptions win over these for its file (docs/formats.md, 'Tables')",
+    )
+    tables.add_argument(
+        "--text-column", action="append", default=[], metavar="NAME", help="a column of the text (repeat)"
+    )
+    tables.add_argument("--id-column", metavar="NAME", help="the column of each record's id")
+    tables.add_argument("--title-column", metavar="NAME", help="the column of each record's title")
+    tables.add_argument(
+        "--metadata-column",
+        action="append",
+        metavar="NAME",
+        help="a column kept as metadata (repeat; default: every other column, within the metadata limits)",
+    )
     add_store_arguments(command)
+
+
+def table_options(args: argparse.Namespace) -> TableOptions:
+    """The TableOptions of the --text-column, --id-column, --title-column and --metadata-column flags."""
+    from retrieval_core.parsers.tables import TableOptions
+
+    metadata = args.metadata_column
+    return TableOptions(
+        tuple(args.text_column), args.id_column, args.title_column, tuple(metadata) if metadata else None
+    )
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -82,7 +109,9 @@ def _load(args: argparse.Namespace) -> int:
     from retrieval_core.documents import sync
     from retrieval_core.documents.file_sources import FolderTree, open_tree
     from retrieval_core.documents.models import StoreDefinition
+    from retrieval_core.documents.sync_report import Report
 
+    table = table_options(args)  # wrong options are refused before the database starts
     get_service()  # starts the embedded database when DATABASE_URL is unset, and migrates
     prune = args.command == "sync" and args.prune
     tree = open_tree(args.path, args.prefix, getattr(args, "source_id", None))
@@ -92,16 +121,18 @@ def _load(args: argparse.Namespace) -> int:
         )
     documents = get_document_service()
     progress = not args.no_progress
-    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix, progress=progress)
+    plan = sync.plan_sync(documents, args.store, tree, prune, args.prefix, progress=progress, table=table)
     if args.dry_run:
-        report = sync.planned_report(plan, tree, documents, args.store, tree.root, prune, progress)
+        report = sync.planned_report(plan, tree, documents, args.store, tree.root, prune, progress, table)
     else:
-        report = sync.Report(args.store, tree.root, prune=prune)
+        report = Report(args.store, tree.root, prune=prune)
         create = StoreDefinition(
             display_name=args.display_name, storage=args.storage, text_search=args.text_search
         )
         try:
-            sync.apply_plan(plan, tree, documents, report, create, progress=progress, actor=cli_actor())
+            sync.apply_plan(
+                plan, tree, documents, report, create, progress=progress, actor=cli_actor(), table=table
+            )
         except RetrievalError:
             _print_report(report, args.json)  # what was written before the abort stays written
             raise

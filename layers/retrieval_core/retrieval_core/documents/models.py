@@ -8,6 +8,7 @@ from typing import Any
 
 from retrieval_core.backends.attached.definition import SourceRequest
 from retrieval_core.db.storage import Storage
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.schemas.common import WriteStatus
 
 
@@ -76,10 +77,15 @@ class SourceInput:
     content_type: str | None = None  # declared; None: decided from `name` and the bytes
     name: str | None = None  # file name: its suffix helps detection; becomes `fileName` metadata
     metadata: dict[str, Any] = field(default_factory=dict)  # given by the caller or a sidecar
-    # The parse options that change what the parsers make of the bytes, as one canonical string ("":
-    # the defaults). Part of the source key (prepare.source_key): the same bytes under other options are
-    # parsed again, not answered `unchanged`.
-    parse_options: str = ""
+    # Row formats: the columns of the id, title, text and metadata (parsers/tables.py).
+    table: TableOptions = DEFAULT_TABLE_OPTIONS
+
+    @property
+    def parse_options(self) -> str:
+        """The parse options that change what the parsers make of the bytes, as one canonical string ("":
+        the defaults). Part of the source key (prepare.source_key): the same bytes under other options are
+        parsed again, not answered `unchanged`."""
+        return self.table.key()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,9 @@ from retrieval_core.documents.models import SourceInput
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.parsers import DEFAULT_BUDGET, PARSER_VERSION, ParseBudget, ParseMeter, parse
 from retrieval_core.parsers.base import ParsedDocument
+from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.exceptions import EmptyDocumentError
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.schemas.common import MAX_DOCUMENT_ID_BYTES
 
 if TYPE_CHECKING:
@@ -94,9 +96,16 @@ class PreparedSource:
         return {**document.metadata, **(sidecar or {}), **self.caller_metadata}
 
 
-def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embedding_model: str) -> str:
-    """Hash of what shapes the stored chunks and vectors besides the content."""
-    parts = [
+def fingerprint(
+    content_type: str,
+    chunk_size: int,
+    chunk_overlap: int,
+    embedding_model: str,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
+) -> str:
+    """Hash of what shapes the stored chunks and vectors besides the content; a row format's
+    TableOptions count when they are not the defaults."""
+    parts: list[str | int] = [
         PARSER_VERSION,
         CHUNKING_VERSION,
         content_type,
@@ -105,6 +114,8 @@ def fingerprint(content_type: str, chunk_size: int, chunk_overlap: int, embeddin
         embedding_model,
         TITLE_CONVENTION,
     ]
+    if content_type in (CSV, JSONL) and table.key():
+        parts.append(table.key())
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -130,7 +141,7 @@ def prepare_source(
     check_document_id(source.source_id)
     check_metadata(source.metadata)
     meter = ParseMeter(budget, cancelled)
-    parsed = parse(source.data, source.content_type, source.name, meter, ocr)
+    parsed = parse(source.data, source.content_type, source.name, meter, ocr, source.table)
     known: dict[str, Any] = {"contentType": parsed.content_type}
     if source.name:
         known["fileName"] = source.name
@@ -161,7 +172,7 @@ def prepare_source(
         source_sha256,
         source_key(source, source_sha256),
         parsed.content_type,
-        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model),
+        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model, source.table),
         dict(source.metadata),
         list(by_id.values()),
     )

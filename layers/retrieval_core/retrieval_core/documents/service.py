@@ -64,6 +64,7 @@ from retrieval_core.exceptions import (
 from retrieval_core.grants import OPEN_GRANT, Grant
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.parsers import DEFAULT_BUDGET, ParseBudget
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.search.concurrency import ExpensiveSlots
 
 if TYPE_CHECKING:
@@ -303,11 +304,13 @@ class DocumentService(StoreOperations):
         page = [DocumentInfo(*r) for r in rows[:limit]]
         return page, (encode_cursor(page[-1].id) if len(rows) > limit else None)
 
-    def source_hashes(self, store: str, grant: Grant = OPEN_GRANT) -> dict[str, str]:
+    def source_hashes(
+        self, store: str, grant: Grant = OPEN_GRANT, table: TableOptions = DEFAULT_TABLE_OPTIONS
+    ) -> dict[str, str]:
         """SHA-256 of each stored source's bytes, by source id (sync compares files against it).
 
-        A source whose chunks were made under other settings (parser, chunking, model) maps to "",
-        so that sync sees it as changed.
+        A source whose chunks were made under other settings (parser, chunking, model, for a CSV or
+        JSON Lines source `table`) maps to "", so that sync sees it as changed.
         """
         from retrieval_core.documents.prepare import fingerprint
 
@@ -317,7 +320,9 @@ class DocumentService(StoreOperations):
             rows = sql.source_fingerprints(conn, found)
         hashes: dict[str, str] = {}
         for source, source_sha256, content_type, stored in rows:
-            current = fingerprint(content_type, self.chunk_size, self.chunk_overlap, found.embedding_model)
+            current = fingerprint(
+                content_type, self.chunk_size, self.chunk_overlap, found.embedding_model, table
+            )
             value = source_sha256 if source_sha256 is not None and stored == current else ""
             # Documents of one source disagreeing (a write interrupted by an older ingest): changed.
             hashes[source] = value if hashes.get(source, value) == value else ""

@@ -5,6 +5,9 @@ different hash updated, the same hash left alone (nothing read twice, parsed or 
 whose id is no longer in the tree are reported (`gone`); with `prune` they are deleted, whatever wrote
 them. Sidecar metadata is applied with `put_source_metadata`, which changes metadata without
 re-embedding. A dry run parses what it would write, so a file that would fail is reported failed.
+
+Tables are read with the run's TableOptions, or their sidecar's `tableOptions`, which win; a file stored
+under other options is read again, one whose sidecar names them on each run (re-embedded where changed).
 """
 
 from __future__ import annotations
@@ -21,11 +24,10 @@ from retrieval_core.documents.models import Actor, SourceInput, SourceWrite, Sto
 from retrieval_core.documents.prepare import sha256_hex
 from retrieval_core.documents.s3_events import SIDECAR_SUFFIX
 from retrieval_core.documents.service import DocumentService
-from retrieval_core.documents.sidecar import read_sidecar
+from retrieval_core.documents.sidecar import read_sidecar, read_table_options
+from retrieval_core.documents.sync_report import Deleted, Failed, Report, Written
 from retrieval_core.exceptions import RetrievalError, SourceReadError, StoreNotFoundError
-
-# How many ids of stored sources gone from the tree the report's line names.
-GONE_NAMED = 5
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,140 +43,6 @@ class Plan:
     failed: list[Failed]
     stored: dict[str, str] | None
     gone: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """A file added, updated or unchanged. Counts are None in a dry run (nothing was parsed)."""
-
-    path: str
-    source_id: str
-    documents: int | None = None
-    chunks: int | None = None
-    metadata_only: bool = False  # only its sidecar changed: nothing re-embedded
-    # Other documents of the store with the same content as this file's (SourceWrite.duplicate_of).
-    duplicate_of: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """camelCase, as every JSON the service prints."""
-        body: dict[str, Any] = {"path": self.path, "sourceId": self.source_id}
-        if self.documents is not None:
-            body |= {"documents": self.documents, "chunks": self.chunks}
-        if self.metadata_only:
-            body["metadataOnly"] = True
-        if self.duplicate_of:
-            body["duplicateOf"] = list(self.duplicate_of)
-        return body
-
-
-@dataclass(frozen=True, slots=True)
-class Deleted:
-    """A stored source no longer in the tree, and the documents deleted with it."""
-
-    source_id: str
-    documents: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """A file that could not be read or written; the store keeps what it had for it."""
-
-    path: str
-    code: str
-    message: str
-
-
-@dataclass(slots=True)
-class Report:
-    """What a sync or an ingest did (or, in a dry run, would do)."""
-
-    store: str
-    root: str
-    dry_run: bool = False
-    prune: bool = False
-    added: list[Written] = field(default_factory=list)
-    updated: list[Written] = field(default_factory=list)
-    unchanged: list[Written] = field(default_factory=list)
-    deleted: list[Deleted] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    failed: list[Failed] = field(default_factory=list)
-    documents_written: int = 0
-    chunks_written: int = 0
-    # Stored sources no longer in the tree, kept because `prune` was not given (sync only).
-    not_in_tree: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """The `--json` report (docs/loading-documents.md, "Loading documents")."""
-        return {
-            "store": self.store,
-            "root": self.root,
-            "dryRun": self.dry_run,
-            "prune": self.prune,
-            "added": [w.to_json() for w in self.added],
-            "updated": [w.to_json() for w in self.updated],
-            "unchanged": [w.to_json() for w in self.unchanged],
-            "deleted": [
-                {"sourceId": d.source_id} | ({} if self.dry_run else {"documents": d.documents})
-                for d in self.deleted
-            ],
-            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
-            "failed": [{"path": f.path, "code": f.code, "message": f.message} for f in self.failed],
-            "notInTree": list(self.not_in_tree),
-            "totals": {
-                "added": len(self.added),
-                "updated": len(self.updated),
-                "unchanged": len(self.unchanged),
-                "deleted": len(self.deleted),
-                "skipped": len(self.skipped),
-                "failed": len(self.failed),
-                "documentsWritten": self.documents_written,
-                "chunksWritten": self.chunks_written,
-                "documentsDeleted": sum(len(d.documents) for d in self.deleted),
-                "notInTree": len(self.not_in_tree),
-            },
-        }
-
-    def lines(self) -> list[str]:
-        """The report for people: every file skipped, failed, deleted or holding the same content as stored
-        documents, then one summary line."""
-        lines: list[str] = []
-        if self.dry_run:
-            lines += [f"would add     {w.path}" for w in self.added]
-            lines += [f"would update  {w.path}" for w in self.updated]
-        if self.dry_run:
-            lines += [f"would delete  {d.source_id}" for d in self.deleted]
-        else:
-            lines += [
-                f"deleted       {d.source_id} ({_plural(len(d.documents), 'document')})" for d in self.deleted
-            ]
-        lines += [
-            f"duplicate     {w.path}: same content as {', '.join(w.duplicate_of)}"
-            for w in (*self.added, *self.updated, *self.unchanged)
-            if w.duplicate_of
-        ]
-        lines += [f"skipped       {s.path}: {s.reason}" for s in self.skipped]
-        lines += [f"failed        {f.path}: [{f.code}] {f.message}" for f in self.failed]
-        if self.not_in_tree:
-            lines.append(self._gone_line())
-        counts = (
-            f"added {len(self.added)}, updated {len(self.updated)}, unchanged {len(self.unchanged)}, "
-            f"deleted {len(self.deleted)}, skipped {len(self.skipped)}, failed {len(self.failed)}"
-        )
-        if self.dry_run:
-            lines.append(f"dry run, nothing written to store '{self.store}': {counts}")
-        else:
-            written = _plural(self.documents_written, "document")
-            chunks = _plural(self.chunks_written, "chunk")
-            lines.append(f"{counts}: {written} written ({chunks}) in store '{self.store}'")
-        return lines
-
-    def _gone_line(self) -> str:
-        count = len(self.not_in_tree)
-        where = "under the prefix" if self.root.startswith("s3://") else "in the folder"
-        named = ", ".join(self.not_in_tree[:GONE_NAMED])
-        more = f" and {count - GONE_NAMED} more" if count > GONE_NAMED else ""
-        are, them = ("is", "it") if count == 1 else ("are", "them")
-        return f"{_plural(count, 'stored document')} {are} not {where}; --prune removes {them}: {named}{more}"
 
 
 def make_plan(
@@ -227,8 +95,9 @@ def plan_sync(
     prune: bool = False,
     prefix: str = "",
     progress: bool = False,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
 ) -> Plan:
-    """List the tree, read the store's source hashes and make the plan.
+    """List the tree, read the store's source hashes (as written under `table`) and make the plan.
 
     A file to write whose name has no supported suffix is sniffed first (its first bytes only): one the
     parsers cannot read (an image, an archive) is skipped without being read whole.
@@ -237,7 +106,7 @@ def plan_sync(
 
     listing = tree.listing()
     try:
-        stored: dict[str, str] | None = documents.source_hashes(store)
+        stored: dict[str, str] | None = documents.source_hashes(store, table=table)
     except StoreNotFoundError:
         stored = None
     known = sum(1 for e in listing.entries if (stored or {}).get(e.source_id))
@@ -296,10 +165,11 @@ def planned_report(
     root: str,
     prune: bool,
     progress: bool = True,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
 ) -> Report:
     """The report of a dry run: the plan, with each file to add or update read and parsed as its write
-    would parse it (a corrupt file is failed, an empty one skipped, with the write's code and message)
-    and its sidecar read. Nothing is embedded or written."""
+    would parse it (under `table`, or its sidecar's tableOptions; a corrupt file is failed, an empty one
+    skipped, with the write's code and message) and its sidecar read. Nothing is embedded or written."""
     from tqdm import tqdm
 
     report = Report(
@@ -312,13 +182,14 @@ def planned_report(
         skipped=list(plan.skipped),
         failed=list(plan.failed),
     )
-    sidecars = _read_sidecars(tree, [*plan.added, *plan.updated], report)
+    sidecars, tables = _read_sidecars(tree, [*plan.added, *plan.updated], report)
     changes = [(report.added, e) for e in plan.added] + [(report.updated, e) for e in plan.updated]
     to_parse = [(into, e) for into, e in changes if e.source_id in sidecars]
     disabled = not progress or not to_parse
     with tqdm(total=len(to_parse), desc="parse", unit=" files", disable=disabled) as bar:
         for into, entry in to_parse:
-            outcome = _parsed(tree, documents, entry, plan.stored or {})
+            options = tables.get(entry.source_id) or table
+            outcome = _parsed(tree, documents, entry, plan.stored or {}, options)
             if isinstance(outcome, Written):
                 into.append(outcome)
             elif isinstance(outcome, Skipped):
@@ -331,12 +202,12 @@ def planned_report(
 
 
 def _parsed(
-    tree: Tree, documents: DocumentService, entry: Entry, stored: dict[str, str]
+    tree: Tree, documents: DocumentService, entry: Entry, stored: dict[str, str], table: TableOptions
 ) -> Written | Skipped | Failed:
     """What writing `entry` would come to, short of embedding: its documents and chunks, or why not."""
     try:
         data = tree.read(entry.location)
-        prepared = documents.read_source(SourceInput(entry.source_id, data, name=entry.name))
+        prepared = documents.read_source(SourceInput(entry.source_id, data, name=entry.name, table=table))
     except SKIPPING_ERRORS as exc:
         return Skipped(entry.path, exc.message + _kept(entry, stored))
     except RetrievalError as exc:
@@ -357,24 +228,28 @@ def apply_plan(
     create: StoreDefinition,
     progress: bool = True,
     actor: Actor | None = None,
+    table: TableOptions = DEFAULT_TABLE_OPTIONS,
 ) -> None:
-    """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got).
+    """Write the plan into `report.store`, filling `report` as it goes (so it tells how far an abort got);
+    CSV and JSON Lines files are read with `table`, or with their sidecar's `tableOptions`.
 
     Per-file errors are recorded; errors of the whole operation (database, embedder) are raised. The
     changes are audited as `actor`.
     """
     report.skipped += plan.skipped
     report.failed += plan.failed
-    sidecars = _read_sidecars(tree, [*plan.added, *plan.updated, *plan.unchanged], report)
+    sidecars, tables = _read_sidecars(tree, [*plan.added, *plan.updated, *plan.unchanged], report)
     present = [e for e in (*plan.added, *plan.updated, *plan.unchanged) if e.source_id in sidecars]
     changed: dict[str, int] = {}
     if plan.stored is not None:
         # Before the writes, so that new and changed files are written with their sidecar's metadata.
         changed = _put_sidecars(documents, report.store, present, sidecars, actor)
+    reread = {e.source_id for e in plan.unchanged if (tables.get(e.source_id) or table) != table}
     to_write = [e for e in (*plan.added, *plan.updated) if e.source_id in sidecars]
+    to_write += [e for e in plan.unchanged if e.source_id in reread and e.source_id in sidecars]
     compared: list[Outcome] = []  # files the plan found unchanged: their outcome is recorded here
     for entry in plan.unchanged:
-        if entry.source_id not in sidecars:
+        if entry.source_id not in sidecars or entry.source_id in reread:
             continue
         if changed.get(entry.source_id):
             report.updated.append(
@@ -385,7 +260,8 @@ def apply_plan(
             report.unchanged.append(Written(entry.path, entry.source_id))
             compared.append(Outcome(entry.source_id, "ok", change="unchanged"))
     documents.record_outcomes(report.store, compared, actor)
-    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor)
+    options = {e.source_id: tables.get(e.source_id) or table for e in to_write}
+    written = _write(tree, documents, report, to_write, plan.stored or {}, create, progress, actor, options)
     if plan.stored is None and written:
         # A new store exists only once a file is written in it; its sidecars follow the first write.
         first = [e for e in written if sidecars[e.source_id]]
@@ -400,19 +276,25 @@ def sha256(data: bytes) -> str:
     return sha256_hex(data)
 
 
-def _read_sidecars(tree: Tree, entries: list[Entry], report: Report) -> dict[str, dict[str, Any] | None]:
-    """Each entry's sidecar metadata (None: no sidecar). An entry whose sidecar is unreadable is
-    failed and left out: writing it without its metadata would hide it from metadata filters."""
+def _read_sidecars(
+    tree: Tree, entries: list[Entry], report: Report
+) -> tuple[dict[str, dict[str, Any] | None], dict[str, TableOptions | None]]:
+    """Each entry's sidecar metadata (None: no sidecar), and the table options of those that name them.
+    An entry whose sidecar is unreadable is failed and left out: writing it without its metadata would
+    hide it from metadata filters."""
     sidecars: dict[str, dict[str, Any] | None] = {}
+    tables: dict[str, TableOptions | None] = {}
     for entry in entries:
         if entry.sidecar is None:
             sidecars[entry.source_id] = None
             continue
         try:
-            sidecars[entry.source_id] = read_sidecar(tree.read(entry.sidecar))
+            data = tree.read(entry.sidecar)
+            tables[entry.source_id] = read_table_options(data)
+            sidecars[entry.source_id] = read_sidecar(data)
         except RetrievalError as exc:
             report.failed.append(Failed(entry.path + SIDECAR_SUFFIX, exc.code, exc.message))
-    return sidecars
+    return sidecars, tables
 
 
 def _put_sidecars(
@@ -438,8 +320,9 @@ def _write(
     create: StoreDefinition,
     progress: bool,
     actor: Actor | None,
+    tables: dict[str, TableOptions],
 ) -> list[Entry]:
-    """Write `entries` through the service; the entries written."""
+    """Write `entries` through the service, each read with its table options; the entries written."""
     from tqdm import tqdm
 
     sent: deque[Entry] = deque()
@@ -454,7 +337,7 @@ def _write(
                 bar.update(1)
                 continue
             sent.append(entry)
-            yield SourceInput(entry.source_id, data, name=entry.name)
+            yield SourceInput(entry.source_id, data, name=entry.name, table=tables[entry.source_id])
 
     with tqdm(
         total=len(entries),
@@ -491,7 +374,3 @@ def _record_write(report: Report, entry: Entry, result: SourceWrite) -> None:
     {"created": report.added, "updated": report.updated, "unchanged": report.unchanged}[result.status].append(
         line
     )
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -85,7 +85,7 @@ def _would_stay(
     """Whether writing `source` again would leave this document of it exactly as stored."""
     if state.source_key != key or state.file_metadata is None or state.caller_metadata is None:
         return False
-    if state.fingerprint != fingerprint(state.content_type, *chunking, model):
+    if state.fingerprint != fingerprint(state.content_type, *chunking, model, source.table):
         return False
     metadata = {**state.file_metadata, **(sidecar or {}), **source.metadata}
     return state.caller_metadata == source.metadata and state.metadata == metadata

@@ -32,6 +32,7 @@ from retrieval_core.parsers.exceptions import EmptyDocumentError
 
 if TYPE_CHECKING:
     from retrieval_core.parsers.scanned_pages import OcrEngine
+    from retrieval_core.parsers.tables import TableOptions
 
 __all__ = [
     "CSV",
@@ -84,12 +85,15 @@ def parse(
     name: str | None = None,
     meter: ParseMeter | None = None,
     ocr: OcrEngine | None = None,
+    table: TableOptions | None = None,
 ) -> ParsedFile:
-    """The documents in `data`, a PDF's scanned pages read by `ocr` (None: not read). Raises
-    UnsupportedContentTypeError (415), DocumentParseError (422) for a corrupt or encrypted file,
-    NoTextLayerError (422) for a PDF of scanned pages with no text found on them, EmptyDocumentError (422)
-    when there is no text, and DocumentLimitError (422) for a file over `meter`'s budget (by default
-    DEFAULT_BUDGET); OCR errors as `OcrEngine.read_page` says."""
+    """The documents in `data`, a PDF's scanned pages read by `ocr` (None: not read); `table`: which columns
+    of a CSV or JSON Lines file make each record's id, title, text and metadata (None: the defaults of
+    parsers/tables.py). Raises UnsupportedContentTypeError (415), DocumentParseError (422) for a corrupt or
+    encrypted file, NoTextLayerError (422) for a PDF of scanned pages with no text found on them,
+    EmptyDocumentError (422) when there is no text, UnknownColumnError (422) for a named column the table
+    lacks, and DocumentLimitError (422) for a file over `meter`'s budget (by default DEFAULT_BUDGET); OCR
+    errors as `OcrEngine.read_page` says."""
     chosen = detect_content_type(data, content_type, name)
     if not data.strip():
         raise EmptyDocumentError(chosen)
@@ -99,6 +103,11 @@ def parse(
         from retrieval_core.parsers.pdf import read_pdf
 
         parsed = read_pdf(data, charset(content_type), meter, ocr)
+    elif chosen in (CSV, JSONL) and table is not None:
+        from retrieval_core.parsers import records
+
+        read_table = records.read_csv if chosen == CSV else records.read_jsonl
+        parsed = read_table(data, charset(content_type), meter, table)
     else:
         parsed = reader(chosen)(data, charset(content_type), meter)
     from retrieval_core.parsers.normalize import normalize_document

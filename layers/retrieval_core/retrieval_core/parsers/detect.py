@@ -37,6 +37,7 @@ SUFFIXES = {
     ".txt": TEXT,
     ".text": TEXT,
     ".csv": CSV,
+    ".tsv": CSV,  # read as CSV: the delimiter is found from the header
     ".jsonl": JSONL,
     ".ndjson": JSONL,
 }
@@ -46,6 +47,7 @@ ALIASES = {
     "text/x-markdown": MARKDOWN,
     "application/csv": CSV,
     "text/x-csv": CSV,
+    "text/tab-separated-values": CSV,
     "application/jsonl": JSONL,
     "application/jsonlines": JSONL,
     "application/x-jsonlines": JSONL,

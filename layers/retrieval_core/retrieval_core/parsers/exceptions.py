@@ -110,3 +110,26 @@ class OcrFailedError(RetrievalError):
             f"OCR ({engine}) failed on page {page}: {reason}",
             {"ocrEngine": engine, "pageNumber": page, "reason": reason},
         )
+
+
+class UnknownColumnError(InvalidRequestError):
+    """A column named in the table options (text, id, title or metadata) that the table does not have."""
+
+    code = "unknown_column"
+
+    def __init__(self, content_type: str, option: str, column: str, columns: list[str]) -> None:
+        shown = ", ".join(columns[:40]) + (f" and {len(columns) - 40} more" if len(columns) > 40 else "")
+        super().__init__(
+            f"{option}: this {content_type} document has no column '{column[:80]}'; "
+            f"its columns: {shown or 'none'}",
+            {"contentType": content_type, "option": option, "column": column, "columns": columns[:200]},
+        )
+
+
+class TableOptionsError(InvalidRequestError):
+    """Table options that cannot apply to any table: an empty column name, too many metadata columns."""
+
+    code = "invalid_table_options"
+
+    def __init__(self, option: str, reason: str) -> None:
+        super().__init__(f"{option}: {reason}", {"option": option, "reason": reason})

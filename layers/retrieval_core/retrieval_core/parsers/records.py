@@ -1,14 +1,14 @@
 """CSV and JSON Lines: one document per record. Pure: no I/O.
 
-Column mapping, chosen to read both BEIR corpora (`_id`, `title`, `text`, `metadata`) and ordinary
-exports (names matched case-insensitively):
-- id: `_id`, else `id` → `record_id`;
-- text: `text`, else `content`, else `body` → the record's one block;
-- `title` → the document's title;
-- JSONL: a `metadata` object is merged into the metadata (its keys win);
-- every other column → metadata. CSV cells are strings, so integers and decimals written plainly
-  become numbers, `true`/`false` booleans, and empty cells are left out (see `csv_value`).
+Which columns make a record's id, title, text and metadata is `tables.py` (TableOptions, RowShape):
+by default the BEIR names (`_id`, `title`, `text`) and those of ordinary exports, and a table with no
+text column gets every column as `column: value` text lines. JSONL: a `metadata` object is merged into
+the metadata (its keys win) unless metadata columns are named. CSV cells are strings, so as metadata
+integers and decimals written plainly become numbers (decimals not in a `;`-separated file, where `.`
+groups thousands), `true`/`false` booleans, and empty cells are left out (see `csv_value`); "1,234"
+stays text.
 
+Both read the decoded text one line at a time (`lines_of`): no list of every line, no copy per row.
 The budget (parsers/budget.py) bounds each cell (each JSON line), the columns of a record, and the
 time: the deadline is checked every few rows.
 
@@ -19,7 +19,6 @@ refuse a whole export. Two records with the same id are refused: the second woul
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import re
@@ -30,11 +29,9 @@ from retrieval_core.parsers.base import Block, ParsedDocument, ParsedFile
 from retrieval_core.parsers.budget import ParseMeter
 from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.exceptions import DocumentParseError
+from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, Row, RowShape, TableOptions, bounded
 from retrieval_core.parsers.text import decode_text
 
-ID_COLUMNS = ("_id", "id")
-TEXT_COLUMNS = ("text", "content", "body")
-TITLE_COLUMN = "title"
 METADATA_COLUMN = "metadata"
 
 # Plain integers without a leading zero ("02134" is a code, not a number) and plain decimals.
@@ -47,80 +44,134 @@ _MAX_FIELD_CHARS = 64 * 1024 * 1024
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def csv_value(cell: str) -> Any:
-    """A CSV cell as metadata: integer, decimal, boolean, else the string itself (None when empty)."""
+def csv_value(cell: str, decimals: bool = True) -> Any:
+    """A CSV cell as metadata: integer, decimal (unless not `decimals`), boolean, else the string itself
+    (None when empty)."""
     value = cell.strip()
     if not value:
         return None
     if _INTEGER.fullmatch(value):
         return int(value)
-    if _DECIMAL.fullmatch(value):
+    if decimals and _DECIMAL.fullmatch(value):
         return float(value)
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
     return cell
 
 
-def read_csv(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
-    """One document per data row; the header row names the columns (delimiter `,`, `;` or tab)."""
+def read_csv(
+    data: bytes, charset: str | None, meter: ParseMeter, options: TableOptions = DEFAULT_TABLE_OPTIONS
+) -> ParsedFile:
+    """One document per data row; the first non-blank row names the columns (delimiter `,`, `;` or tab,
+    whichever the header holds most of). The rows are read one at a time from the decoded text."""
     text = decode_text(data, CSV, charset)
-    header_line = text.lstrip("\n").split("\n", 1)[0]
+    start = len(text) - len(text.lstrip("\n"))
+    end = text.find("\n", start)
+    header_line = text[start : end if end >= 0 else len(text)]
     delimiter = max((",", ";", "\t"), key=header_line.count)
+    # `;` between cells is the export of a locale whose decimal mark is `,`: there `1.234` is a thousand
+    # two hundred and thirty-four, and stays text like `1,5`.
+    decimals = delimiter != ";"
     csv.field_size_limit(max(csv.field_size_limit(), _MAX_FIELD_CHARS))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    reader = csv.reader(lines_of(text), delimiter=delimiter, strict=True)
     try:
-        header = next(reader, [])
+        rows = (row for row in reader if any(cell.strip() for cell in row))
+        header = next(rows, [])
         _check_row(header, meter, reader.line_num)
-        names = [name.strip() for name in header]
-        mapping = _mapping(CSV, names)
+        names = column_names(header)
+        shape = RowShape(options, CSV, names)  # a named column the header lacks: refused here
 
-        def rows() -> Iterator[tuple[int, dict[str, Any]]]:
-            for number, row in enumerate((r for r in reader if any(cell.strip() for cell in r)), start=1):
+        def records() -> Iterator[tuple[int, Row]]:
+            for number, row in enumerate(rows, start=1):
                 _check_row(row, meter, reader.line_num)
                 if len(row) > len(names):
                     raise DocumentParseError(
                         CSV, f"line {reader.line_num}: {len(row)} fields but the header has {len(names)}"
                     )
-                yield number, {name: csv_value(cell) for name, cell in zip(names, row, strict=False)}
+                cells = dict(zip(names, row, strict=False))
+                typed = {name: csv_value(cell, decimals) for name, cell in cells.items()}
+                yield number, shape.shape(cells, typed)
 
-        return _documents(CSV, rows(), mapping)
+        return _documents(CSV, records())
     except csv.Error as error:
         raise DocumentParseError(CSV, f"line {reader.line_num}: {error}") from None
 
 
-def read_jsonl(data: bytes, charset: str | None, meter: ParseMeter) -> ParsedFile:
-    """One document per line holding a JSON object; blank lines are ignored."""
+def read_jsonl(
+    data: bytes, charset: str | None, meter: ParseMeter, options: TableOptions = DEFAULT_TABLE_OPTIONS
+) -> ParsedFile:
+    """One document per line holding a JSON object; blank lines are ignored. Lines are read one at a time."""
     text = decode_text(data, JSONL, charset)
+    shape = RowShape(options, JSONL)
 
-    def records() -> Iterator[tuple[int, dict[str, Any]]]:
+    def records() -> Iterator[tuple[int, Row]]:
         number = 0
-        for line_number, line in enumerate(text.split("\n"), start=1):
+        for line_number, line in enumerate(lines_of(text), start=1):
             meter.tick()
             if not line.strip():
                 continue
             meter.within("max_field_chars", len(line), f"line {line_number}: characters")
-            try:
-                record = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
-            except ValueError as error:
-                reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-                raise DocumentParseError(JSONL, f"line {line_number}: not valid JSON ({reason})") from None
-            except RecursionError:
-                raise DocumentParseError(JSONL, f"line {line_number}: nested too deep to read") from None
-            if not isinstance(record, dict):
-                found = type(record).__name__
-                raise DocumentParseError(JSONL, f"line {line_number}: a JSON object expected, found {found}")
+            record = _json_record(line, line_number)
             meter.within("max_columns", len(record), f"line {line_number}: fields")
-            extra = record.get(METADATA_COLUMN)
+            number += 1
+            extra = record.pop(METADATA_COLUMN, None) if options.metadata_columns is None else None
             if extra is not None and not isinstance(extra, dict):
                 raise DocumentParseError(JSONL, f"line {line_number}: 'metadata' must be an object")
-            unstorable = _unstorable_string(record)
-            if unstorable is not None:
-                path, reason = unstorable
-                raise DocumentParseError(JSONL, f"line {line_number}: field '{path}' {reason}")
-            number += 1
-            yield number, record
+            row = shape.shape(record)
+            if extra:
+                metadata = bounded({**row.metadata, **extra}.items(), keep_null=True)
+                row = Row(row.record_id, row.title, row.text, metadata)
+            yield number, row
 
-    return _documents(JSONL, records(), None)
+    parsed = _documents(JSONL, records())
+    shape.check_seen()
+    return parsed
+
+
+def _json_record(line: str, line_number: int) -> dict[str, Any]:
+    """The JSON object of one line, every string in it storable; a DocumentParseError naming the line."""
+    try:
+        record = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+    except ValueError as error:
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+        raise DocumentParseError(JSONL, f"line {line_number}: not valid JSON ({reason})") from None
+    except RecursionError:
+        raise DocumentParseError(JSONL, f"line {line_number}: nested too deep to read") from None
+    if not isinstance(record, dict):
+        found = type(record).__name__
+        raise DocumentParseError(JSONL, f"line {line_number}: a JSON object expected, found {found}")
+    unstorable = _unstorable_string(record)
+    if unstorable is not None:
+        path, reason = unstorable
+        raise DocumentParseError(JSONL, f"line {line_number}: field '{path}' {reason}")
+    return record
+
+
+def lines_of(text: str) -> Iterator[str]:
+    """The lines of `text`, each with its `\\n`, one at a time: no list of every line, no copy of the text."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start : end + 1]
+        start = end + 1
+
+
+def column_names(header: list[str]) -> list[str]:
+    """The header's names, stripped; an empty one is `column<N>` (1-based), a repeated one `<name>_<N>`."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for position, cell in enumerate(header, start=1):
+        name = cell.strip() or f"column{position}"
+        candidate, count = name, 1
+        while candidate.lower() in taken:
+            count += 1
+            candidate = f"{name}_{count}"
+        taken.add(candidate.lower())
+        names.append(candidate)
+    return names
 
 
 def _no_constant(name: str) -> Any:
@@ -159,69 +210,28 @@ def _check_row(row: list[str], meter: ParseMeter, line: int) -> None:
     meter.within("max_field_chars", max(map(len, row), default=0), f"line {line}: characters in a cell")
 
 
-def _mapping(content_type: str, names: list[str], required: bool = True) -> dict[str, str | None]:
-    """Which column holds the id, the text and the title (case-insensitive); `required`: a text column."""
-    lowered = {name.lower(): name for name in reversed(names)}
-    mapping = {
-        "id": next((lowered[c] for c in ID_COLUMNS if c in lowered), None),
-        "text": next((lowered[c] for c in TEXT_COLUMNS if c in lowered), None),
-        "title": lowered.get(TITLE_COLUMN),
-    }
-    if mapping["text"] is None and required:
-        shown = ", ".join(names[:20]) or "none"
-        raise DocumentParseError(content_type, f"no text column (text, content or body); columns: {shown}")
-    return mapping
-
-
-def _documents(
-    content_type: str,
-    records: Iterable[tuple[int, dict[str, Any]]],
-    mapping: dict[str, str | None] | None,
-) -> ParsedFile:
+def _documents(content_type: str, records: Iterable[tuple[int, Row]]) -> ParsedFile:
     documents: list[ParsedDocument] = []
     skipped: list[int] = []
     seen: dict[str, int] = {}
-    texts_found = mapping is not None
-    names: list[str] = []
-    for number, record in records:
-        names = list(record)
-        columns = mapping or _mapping(content_type, names, required=False)
-        texts_found = texts_found or columns["text"] is not None
-        fields = dict(record)
-        record_id = _pop(fields, columns["id"])
-        body = _pop(fields, columns["text"])
-        title = _pop(fields, columns["title"])
-        if record_id is not None:
-            record_id = str(record_id)
-            if record_id in seen:
+    for number, row in records:
+        if row.record_id is not None:
+            if row.record_id in seen:
                 raise DocumentParseError(
                     content_type,
-                    f"records {seen[record_id]} and {number} have the same id '{record_id[:80]}'",
+                    f"records {seen[row.record_id]} and {number} have the same id '{row.record_id[:80]}'",
                 )
-            seen[record_id] = number
-        if body is not None and not isinstance(body, str):
-            body = json.dumps(body) if content_type == JSONL else str(body)
-        if not body or not body.strip():
+            seen[row.record_id] = number
+        if not row.text:
             skipped.append(number)
             continue
-        extra = fields.pop(METADATA_COLUMN, None) if content_type == JSONL else None
-        metadata = {key: value for key, value in fields.items() if value is not None}
-        metadata.update(extra or {})
-        metadata["contentType"] = content_type
         documents.append(
             ParsedDocument(
-                [Block(body.strip())],
-                title="" if title is None else " ".join(str(title).split()),
-                metadata=metadata,
-                record_id=record_id,
+                [Block(row.text)],
+                title=row.title,
+                metadata={**row.metadata, "contentType": content_type},
+                record_id=row.record_id,
                 record_number=number,
             )
         )
-    if skipped and not texts_found:
-        # Not one record has a text field: the file's shape is wrong, not just some records empty.
-        _mapping(content_type, names)
     return ParsedFile(content_type, documents, skipped)
-
-
-def _pop(fields: dict[str, Any], column: str | None) -> Any:
-    return fields.pop(column, None) if column is not None else None

@@ -28,6 +28,7 @@ from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWri
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
 from retrieval_core.parsers.detect import CSV, JSONL
+from retrieval_core.parsers.tables import TableOptions
 from retrieval_core.schemas.common import Text
 from retrieval_core.schemas.documents import (
     DocumentListResponse,
@@ -72,6 +73,20 @@ ROW_FORMATS = (CSV, JSONL)
 # How often a document PUT looks whether its client is still there while the source is read.
 DISCONNECT_POLL_S = 0.2
 DocumentsDep = Annotated[DocumentService, Depends(get_document_service)]
+
+
+def table_options(
+    text_column: Annotated[list[str] | None, Query(alias="textColumn")] = None,
+    id_column: Annotated[str | None, Query(alias="idColumn")] = None,
+    title_column: Annotated[str | None, Query(alias="titleColumn")] = None,
+    metadata_column: Annotated[list[str] | None, Query(alias="metadataColumn")] = None,
+) -> TableOptions:
+    """A CSV or JSON Lines PUT's columns (docs/documents-api.md, "Tables"); each list parameter repeats."""
+    metadata = tuple(metadata_column) if metadata_column else None
+    return TableOptions(tuple(text_column or ()), id_column, title_column, metadata)
+
+
+TableDep = Annotated[TableOptions, Depends(table_options)]
 
 
 def _errors(*statuses: int) -> dict[str, Any]:
@@ -219,16 +234,19 @@ async def put_document(
     documents: DocumentsDep,
     grant: GrantDep,
     actor: ActorDep,
+    table: TableDep,
     request: Request,
     response: Response,
 ) -> DocumentWriteResponse:
     """Write a document (scope write): 201 created, 200 updated or unchanged (nothing re-embedded).
 
     A CSV or JSONL file is a row source: one document per record, listed in `documents`, and the
-    records it no longer holds in `removed`. The store must exist (PUT it first: 404 otherwise).
+    records it no longer holds in `removed`; the query parameters `textColumn`, `idColumn`, `titleColumn`
+    and `metadataColumn` name the columns of each record's parts (a 422 `unknown_column` names the
+    columns the file has). The store must exist (PUT it first: 404 otherwise).
     A client that goes away while its file is read stops the reading (nothing is written).
     """
-    source = _source_input(body, document_id)
+    source = _source_input(body, document_id, table)
     cancelled = threading.Event()
     watcher = asyncio.create_task(_cancel_when_gone(request, cancelled))
     try:
@@ -307,8 +325,8 @@ def _store_response(info: StoreInfo) -> StoreResponse:
     )
 
 
-def _source_input(body: DocumentPutRequest, document_id: str) -> SourceInput:
-    """The SourceInput of a PUT body; a 422 naming `content` when it is not base64."""
+def _source_input(body: DocumentPutRequest, document_id: str, table: TableOptions) -> SourceInput:
+    """The SourceInput of a PUT body and its table options; a 422 naming `content` when it is not base64."""
     if body.text is not None:
         return SourceInput(
             document_id,
@@ -316,12 +334,13 @@ def _source_input(body: DocumentPutRequest, document_id: str) -> SourceInput:
             body.content_type or "text/plain",
             body.file_name,
             body.metadata,
+            table,
         )
     try:
         data = base64.b64decode(body.content or "", validate=True)
     except (binascii.Error, ValueError):
         raise InvalidRequestError.for_field("content", "is not valid base64", "base64") from None
-    return SourceInput(document_id, data, body.content_type, body.file_name, body.metadata)
+    return SourceInput(document_id, data, body.content_type, body.file_name, body.metadata, table)
 
 
 def _write_response(document_id: str, written: SourceWrite, records: bool) -> DocumentWriteResponse:
