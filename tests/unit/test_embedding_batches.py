@@ -31,6 +31,22 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return embedder._load().__self__  # type: ignore[attr-defined]
 
 
+def _batch_shapes(encoder: Any, texts: list[str]) -> tuple[Any, list[tuple[int, int]]]:
+    """The vectors of `texts`, and the (rows, tokens) shape of each batch the encoder ran."""
+    shapes: list[tuple[int, int]] = []
+    run = encoder._embed_batch
+
+    def recorded(ids: Any, types: Any, mask: Any) -> Any:
+        shapes.append(ids.shape)
+        return run(ids, types, mask)
+
+    encoder._embed_batch = recorded
+    try:
+        return encoder.encode(texts), shapes
+    finally:
+        del encoder._embed_batch
+
+
 def test_token_batches_keep_order_rows_and_padded_size() -> None:
     lengths = [256, 250, 200, 40, 30, 30, 12, 3000, 8]
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -43,19 +59,8 @@ def test_token_batches_keep_order_rows_and_padded_size() -> None:
 
 
 def test_long_chunks_go_in_batches_within_the_token_cap(encoder: Any) -> None:
-    shapes: list[tuple[int, int]] = []
-    run = encoder._embed_batch
-
-    def recorded(ids: Any, types: Any, mask: Any) -> Any:
-        shapes.append(ids.shape)
-        return run(ids, types, mask)
-
-    encoder._embed_batch = recorded
-    try:
-        texts = _chunks(40, 1000)
-        together = encoder.encode(texts)
-    finally:
-        del encoder._embed_batch
+    texts = _chunks(40, 1000)
+    together, shapes = _batch_shapes(encoder, texts)
     assert sum(rows for rows, _ in shapes) == 40
     assert all(rows * width <= MAX_BATCH_TOKENS for rows, width in shapes)
     # 1,000 characters are over 128 tokens: far fewer than the 64 texts EMBEDDING_BATCH_SIZE allows.
@@ -73,16 +78,5 @@ def test_more_texts_than_one_tokenizer_window_keep_their_order(encoder: Any) -> 
 
 
 def test_short_passages_still_share_large_batches(encoder: Any) -> None:
-    shapes: list[tuple[int, int]] = []
-    run = encoder._embed_batch
-
-    def recorded(ids: Any, types: Any, mask: Any) -> Any:
-        shapes.append(ids.shape)
-        return run(ids, types, mask)
-
-    encoder._embed_batch = recorded
-    try:
-        encoder.encode(_chunks(64, 80))
-    finally:
-        del encoder._embed_batch
+    _, shapes = _batch_shapes(encoder, _chunks(64, 80))
     assert shapes and shapes[0][0] == 64
