@@ -5,7 +5,8 @@
     it with the S3 ingest function's budget (template.yaml), then embeds every chunk as the writer does
     (EMBED_SLICE texts at a time); it reports the peak RSS of each phase above the process's RSS before
     it, and chunks/s of the embedding. The default budget's verdict on the same file is printed beside.
-(b) HTTP PUT in the built DocumentsFunction (.aws-sam/build, made by `make build`): python3.12 on one
+(b) HTTP PUT in the built DocumentsFunction (.aws-sam/build, made by `make build`; this checkout's
+    retrieval_core is put before the built layer's, so a stale build still runs this code): python3.12 on one
     core (`taskset -c 0`), peak RSS from `/usr/bin/time -v`, one process per request, PDF, DOCX and HTML
     files of growing size, against an embedded PostgreSQL; embedding by a fake OpenAI-compatible server
     on 127.0.0.1 answering each request after PROVIDER_LATENCY_S, or by the local model of the built
@@ -265,8 +266,9 @@ print(json.dumps({"status": response["statusCode"], "initSeconds": imported - st
 
 
 def handler_paths(local: bool) -> list[str]:
-    """The built function folder, then each layer's python folder (the order Lambda gives /opt/python)."""
-    paths = [str(BUILD / "DocumentsFunction")]
+    """The built function folder, this checkout's retrieval_core, then each layer's python folder."""
+    # This checkout's retrieval_core before the built layer's copy: the build's dependencies, this code.
+    paths = [str(BUILD / "DocumentsFunction"), str(REPO / "layers" / "retrieval_core")]
     layers = ["ParsersLayer", "RetrievalCoreLayer"] + (["EmbedderLayer"] if local else [])
     return paths + [str(BUILD / layer / "python") for layer in layers]
 
