@@ -27,8 +27,9 @@ Ints = NDArray[np.int64]
 # rows x heads x width x width scores per layer, and onnxruntime's arena keeps what a batch once took.
 # 64 chunks of 1,000 characters (about 243 tokens each) raised the peak RSS by 1,139 MiB; capped at
 # 4,096 tokens (16 such chunks) by 259 MiB, at the same chunks/s (docs/benchmarks.md, "Large
-# documents"), while short passages (up to 64 tokens) still go 64 at a time. A lower cap would change which texts share a batch, which
-# moves onnx-int8's vectors (one activation scale per batch) below their parity bar.
+# documents"), while short passages (up to 64 tokens) still go 64 at a time. A lower cap would change
+# which texts share a batch, which moves onnx-int8's vectors (one activation scale per batch) below
+# their parity bar.
 MAX_BATCH_TOKENS = 4096
 # Texts tokenized at a time: the tokenizer's encodings of 2,048 chunks of 150 tokens take 53 MB; sorting
 # by length within 256 texts leaves about as little padding as across all of them.
