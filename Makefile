@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-hybrid bench-tenants eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -134,6 +134,12 @@ bench-ingest: $(VENV)/.dev-installed ## documents and chunks per second through 
 bench-pdf-text: $(VENV)/.dev-installed ## PDF text against pdftotext on typeset books: word agreement, ligatures and running heads left
 	command -v pdftotext >/dev/null || (apt-get update && apt-get install -y poppler-utils)
 	$(BIN)/python -m bench.pdf_text $(ARGS)
+
+# Peak memory by PDF page count (read, chunk, embed) and the built DocumentsFunction's PUT on one core
+# (.aws-sam/build from `make build`; python3.12 from pyenv; taskset and /usr/bin/time from Debian).
+bench-large-documents: $(VENV)/.dev-installed ## peak memory by page count, chunks/s of 1,000-character chunks, the largest PUT
+	command -v /usr/bin/time >/dev/null || apt-get install -y time
+	$(BIN)/python -m bench.large_documents $(ARGS)
 
 # ROWS (default 200,000) synthetic chunks on an embedded PostgreSQL under .data/bench-scale (or
 # .data/bench-scale-ROWS), kept so that a re-run skips generation and index builds; results replace

@@ -213,7 +213,8 @@ def test_the_documents_route_has_its_own_body_limit_and_says_where_larger_files_
         response = small.put(doc_url(store, "big.txt"), json={"text": "y" * 40_000})
     assert response.status_code == 413
     error = error_of(response)
-    assert "S3" in error["message"] and error["details"] == {"maxBytes": 30_000, "largestFileBytes": 7140}
+    assert "documents S3 bucket" in error["message"] and "CLI (retrieval ingest)" in error["message"]
+    assert error["details"] == {"maxBytes": 30_000, "largestFileBytes": 7140}
 
 
 def shared_cache_service(moto: MotoServer, table: str, inner: RetrievalService) -> RetrievalService:

@@ -294,7 +294,8 @@ class DocumentTooLargeError(RequestTooLargeError):
         RetrievalError.__init__(
             self,
             f"request body is larger than {limit_bytes} bytes (a file of at most {largest_file_bytes} bytes "
-            "fits, base64 in JSON); upload larger files to the documents S3 bucket instead",
+            "fits, base64 in JSON); upload larger files to the documents S3 bucket, or load them with the "
+            "CLI (retrieval ingest)",
             {"maxBytes": limit_bytes, "largestFileBytes": largest_file_bytes},
         )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 
 Floats = NDArray[np.float32]
 Ints = NDArray[np.int64]
+
+# Padded tokens of one batch (rows x width), whatever EMBEDDING_BATCH_SIZE says: attention holds
+# rows x heads x width x width scores per layer, and onnxruntime's arena keeps what a batch once took.
+# 64 chunks of 1,000 characters (about 243 tokens each) raised the peak RSS by 1,139 MiB; capped at
+# 4,096 tokens (16 such chunks) by 259 MiB, at the same chunks/s (docs/benchmarks.md, "Large
+# documents"), while short passages (up to 64 tokens) still go 64 at a time. A lower cap would change
+# which texts share a batch, which moves onnx-int8's vectors (one activation scale per batch) below
+# their parity bar.
+MAX_BATCH_TOKENS = 4096
+# Texts tokenized at a time: the tokenizer's encodings of 2,048 chunks of 150 tokens take 53 MB; sorting
+# by length within 256 texts leaves about as little padding as across all of them.
+TOKENIZE_TEXTS = 256
 
 # Rows (tokens) per feed-forward block: 128 x 1536 float32 intermediates are 768 KiB, within L2.
 FEED_FORWARD_ROWS = 128
@@ -85,7 +97,13 @@ class EncoderLayer:
 class TokenBatchEncoder:
     """all-MiniLM-L6-v2's tokenizer and batching; a subclass embeds one padded batch (`_embed_batch`)."""
 
-    def __init__(self, model_dir: Path, batch_size: int = 64, sort_by_length: bool = True) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        batch_size: int = 64,
+        sort_by_length: bool = True,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+    ) -> None:
         self.config = config = json.loads((model_dir / "config.json").read_text())
         self.max_seq_length = int(
             json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"]
@@ -94,6 +112,7 @@ class TokenBatchEncoder:
         if not pooling.get("pooling_mode_mean_tokens"):
             raise ValueError(f"{model_dir} does not use mean pooling")
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.sort_by_length = sort_by_length
         self.hidden = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
@@ -103,16 +122,20 @@ class TokenBatchEncoder:
     def encode(self, texts: Sequence[str]) -> Floats:
         """Unit-length embeddings, one row per text, in the order given."""
         result = np.zeros((len(texts), self.hidden), dtype=np.float32)
-        if not texts:
-            return result
-        encodings = self.tokenizer.encode_batch(list(texts))
+        for start in range(0, len(texts), TOKENIZE_TEXTS):
+            window = list(texts[start : start + TOKENIZE_TEXTS])
+            result[start : start + len(window)] = self._encode_window(window)
+        return result
+
+    def _encode_window(self, texts: list[str]) -> Floats:
+        result = np.zeros((len(texts), self.hidden), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch(texts)
         lengths = [len(e.ids) for e in encodings]
         order = list(range(len(texts)))
         if self.sort_by_length:
             # Texts of similar length share a batch, so little of each batch is padding.
             order.sort(key=lambda i: -lengths[i])
-        for start in range(0, len(order), self.batch_size):
-            chosen = order[start : start + self.batch_size]
+        for chosen in token_batches(order, lengths, self.batch_size, self.max_batch_tokens):
             width = max(lengths[i] for i in chosen)
             ids = np.zeros((len(chosen), width), dtype=np.int64)
             types = np.zeros((len(chosen), width), dtype=np.int64)
@@ -127,6 +150,22 @@ class TokenBatchEncoder:
     def _embed_batch(self, ids: Ints, types: Ints, mask: Ints) -> Floats:
         """Unit-length sentence embeddings of one padded batch (mask: 1 for real tokens, 0 for padding)."""
         raise NotImplementedError
+
+
+def token_batches(order: list[int], lengths: list[int], rows: int, tokens: int) -> Iterator[list[int]]:
+    """`order` cut into consecutive batches of at most `rows` texts whose padded size (rows x the longest
+    text's tokens) stays within `tokens`; a text longer than `tokens` goes alone."""
+    batch: list[int] = []
+    width = 0
+    for i in order:
+        wider = max(width, lengths[i])
+        if batch and (len(batch) == rows or (len(batch) + 1) * wider > tokens):
+            yield batch
+            batch, wider = [], lengths[i]
+        batch.append(i)
+        width = wider
+    if batch:
+        yield batch
 
 
 class MiniLMEncoder(TokenBatchEncoder):
