@@ -138,7 +138,7 @@ def test_long_cells_stay_searchable_but_out_of_the_metadata_and_titles_are_cut()
         }
     ]
     [row] = parse(csv_bytes(rows), None, "long.csv").documents
-    assert len(row.title) <= MAX_TITLE_CHARS and row.title.endswith("word…")
+    assert len(row.title) <= MAX_TITLE_CHARS and row.title.endswith("word...")
     assert "notes" not in row.metadata and "n" * 5000 in row.blocks[0].text
     assert len(json.dumps(row.metadata).encode()) <= MAX_ROW_METADATA_BYTES
     assert row.metadata["last"] == "x"  # a later short value still fits

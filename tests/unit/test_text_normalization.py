@@ -158,6 +158,15 @@ def test_only_lines_at_the_edges_go_and_never_past_a_kept_line() -> None:
     assert without_page_furniture(texts) == [f"First {word}.\nHeader\nLast {word}." for word in WORDS[:4]]
 
 
+def test_long_lines_are_body_text_even_when_they_repeat() -> None:
+    """A page of one long line, and paragraphs opening alike ("Revision 3. ..."), are kept whole."""
+    body = "The travel handbook says receipts are uploaded within thirty days of the trip. " * 3
+    texts = [f"Revision 3. Page {n} of the handbook. {body}" for n in range(1, 6)]
+    assert without_page_furniture(texts) == texts
+    with_header = [f"Handbook {n}\n{text}" for n, text in enumerate(texts, 1)]
+    assert without_page_furniture(with_header) == texts
+
+
 def test_a_line_on_too_few_pages_stays() -> None:
     two = ["Report\nPage one.", "Report\nPage two."]
     assert without_page_furniture(two) == two

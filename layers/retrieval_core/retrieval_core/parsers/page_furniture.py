@@ -9,6 +9,9 @@ running header whose text changes with the chapter ("Chapter 2: Vectors", "Chapt
 second shape, its label: the word and number it starts with ("chapter #"), counted the same way; a
 line that is only the label ("Chapter 3" above a chapter's title) is never taken by its label alone.
 
+Furniture is short: a line of more than `MAX_CHARS` characters is body text whatever it repeats (a
+page holding one long line, or paragraphs that all open with "Revision 3. ...", keeps it).
+
 Lines are removed from each edge inwards and the removal stops at the first line that is not
 furniture, so a body line is never taken from between two kept lines. Share: alternating even and odd
 headers each cover about half of the pages, so `MIN_SHARE` is well below a half.
@@ -25,6 +28,8 @@ from collections.abc import Sequence
 EDGE_LINES = 3
 MIN_PAGES = 3
 MIN_SHARE = 0.3
+# Longer than any running header or footer seen in typeset books and reports (about 60-100 characters).
+MAX_CHARS = 120
 
 _NUMBER = re.compile(r"\d+")
 _ROMAN = re.compile(r"[ivxlcdm]+")
@@ -74,8 +79,11 @@ def _furniture(page: list[str], edge: list[int], repeated: set[str]) -> set[int]
 
 
 def _shapes(line: str) -> list[str]:
-    """The line's shape and, when it starts with a label followed by more text, the label."""
+    """The line's shape and, when it starts with a label followed by more text, the label; none for a
+    line too long to be furniture."""
     text = " ".join(unicodedata.normalize("NFKC", line).casefold().split())
+    if len(text) > MAX_CHARS:
+        return []
     shape = "#" if _ROMAN.fullmatch(text) else _NUMBER.sub("#", text)
     label = _LABEL.match(shape)
     return [shape, "label:" + label.group(1) + " #"] if label else [shape]

@@ -267,15 +267,16 @@ _name_size = functools.lru_cache(maxsize=4_096)(_json_size)  # a table's column 
 
 
 def short_title(value: Any) -> str:
-    """A cell as a title: whitespace collapsed, cut on a word at MAX_TITLE_CHARS characters ("…" ends it)."""
+    """A cell as a title: whitespace collapsed, cut on a word at MAX_TITLE_CHARS characters ("..." ends it:
+    the normalisation every parse ends with would turn "…" into that anyway)."""
     if value is None:
         return ""
     title = " ".join((value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).split())
     if len(title) <= MAX_TITLE_CHARS:
         return title
-    cut = title[: MAX_TITLE_CHARS - 1]
+    cut = title[: MAX_TITLE_CHARS - 3]
     space = cut.rfind(" ")
-    return (cut[:space] if space > MAX_TITLE_CHARS // 2 else cut) + "…"
+    return (cut[:space] if space > MAX_TITLE_CHARS // 2 else cut) + "..."
 
 
 def _text(value: Any) -> str:
