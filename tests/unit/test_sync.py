@@ -16,7 +16,8 @@ from retrieval_core.documents.file_sources import (
     open_tree,
     single_file_id,
 )
-from retrieval_core.documents.sync import make_plan, sha256
+from retrieval_core.documents.prepare import sha256_hex as sha256
+from retrieval_core.documents.sync import make_plan
 from retrieval_core.documents.sync_report import Deleted, Failed, Report, Written
 from retrieval_core.exceptions import InvalidRequestError, SourceReadError
 

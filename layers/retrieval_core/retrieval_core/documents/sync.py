@@ -114,7 +114,7 @@ def plan_sync(
 
         def digest(entry: Entry) -> str:
             bar.update(1)
-            return sha256(tree.read(entry.location))
+            return sha256_hex(tree.read(entry.location))
 
         plan = make_plan(listing, stored, digest, prune, prefix)
     refused = {e.source_id: reason for e in (*plan.added, *plan.updated) if (reason := _unreadable(tree, e))}
@@ -269,11 +269,6 @@ def apply_plan(
     for source_id in plan.deleted:
         deleted = documents.delete_source(report.store, source_id, actor=actor)
         report.deleted.append(Deleted(source_id, deleted))
-
-
-def sha256(data: bytes) -> str:
-    """Hex SHA-256, as `source_hashes` gives it."""
-    return sha256_hex(data)
 
 
 def _read_sidecars(

@@ -58,23 +58,25 @@ __all__ = [
 # read by an older version can be told apart and read again ("made under other settings").
 PARSER_VERSION = "2"
 
-Reader = Callable[[bytes, str | None, ParseMeter], ParsedFile]
+Reader = Callable[..., ParsedFile]
 
-# Each format's reader, as (module, function): imported when a file of that format is first read.
-_READERS: dict[str, tuple[str, str]] = {
-    PDF: ("retrieval_core.parsers.pdf", "read_pdf"),
-    HTML: ("retrieval_core.parsers.html_page", "read_html"),
-    DOCX: ("retrieval_core.parsers.docx", "read_docx"),
-    CSV: ("retrieval_core.parsers.records", "read_csv"),
-    JSONL: ("retrieval_core.parsers.records", "read_jsonl"),
-    MARKDOWN: ("retrieval_core.parsers.markdown", "read_markdown"),
-    TEXT: ("retrieval_core.parsers.text", "read_text"),
+# Each format's reader, as (module, function, the parse() option it takes after the meter, if any):
+# imported when a file of that format is first read.
+_READERS: dict[str, tuple[str, str, str | None]] = {
+    PDF: ("retrieval_core.parsers.pdf", "read_pdf", "ocr"),
+    HTML: ("retrieval_core.parsers.html_page", "read_html", None),
+    DOCX: ("retrieval_core.parsers.docx", "read_docx", None),
+    CSV: ("retrieval_core.parsers.records", "read_csv", "table"),
+    JSONL: ("retrieval_core.parsers.records", "read_jsonl", "table"),
+    MARKDOWN: ("retrieval_core.parsers.markdown", "read_markdown", None),
+    TEXT: ("retrieval_core.parsers.text", "read_text", None),
 }
 
 
 def reader(content_type: str) -> Reader:
-    """The function that reads files of `content_type` (one of SUPPORTED_CONTENT_TYPES)."""
-    module, function = _READERS[content_type]
+    """The function that reads files of `content_type` (one of SUPPORTED_CONTENT_TYPES): called with the
+    bytes, the charset, the meter, then the option `_READERS` names for it, when one is given."""
+    module, function, _ = _READERS[content_type]
     found: Reader = getattr(import_module(module), function)
     return found
 
@@ -99,17 +101,10 @@ def parse(
         raise EmptyDocumentError(chosen)
     meter = meter or ParseMeter(DEFAULT_BUDGET)
     meter.content_type = chosen
-    if chosen == PDF and ocr is not None:
-        from retrieval_core.parsers.pdf import read_pdf
-
-        parsed = read_pdf(data, charset(content_type), meter, ocr)
-    elif chosen in (CSV, JSONL) and table is not None:
-        from retrieval_core.parsers import records
-
-        read_table = records.read_csv if chosen == CSV else records.read_jsonl
-        parsed = read_table(data, charset(content_type), meter, table)
-    else:
-        parsed = reader(chosen)(data, charset(content_type), meter)
+    taken = _READERS[chosen][2]
+    option = {"ocr": ocr, "table": table}[taken] if taken else None
+    extra = () if option is None else (option,)  # None: the reader's own default
+    parsed = reader(chosen)(data, charset(content_type), meter, *extra)
     from retrieval_core.parsers.normalize import normalize_document
 
     # One normalisation for every format (parsers/normalize.py); it also drops NUL, which PostgreSQL
