@@ -426,3 +426,9 @@ class ResponseTooLargeError(RetrievalError):
             + (f", or send the request alone to {elsewhere}" if elsewhere else ""),
             {"sizeBytes": size_bytes, "maxBytes": limit_bytes},
         )
+
+
+class GenerationProviderError(UpstreamError):
+    """The generation provider failed or answered with something unusable (no text, a refused request)."""
+
+    code = "generation_provider_error"

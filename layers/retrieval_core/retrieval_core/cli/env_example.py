@@ -40,7 +40,11 @@ def _print_env_example(args: argparse.Namespace) -> int:
 def render(settings_class: type[BaseModel]) -> str:
     """The `.env.example` text of `settings_class`: a comment and a commented `NAME=default` per field."""
     blocks = [HEADER]
-    for name, field in settings_class.model_fields.items():
+    fields = settings_class.model_fields
+    # The class's own fields first, then those of the bases it takes groups of settings from.
+    own = [name for name in settings_class.__annotations__ if name in fields]
+    for name in [*own, *(name for name in fields if name not in own)]:
+        field = fields[name]
         blocks.append(f"# {field.description}\n# {name.upper()}={_value(field.default)}\n")
     return "\n".join(blocks)
 

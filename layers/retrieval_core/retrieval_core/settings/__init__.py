@@ -7,9 +7,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
 from retrieval_core.environment import environment_values
+from retrieval_core.settings.file_search import FileSearchSettings
+from retrieval_core.settings.generation import GenerationSettings
 
 EmbeddingProviderName = Literal["local", "openai", "gemini", "bedrock"]
 # Runtimes of the local model (embeddings/local.py describes each).
@@ -38,7 +40,7 @@ MAX_SCAN_TUPLES_MIN, MAX_SCAN_TUPLES_MAX = 100, 200_000
 ENV_FILE = Path(".env")
 
 
-class Settings(BaseModel):
+class Settings(FileSearchSettings, GenerationSettings):
     """All configuration of the retrieval core. Field names map to upper-case env vars (matched without
     regard to case). Values given to the constructor win over the environment, which wins over `.env`
     (`_env_file`; None: none)."""
@@ -167,25 +169,6 @@ class Settings(BaseModel):
         default=25.0,
         gt=0,
         description="seconds an HTTP request may spend on outbound calls; past it, 504 upstream_timeout",
-    )
-
-    # Gemini File Search (POST /api/v1/knowledge/search, GET /api/v1/stores/resolve). The key comes from
-    # GEMINI_API_KEY, else from this Secrets Manager secret (in Lambda).
-    gemini_api_key_secret_arn: str | None = Field(
-        default=None, description="secret or SSM SecureString ARN holding the Gemini key (deployed stacks)"
-    )
-    gemini_model: str = Field(default="gemini-2.5-flash", description="Gemini model of knowledge searches")
-    gemini_retry_attempts: int = Field(
-        default=3, ge=1, le=10, description="attempts per Gemini call on 429 and 5xx"
-    )
-    gemini_retry_base_delay_s: float = Field(
-        default=0.5, ge=0, le=30, description="first backoff between Gemini attempts, in seconds"
-    )
-    gemini_store_page_size: int = Field(
-        default=20,
-        ge=1,
-        le=20,
-        description="File Search stores listed per page while resolving a display name",
     )
 
     # Retrieval.
