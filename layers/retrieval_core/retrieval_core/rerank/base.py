@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import math
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from retrieval_core.clients.deadline import request_deadline
-from retrieval_core.clients.retry import backoff_delay
+from retrieval_core.clients.attempts import RetryableFailure, transport_failures
+from retrieval_core.clients.attempts import with_attempts as attempts_within_budget
 from retrieval_core.exceptions import RerankerUnavailableError
 
-logger = logging.getLogger(__name__)
+# The rerankers raise these in their attempts.
+__all__ = ["RetryableFailure", "transport_failures"]
 
 T = TypeVar("T")
 
@@ -37,31 +35,6 @@ class Reranker(Protocol):
         ...
 
 
-class RetryableFailure(Exception):
-    """One attempt failed in a way another attempt may not (5xx, 429, timeout, connection)."""
-
-    def __init__(self, reason: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.details = details or {}
-
-
-@contextmanager
-def transport_failures(unreachable: str) -> Iterator[None]:
-    """Turn an httpx timeout or transport error inside the block into RetryableFailure.
-
-    `unreachable` starts the reason given when the service could not be reached.
-    """
-    import httpx
-
-    try:
-        yield
-    except httpx.TimeoutException as exc:
-        raise RetryableFailure(f"no answer within the timeout ({type(exc).__name__})") from exc
-    except httpx.TransportError as exc:
-        raise RetryableFailure(f"{unreachable} ({type(exc).__name__})") from exc
-
-
 def with_attempts(
     attempt: Callable[[float], T],
     *,
@@ -70,40 +43,21 @@ def with_attempts(
     deadline: float,
     retry_base_delay_s: float,
 ) -> T:
-    """Call `attempt(remaining_s)` until it returns, at most `attempts` times and before `deadline`.
+    """`clients.attempts.with_attempts` with the rerank budget (RERANK_TIMEOUT_S): every way of giving up
+    is a RerankerUnavailableError, which callers turn into a warning and the vector order."""
 
-    `deadline` is a `time.monotonic()` value: the budget covers every attempt and the waits between
-    them, so a slow reranker holds a request for at most RERANK_TIMEOUT_S, not attempts times that.
-    `attempt` raises RetryableFailure to ask for another try, RerankerUnavailableError to stop.
-    The request's deadline (REQUEST_DEADLINE_S) cuts the budget further.
-    """
-    request_left = request_deadline().remaining_s()
-    if request_left is not None:
-        deadline = min(deadline, time.monotonic() + request_left)
-    for number in range(1, attempts + 1):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise RerankerUnavailableError(
-                f"{label}: no time left for attempt {number} of {attempts} (RERANK_TIMEOUT_S is spent)",
-                {"attempts": number - 1},
-            )
-        try:
-            return attempt(remaining)
-        except RetryableFailure as exc:
-            delay = backoff_delay(number, retry_base_delay_s)
-            if number == attempts:
-                raise RerankerUnavailableError(
-                    f"{label}: {exc.reason} (after {number} attempts)", {**exc.details, "attempts": number}
-                ) from exc
-            if deadline - time.monotonic() <= delay:
-                raise RerankerUnavailableError(
-                    f"{label}: {exc.reason} (gave up after {number} of {attempts} attempts: the rerank "
-                    "timeout, RERANK_TIMEOUT_S, is spent)",
-                    {**exc.details, "attempts": number},
-                ) from exc
-            logger.warning("%s: %s, retrying", label, exc.reason)
-            time.sleep(delay)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    def give_up(message: str, details: dict[str, Any], *, out_of_time: bool) -> Exception:
+        return RerankerUnavailableError(message, details)
+
+    return attempts_within_budget(
+        attempt,
+        label=label,
+        attempts=attempts,
+        deadline=deadline,
+        retry_base_delay_s=retry_base_delay_s,
+        budget="the rerank timeout, RERANK_TIMEOUT_S,",
+        give_up=give_up,
+    )
 
 
 def ranked_scores(pairs: Iterable[tuple[object, object]], count: int, label: str) -> list[RerankScore]:
