@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+from retrieval_core.exceptions import (
+    GenerationProviderError,
+    RetrievalError,
+    UpstreamTimeoutError,
+    UpstreamUnavailableError,
+)
+
+# Seconds a client is told to wait when a throttled provider did not say (Retry-After).
+DEFAULT_RETRY_AFTER_S = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +84,19 @@ class Generator(Protocol):
         The concatenated deltas equal the Generation's text.
         """
         ...
+
+
+def give_up(message: str, details: dict[str, Any], *, out_of_time: bool) -> RetrievalError:
+    """The error of a generation call no attempt of which succeeded (clients/attempts.py `GiveUp`).
+
+    Out of time: 504 `upstream_timeout`. Throttled or unavailable (429, 503) to the last attempt: 503
+    `upstream_unavailable`, with `retry_after_s` from details when the provider said. Else 502
+    `generation_provider_error`.
+    """
+    if out_of_time:
+        return UpstreamTimeoutError(message, details)
+    if details.get("status") in (429, 503):
+        retry_after = details.get("retry_after_s")
+        seconds = int(retry_after) if isinstance(retry_after, int | float) and retry_after > 0 else None
+        return UpstreamUnavailableError(message, details, retry_after_s=seconds or DEFAULT_RETRY_AFTER_S)
+    return GenerationProviderError(message, details)
