@@ -7,6 +7,7 @@ with the words they share.
 from __future__ import annotations
 
 import re
+import time
 import zlib
 from collections.abc import Sequence
 
@@ -191,6 +192,25 @@ def test_long_sentences_are_cut_at_the_bound_after_a_clause_when_one_is_near() -
     assert " ".join(pieces) == sentence
     unspaced = "字" * (2 * MAX_SENTENCE_CHARS + 10)
     assert [len(p) for p in split_sentences(unspaced)] == [MAX_SENTENCE_CHARS, MAX_SENTENCE_CHARS, 10]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "." * 100_000,
+        "!" * 100_000 + "東",
+        "." + '"' * 100_000,
+        "a. B" * 25_000,
+        "[1" * 50_000,
+        "word " * 20_000,
+    ],
+)
+def test_splitting_reads_long_runs_of_punctuation_once(text: str) -> None:
+    # Read once per character, 100,000 characters take milliseconds; read again from each one, minutes.
+    started = time.perf_counter()
+    sentences = split_sentences(text)
+    assert time.perf_counter() - started < 2.0
+    assert all(len(s) <= MAX_SENTENCE_CHARS for s in sentences)
 
 
 def test_fragments_of_fewer_than_three_words_are_left_out() -> None:
