@@ -353,7 +353,7 @@ def test_stream_yields_each_sentence_then_the_generation() -> None:
 
 
 def test_from_settings_takes_answer_max_sentences() -> None:
-    settings = Settings(_env_file=None, answer_max_sentences=1)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, answer_max_sentences=1)
     generator = ExtractiveGenerator.from_settings(settings, WordCountEmbedder())
     assert (generator.provider, generator.model) == ("extractive", "extractive")
     assert generator.generate(_request(THREE_WAY, [FRUIT, TOOLS])).text == "Saws cut wood. [2]"
