@@ -38,10 +38,10 @@ MAX_CANDIDATES = 200
 # answer keeps to sentences about as close to the question as its best one.
 RELATIVE_FLOOR = 0.8
 # Below this similarity no sentence answers: the answer is empty, and the answer service reports it
-# ungrounded rather than quote a sentence about something else. Set for the local all-MiniLM-L6-v2, whose
-# sentences about another topic score about 0.0-0.15 against a question and whose answering sentences
-# 0.4 and more (tests/integration/test_generation_extractive.py); with an embedder whose unrelated texts
-# score higher, the relative floor does the choosing.
+# ungrounded rather than quote a sentence about something else. Set for the local all-MiniLM-L6-v2: on
+# the paragraphs of tests/integration/test_generation_extractive.py, sentences about another topic score
+# at most about 0.1 against a question, and the sentences that answer it 0.5 and more. With an embedder
+# whose unrelated texts score higher, the relative floor does the choosing.
 MIN_SIMILARITY = 0.2
 # The output bound: max_output_tokens * CHARS_PER_TOKEN characters, the usual approximation for English
 # text with the BPE tokenizers of the hosted models. Sentences are left out whole, never cut.
