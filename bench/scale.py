@@ -406,7 +406,7 @@ def count_ms(bench: Bench, store_name: str, metadata: dict[str, Any], runs: int 
 
 def python_steps(query: np.ndarray) -> dict[str, float]:
     """Microseconds of each step the service takes in Python that the raw SQL path does not."""
-    from retrieval_core.backends.pgvector.answer import chunk_result
+    from retrieval_core.backends.pgvector.response_parts import chunk_result
     from retrieval_core.db.search_sql import _scored
     from retrieval_core.filters.sql import document_ids_in, metadata_predicate
     from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse

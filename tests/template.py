@@ -96,6 +96,16 @@ class Conditions:
                     resolved.split(",") if isinstance(resolved, str) else [self.resolve(i) for i in resolved]
                 )
                 return separator.join(str(part) for part in parts)
+            if function == "Fn::Select":
+                index, items = args
+                return self.resolve(items)[int(index)]
+            if function == "Fn::Split":
+                separator, text = args
+                return str(self.resolve(text)).split(separator)
+            if function == "Fn::Sub" and isinstance(args, str):
+                return re.sub(
+                    r"\$\{([^}!]+)\}", lambda m: str(self._params.get(m.group(1), m.group(0))), args
+                )
             raise AssertionError(f"unsupported intrinsic {function} in an environment variable")
         return value
 

@@ -168,6 +168,23 @@ def check_retrieve(status: int, body: dict[str, Any]) -> None:
     assert body["query"].startswith("How does the Kubernetes scheduler")
 
 
+def check_answer(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    # The default generator (extractive) answers with sentences of the sources, each cited.
+    assert body["grounded"] is True and body["pipeline"]["provider"] == "extractive"
+    assert body["sources"][0]["metadata"]["documentId"] == "k8s-scheduling"
+    assert "k8s-scheduling" in {d for c in body["citations"] for d in c["documentIds"]}
+    for citation in body["citations"]:
+        assert body["text"][citation["start"] : citation["end"]] == citation["text"]
+    assert body["pipeline"]["inputTokens"] is None  # the extractive generator counts no tokens
+
+
+def check_answer_model_not_allowed(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["details"]["errors"][0]["field"] == "model"
+    assert "GENERATION_MODELS_ALLOWED" in body["error"]["message"]
+
+
 def check_retrieve_metadata_filter(status: int, body: dict[str, Any]) -> None:
     assert status == 200, body
     assert_ranked_chunks(body, "hvac-cold-complaints", grade=0.2)
@@ -328,7 +345,7 @@ def check_stores_refresh_own_store(status: int, body: dict[str, Any]) -> None:
 
 # POST /mcp answers JSON-RPC in a JSON body (stateless, JSON responses). Locally no API key is configured:
 # the open grant offers every tool.
-MCP_TOOLS = {"memory_search", "memory_store", "memory_delete", "retrieve", "list_stores"}
+MCP_TOOLS = {"memory_search", "memory_store", "memory_delete", "retrieve", "answer", "list_stores"}
 
 
 def check_mcp_initialize(status: int, body: dict[str, Any]) -> None:
@@ -371,6 +388,8 @@ def check_mcp_memory_search_invalid(status: int, body: dict[str, Any]) -> None:
 
 EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve.json": check_retrieve,
+    "answer.json": check_answer,
+    "answer-model-not-allowed.json": check_answer_model_not_allowed,
     "retrieve-metadata-filter.json": check_retrieve_metadata_filter,
     "retrieve-invalid-grade.json": check_retrieve_invalid_grade,
     "retrieve-unknown-store.json": check_retrieve_unknown_store,
@@ -475,6 +494,7 @@ def test_events_are_realistic_http_api_v2_payloads(event_file: Path) -> None:
 
 
 GOOD_EVENTS = {
+    "answer.json",
     "retrieve.json",
     "retrieve-metadata-filter.json",
     "retrieve-hybrid-mmr.json",

@@ -136,7 +136,14 @@ def test_initialize_names_the_server_and_tools_are_listed_by_scope_with_schemas(
     async def test() -> None:
         async with session(url, WRITER) as writer:
             tools = {t.name: t for t in (await writer.list_tools()).tools}
-            assert set(tools) == {"memory_search", "memory_store", "memory_delete", "retrieve", "list_stores"}
+            assert set(tools) == {
+                "memory_search",
+                "memory_store",
+                "memory_delete",
+                "retrieve",
+                "answer",
+                "list_stores",
+            }
             search = tools["memory_search"].input_schema
             assert search["required"] == ["query"]
             assert set(search["properties"]) == {"query", "limit", "filter", "store"}
@@ -161,6 +168,7 @@ def test_initialize_names_the_server_and_tools_are_listed_by_scope_with_schemas(
             assert {t.name for t in (await reader.list_tools()).tools} == {
                 "memory_search",
                 "retrieve",
+                "answer",
                 "list_stores",
             }
 
@@ -450,6 +458,27 @@ def test_retrieve_takes_the_full_request_and_list_stores_the_grant(url: str) -> 
     run(test)
 
 
+def test_answer_cites_the_chunks_it_stands_on_and_refuses_what_the_grant_does_not_hold(url: str) -> None:
+    async def test() -> None:
+        question = "How does Kubernetes decide which node runs a pod?"
+        async with session(url, READER) as reader:
+            answer = await call(reader, "answer", {"query": question, "grade": 0.3, "cacheTTLms": 0})
+            assert answer["grounded"] is True and answer["store"] == "sample"
+            assert answer["sources"][0]["metadata"]["documentId"] == "k8s-scheduling"
+            for citation in answer["citations"]:
+                assert answer["text"][citation["start"] : citation["end"]] == citation["text"]
+                assert set(citation["chunkIds"]) <= {s["id"] for s in answer["sources"]}
+            nothing = await call(reader, "answer", {"query": question, "grade": 0.99})
+            assert nothing["grounded"] is False and nothing["text"] == ""
+            assert nothing["pipeline"]["ungroundedReason"] == "nothing_above_threshold"
+        async with session(url, WRITER) as writer:
+            # The writer's grant holds MEMORY only: sample answers as an unknown store would.
+            outside = await tool_error(writer, "answer", {"query": question, "grade": 0.3, "store": "sample"})
+            assert outside["code"] == "store_not_found"
+
+    run(test)
+
+
 def test_list_stores_pages_by_name_with_a_prefix_and_a_cursor(url: str) -> None:
     from retrieval_core.container import get_document_service
 
@@ -514,7 +543,7 @@ def test_the_handler_serves_many_requests_from_one_process(url: str) -> None:
     async def test() -> None:
         for _ in range(3):
             async with session(url, READER) as reader:
-                assert len((await reader.list_tools()).tools) == 3
+                assert len((await reader.list_tools()).tools) == 4
 
     run(test)
 

@@ -407,6 +407,37 @@ def test_a_job_for_a_file_search_store_gets_an_error_reply_naming_why(
     assert replies["pgvector-job"]["status"] == "ok"
 
 
+def test_a_job_may_ask_for_a_grounded_answer_instead_of_chunks(
+    queue_handler: Handler, queues: Queues
+) -> None:
+    send(
+        queues,
+        [
+            job("answer-job", answer=True, maxOutputTokens=200),
+            job("nothing-job", answer=True, grade=0.99),
+            job("chunks-job"),
+            job("bad-flag-job", answer="yes"),
+        ],
+    )
+    event = receive_event(queues)
+    response = invoke(queue_handler, event)
+    assert response["batchItemFailures"] == []
+    acknowledge(queues, event, response)
+    replies = {r.body["requestId"]: r.body for r in drain(queues, queues.results)}
+
+    answered = replies["answer-job"]
+    assert answered["status"] == "ok" and "response" not in answered
+    answer = answered["answer"]
+    assert answer["grounded"] is True and answer["sources"][0]["metadata"]["documentId"] == "k8s-scheduling"
+    assert all(answer["text"][c["start"] : c["end"]] == c["text"] for c in answer["citations"])
+    # Nothing above the threshold: an empty answer, and no model called.
+    nothing = replies["nothing-job"]["answer"]
+    assert nothing["grounded"] is False and nothing["pipeline"]["modelCalled"] is False
+    assert "results" in replies["chunks-job"]["response"]
+    refused = replies["bad-flag-job"]
+    assert refused["status"] == "error" and refused["error"]["details"]["errors"][0]["field"] == "answer"
+
+
 def test_without_its_idempotency_table_a_job_is_retried_rather_than_answered_unguarded(
     queue_handler: Handler, queues: Queues, moto: MotoServer
 ) -> None:

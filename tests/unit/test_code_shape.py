@@ -22,6 +22,7 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # package's errors, its part of stores or documents, a backend's service, a provider family's interface...
 PARALLEL_ROLES = {
     "__init__.py",
+    "answer.py",
     "api_keys.py",
     "base.py",
     "bedrock.py",

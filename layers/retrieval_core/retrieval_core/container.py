@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from retrieval_core.backends.pgvector.reranking import Rerankers
@@ -29,10 +30,12 @@ from retrieval_core.search.concurrency import ExpensiveSlots
 from retrieval_core.settings import Settings, get_settings, in_lambda
 
 if TYPE_CHECKING:
+    from retrieval_core.backends.answers import Answerer
     from retrieval_core.backends.gemini.resolve import StoreEntry
     from retrieval_core.backends.gemini.service import KnowledgeService
     from retrieval_core.backends.router import Backends
     from retrieval_core.documents.service import DocumentService
+    from retrieval_core.generation.base import Generator
     from retrieval_core.parsers.budget import ParseBudget
 
 logger = logging.getLogger(__name__)
@@ -46,6 +49,8 @@ _schema_was_behind = False
 _embedded_server: Any = None
 _knowledge: KnowledgeService | None = None
 _knowledge_lock = threading.Lock()
+_generator: Generator | None = None
+_generator_lock = threading.Lock()
 # The documents' parse slots, one set per process (DocumentService itself is built per call).
 _parse_slots: ExpensiveSlots | None = None
 
@@ -302,6 +307,7 @@ def get_knowledge_service() -> KnowledgeService:
                     page_size=settings.gemini_store_page_size,
                     find_pgvector_store=_find_pgvector_store,
                     allowed_metadata_keys=settings.metadata_keys_allowed,
+                    allowed_models=settings.generation_models,
                 )
     return _knowledge
 
@@ -313,8 +319,47 @@ def reset_knowledge_service() -> None:
         _knowledge = None
 
 
+def get_generator() -> Generator:
+    """The process-wide answer generator (GENERATION_PROVIDER), built on first use; no client until used."""
+    global _generator
+    if _generator is None:
+        with _generator_lock:
+            if _generator is None:
+                from retrieval_core.generation import build_generator
+
+                _generator = build_generator(get_settings(), current_embedder())
+    return _generator
+
+
+def replace_generator(generator: Generator | None) -> Generator | None:
+    """Install `generator` as the process-wide one (None: build anew on next use); return the previous."""
+    global _generator
+    with _generator_lock:
+        previous, _generator = _generator, generator
+    return previous
+
+
+def get_answerer(service: Callable[[], RetrievalService] = get_service) -> Answerer:
+    """Grounded answers on pgvector stores and attached tables, from `service`'s retrieves (cheap: what
+    it uses is built on first use)."""
+    from retrieval_core.backends.answers import Answerer
+    from retrieval_core.search.token_count import token_counter
+
+    settings = get_settings()
+    return Answerer(
+        service,
+        get_generator,
+        settings.generation_models,
+        lambda: token_counter(settings.local_model_dir),
+    )
+
+
 def get_backends() -> Backends:
     """The one retrieve entry point over the process-wide backends (cheap: each is built on first use)."""
     from retrieval_core.backends.router import Backends
 
-    return Backends(get_service, get_knowledge_service)
+    return Backends(
+        get_service,
+        get_knowledge_service,
+        {"pgvector": get_answerer, "gemini": get_knowledge_service},
+    )

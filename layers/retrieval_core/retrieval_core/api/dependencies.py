@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from retrieval_core.api.auth import current_grant
 from retrieval_core.backends.pgvector.service import RetrievalService
 from retrieval_core.backends.router import Backends
-from retrieval_core.container import get_knowledge_service, get_service
+from retrieval_core.container import get_answerer, get_knowledge_service, get_service
 from retrieval_core.documents.models import Actor
 from retrieval_core.grants import Grant
 
@@ -18,7 +18,11 @@ ServiceDep = Annotated[RetrievalService, Depends(get_service)]
 
 def backends(service: ServiceDep) -> Backends:
     """The one retrieve entry point over this request's pgvector service and the Gemini service."""
-    return Backends(lambda: service, get_knowledge_service)
+    return Backends(
+        lambda: service,
+        get_knowledge_service,
+        {"pgvector": lambda: get_answerer(lambda: service), "gemini": get_knowledge_service},
+    )
 
 
 # Routes each request to its backend (pgvector or Gemini File Search); built on ServiceDep, so an app

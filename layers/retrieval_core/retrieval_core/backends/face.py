@@ -6,14 +6,16 @@ or Gemini File Search. Each answers a retrieve request and says which callers it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
+    from retrieval_core.backends.answers import AnswerEvent
     from retrieval_core.cache.json_cache import CacheStatus
     from retrieval_core.exceptions import InvalidRequestError
     from retrieval_core.grants import Grant
+    from retrieval_core.schemas.answer import AnswerRequest
     from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 BackendKind = Literal["pgvector", "gemini"]
@@ -59,4 +61,18 @@ class BatchBackend(Backend, Protocol):
         self, requests: Sequence[RetrieveRequest | InvalidRequestError], *, grant: Grant
     ) -> list[BatchItem]:
         """Each request's item, in order; an error item stays an error item."""
+        ...
+
+
+class AnswerBackend(Protocol):
+    """A backend that writes grounded answers from its chunks (POST /rag/answer)."""
+
+    def answer(
+        self, request: AnswerRequest, grant: Grant, *, streaming: bool = False
+    ) -> tuple[Iterator[AnswerEvent], CacheStatus]:
+        """The answer's events (pieces of text, then the answer) and how the cache served it.
+
+        Checks (scope, store, options) raise here, before the first event; failures of the work raise
+        while the events are read.
+        """
         ...

@@ -9,13 +9,14 @@ other backend's answer for a name it does not know.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from retrieval_core.backends.face import (
     CAPABILITIES,
+    AnswerBackend,
     Backend,
     BackendKind,
     BatchBackend,
@@ -29,7 +30,9 @@ from retrieval_core.schemas.common import validation_error
 from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 if TYPE_CHECKING:
+    from retrieval_core.backends.answers import AnswerEvent
     from retrieval_core.cache.json_cache import CacheStatus
+    from retrieval_core.schemas.answer import AnswerRequest
 
 
 def backend_of(request: RetrieveRequest) -> BackendKind:
@@ -59,10 +62,16 @@ def not_served(kind: BackendKind, caller: Caller, instead: str) -> InvalidReques
 class Backends:
     """The backends of this process, built on first use, behind the one entry point."""
 
-    def __init__(self, pgvector: Callable[[], BatchBackend], gemini: Callable[[], Backend]) -> None:
+    def __init__(
+        self,
+        pgvector: Callable[[], BatchBackend],
+        gemini: Callable[[], Backend],
+        answers: Mapping[BackendKind, Callable[[], AnswerBackend]] | None = None,
+    ) -> None:
         # Providers, not instances: a Gemini request must not build the database service, nor the reverse.
         self._pgvector = pgvector
         self._gemini = gemini
+        self._answers = dict(answers or {})
 
     def backend(self, kind: BackendKind) -> Backend:
         """The backend of that kind (built now if it was not)."""
@@ -89,6 +98,20 @@ class Backends:
         self.check_serves(kind, caller)
         shared = embed_query if shares_query_embedding(request) else None
         return self.backend(kind).retrieve(request, shared, grant=grant)
+
+    def answer(
+        self, request: AnswerRequest, grant: Grant, *, caller: Caller, streaming: bool = False
+    ) -> tuple[Iterator[AnswerEvent], CacheStatus]:
+        """`request`'s grounded answer from its backend, as events (pieces of text, then the answer).
+
+        Routed by the rule of `retrieve`; a 422 when that backend does not serve `caller`.
+        """
+        kind = backend_of(request)
+        self.check_serves(kind, caller)
+        answers = self._answers.get(kind)
+        if answers is None:
+            raise AssertionError(f"no answers configured for the {kind} backend")
+        return answers().answer(request, grant, streaming=streaming)
 
     def check_serves(self, kind: BackendKind, caller: Caller) -> None:
         """Raise the named 422 when the backend of `kind` does not serve `caller`."""

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval_core.cache.json_cache import JsonCache
+from retrieval_core.cache.json_cache import CacheStatus, JsonCache
 
 # Gemini File Search store names are resolved once an hour (backends/gemini/resolve.py).
 STORE_NAME_TTL_S = 3600.0
@@ -24,6 +24,15 @@ class StoreRef:
 
     name: str
     version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSlot:
+    """One request's place in the cache: its answer on a hit, else `put` to cache the answer computed."""
+
+    status: CacheStatus
+    cached: dict[str, Any] | None
+    put: Callable[[dict[str, Any]], None]
 
 
 class SearchCache:

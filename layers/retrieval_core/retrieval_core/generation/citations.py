@@ -100,3 +100,28 @@ def _claim_start(text: str, end: int, previous_end: int) -> int:
     while start < end and text[start] in LEADING:
         start += 1
     return start
+
+
+# What may still become a marker at the end of streamed text: spaces, then an unclosed bracket of numbers.
+_OPEN_TAIL = re.compile(r"[ \t]*(?:\[[\d,\s]*)?\Z")
+
+
+class MarkerFilter:
+    """Removes markers from text that arrives in pieces: what `feed` and `flush` return, joined, is what
+    `from_markers` gives for the whole text. A possible marker's start is held back until it is known."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def feed(self, piece: str) -> str:
+        """The part of the text so far that is known to be final, markers removed."""
+        text = MARKERS.sub("", self._pending + piece)
+        tail = _OPEN_TAIL.search(text)
+        cut = tail.start() if tail is not None else len(text)
+        self._pending = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        """What was held back, once the text is complete."""
+        rest, self._pending = MARKERS.sub("", self._pending), ""
+        return rest

@@ -1,7 +1,8 @@
 """Queue-triggered retrieval: SQS batches of retrieve jobs in, exactly one reply per job out.
 
 A message body is a retrieve request (the body of POST /api/v1/rag/retrieve) plus `requestId` and an
-optional `replyTo` queue URL. Each job is answered with `{requestId, status: "ok", response}` or
+optional `replyTo` queue URL; with `"answer": true` it is an answer request (the body of POST
+/api/v1/rag/answer). Each job is answered with `{requestId, status: "ok", response}` (or `answer`) or
 `{requestId, status: "error", error: {code, message, details}}` on `replyTo` (which must be on the
 allow-list) or on the results queue, with `requestId` also in the reply's message attributes.
 
@@ -35,6 +36,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from retrieval_core import container
+from retrieval_core.backends.answers import final_answer
 from retrieval_core.backends.router import shares_query_embedding
 from retrieval_core.clients.aws import handler_options, lazy_aws_client
 from retrieval_core.clients.deadline import LAMBDA_MARGIN_S, deadline_of, lambda_remaining_s
@@ -56,6 +58,7 @@ from retrieval_core.lambdas.setup import (
 from retrieval_core.lambdas.tracing import LambdaHandler
 from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
+from retrieval_core.schemas.answer import AnswerRequest
 from retrieval_core.schemas.common import validation_error
 from retrieval_core.schemas.retrieve import RetrieveRequest
 from retrieval_core.search.reply_size import SQS_ATTRIBUTE_BYTES, SQS_MESSAGE_BYTES, sqs_body_bytes
@@ -67,6 +70,8 @@ debug = DebugLog(__name__)
 
 REQUEST_ID = "requestId"
 REPLY_TO = "replyTo"
+# `"answer": true`: the job asks for a grounded answer (POST /api/v1/rag/answer) instead of chunks.
+ANSWER = "answer"
 IDEMPOTENCY_KEY_PREFIX = "retrieve-queue"
 # A DynamoDB key part and an SQS attribute value: printable ASCII without spaces, bounded.
 _USABLE_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -124,8 +129,12 @@ def read_job(record: dict[str, Any], allowed_reply_queues: frozenset[str]) -> Jo
     reply_to = payload.pop(REPLY_TO, None)
     if reply_to is not None and reply_to not in allowed_reply_queues:
         return Job(message_id, request_id, error=ReplyToNotAllowedError())
+    wants_answer = payload.pop(ANSWER, False)
+    if not isinstance(wants_answer, bool):
+        error = InvalidRequestError.for_field(ANSWER, "must be true or false", "bool_type")
+        return Job(message_id, request_id, reply_to, error=error)
     try:
-        request = RetrieveRequest.model_validate(payload)
+        request = (AnswerRequest if wants_answer else RetrieveRequest).model_validate(payload)
     except ValidationError as exc:
         return Job(message_id, request_id, reply_to, error=validation_error(exc))
     return Job(message_id, request_id, reply_to, request=request)
@@ -206,10 +215,13 @@ class QueueProcessor:
         records = event.get("Records") or []
         jobs = {str(r.get("messageId", "")): read_job(r, self.allowed_reply_queues) for r in records}
         # Only the queries of a backend that embeds them go into the batch's one embedding call.
+        # An answer's retrieve embeds its own query.
         queries = [
             job.request.query
             for job in jobs.values()
-            if job.request is not None and shares_query_embedding(job.request)
+            if job.request is not None
+            and not isinstance(job.request, AnswerRequest)
+            and shares_query_embedding(job.request)
         ]
         batch = Batch(jobs, QueryVectors(queries))
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -295,6 +307,10 @@ class QueueProcessor:
             return error_reply(request_id, job.error)
         assert job.request is not None
         try:
+            if isinstance(job.request, AnswerRequest):
+                events, _ = container.get_backends().answer(job.request, self.grant, caller="queue")
+                answer = final_answer(events)
+                return {REQUEST_ID: request_id, "status": "ok", ANSWER: answer.model_dump(mode="json")}
             # The batch's queries are embedded together, by the pgvector service's embedder; a backend
             # that serves no queue (Gemini File Search) is a named 422 before anything is built.
             response, _ = container.get_backends().retrieve(

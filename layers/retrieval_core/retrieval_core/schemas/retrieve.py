@@ -168,6 +168,11 @@ class RetrieveRequest(RequestModel):
         return self
 
     @property
+    def context_needs_formatting(self) -> bool:
+        """Whether maxContextTokens needs returnFormatted (it bounds `context`, which only that fills)."""
+        return True
+
+    @property
     def candidate_count(self) -> int:
         """How many candidates the search returns."""
         return self.similarity_top_k or DEFAULT_CANDIDATES[self.engine_name]
@@ -222,7 +227,7 @@ def inapplicable_options(request: RetrieveRequest) -> list[InitErrorDetails]:
     uses_mmr = rerank is not None and rerank.enabled and rerank.strategy == "mmr"
     if "mmr_lambda" in sent and not uses_mmr:
         refuse("mmr_lambda", 'applies only with rerank.strategy "mmr" (enabled, default engine)')
-    if "max_context_tokens" in sent and not request.return_formatted:
+    if "max_context_tokens" in sent and not request.return_formatted and request.context_needs_formatting:
         refuse("max_context_tokens", "applies only with returnFormatted true")
     if rerank is not None:
         errors.extend(_inapplicable_rerank_options(request.engine_name, rerank))

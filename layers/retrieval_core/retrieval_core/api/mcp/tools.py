@@ -21,6 +21,7 @@ from retrieval_core.filters.exceptions import FilterKeyNotAllowedError
 from retrieval_core.filters.predicate import MetadataValue
 from retrieval_core.filters.string_form import memory_filter
 from retrieval_core.grants import Grant, Scope
+from retrieval_core.schemas.answer import AnswerRequest
 from retrieval_core.schemas.common import (
     MAX_DOCUMENT_ID_BYTES,
     RequestModel,
@@ -246,6 +247,14 @@ def _retrieve(args: RetrieveRequest, grant: Grant, _actor: Actor) -> dict[str, A
     return answer.model_dump(mode="json", by_alias=True)
 
 
+def _answer(args: AnswerRequest, grant: Grant, _actor: Actor) -> dict[str, Any]:
+    from retrieval_core.backends.answers import final_answer
+    from retrieval_core.container import get_backends
+
+    events, _ = get_backends().answer(args, grant, caller="mcp")
+    return final_answer(events).model_dump(mode="json", by_alias=True)
+
+
 def _list_stores(args: ListStoresArguments, grant: Grant, _actor: Actor) -> dict[str, Any]:
     from retrieval_core.container import get_document_service
 
@@ -331,6 +340,19 @@ TOOLS: dict[str, Tool] = {
             scope="read",
             arguments=RetrieveRequest,
             run=_retrieve,
+        ),
+        Tool(
+            name="answer",
+            title="Answer from the documents, with citations",
+            description="The HTTP API's POST /api/v1/rag/answer: retrieves as `retrieve` does (`query` and "
+            "`grade` required; similarityTopK, metadataFilter, docIds, useHybrid, rerank, store) and writes "
+            "an answer from the chunks found. Returns text, citations (each a span of text with the chunk "
+            "and document ids it stands on), sources (the chunks given to the model), grounded (false when "
+            "nothing passed `grade`, in which case no model is called and text is empty, or when the answer "
+            "cites nothing) and the pipeline. systemInstruction, maxOutputTokens and model shape the answer.",
+            scope="read",
+            arguments=AnswerRequest,
+            run=_answer,
         ),
         Tool(
             name="list_stores",

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.pgvector import chunk_search
-from retrieval_core.backends.pgvector.answer import chunk_result, fused_scores, is_complete, search_pipeline
+from retrieval_core.backends.pgvector.caching import cache_slot
 from retrieval_core.backends.pgvector.reranking import Rerankers, rerank_strategy, reranked
+from retrieval_core.backends.pgvector.response_parts import (
+    chunk_result,
+    fused_scores,
+    is_complete,
+    search_pipeline,
+)
 from retrieval_core.backends.pgvector.timings import stopwatch
 from retrieval_core.backends.prompt_context import formatted_if_asked
-from retrieval_core.cache.cache_keys import FORMAT_FIELDS, search_key
+from retrieval_core.cache.cache_keys import FORMAT_FIELDS
 from retrieval_core.cache.json_cache import CacheStatus
-from retrieval_core.cache.search_cache import SearchCache, StoreRef
+from retrieval_core.cache.search_cache import CacheSlot, SearchCache, StoreRef
 from retrieval_core.db import search_sql
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
@@ -32,7 +38,6 @@ from retrieval_core.exceptions import (
 from retrieval_core.filters.predicate import TRUE, Predicate
 from retrieval_core.filters.sql import MetadataFilterValue, check_keys, document_ids_in, metadata_predicate
 from retrieval_core.grants import Grant
-from retrieval_core.observability import metrics
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.schemas.common import ErrorBody
 from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse, Timings
@@ -228,53 +233,43 @@ class RetrievalService:
         compute: Callable[[Request], Response],
         grant: Grant,
     ) -> tuple[Response, CacheStatus]:
-        ttl_s = self.cache.ttl_for(request.cache_ttl_ms) if self.cache is not None else None
-        if self.cache is None or ttl_s is None:
-            debug("%s: cache bypassed (%s)", operation, "no cache" if self.cache is None else "cacheTTLms 0")
-            return compute(request), CacheStatus.BYPASS
         # The answer is cached unformatted: formatting (context_packing.py) is applied to it on every serve.
-        options = request.model_dump(mode="json", exclude={"store", *FORMAT_FIELDS})
-        # The effective knobs, not only the request's overrides: a changed default changes answers too.
-        context = {
-            "embeddingModel": self.embedder.model,
-            **self.knobs_for(request.search).as_dict(),
-            "exactSearchMaxRows": self.exact_search_max_rows,
-            "rerankers": self.rerankers.identity if self.rerankers is not None else None,
-        }
+        slot = self.cache_slot(operation, request, grant, exclude=FORMAT_FIELDS)
+        if slot.cached is not None:
+            return response_type.model_validate(slot.cached), slot.status
+        response = compute(request)
+        if is_complete(response):
+            slot.put(response.model_dump(mode="json", by_alias=True))
+        return response, slot.status
 
-        def key_of(store: StoreRef) -> str:
-            return search_key(
-                backend=BACKEND,
-                store=store.name,
-                store_version=store.version,
-                operation=operation,
-                request=options,
-                context=context,
-            )
-
+    def cache_slot(
+        self,
+        operation: str,
+        request: RetrieveRequest | SimilaritySearchRequest,
+        grant: Grant,
+        *,
+        exclude: frozenset[str] = frozenset(),
+        identity: Mapping[str, Any] | None = None,
+    ) -> CacheSlot:
+        """Where `request`'s answer is cached (backends/pgvector/caching.py): its answer on a hit, else
+        where to put it. `identity` joins the key: what else shapes the answer (a generator's provider,
+        model and prompt version)."""
         name = request.store or self.default_store
 
         def current() -> StoreRef:
             found = self.get_store(name)
             return StoreRef(found.name, found.version)
 
-        store, cached = self.cache.lookup(BACKEND, name, current, key_of)
-        # Answers are shared by every caller, so the grant is checked before one is served.
-        grant.require_store(store.name, name)
-        # A hit skips the store's own allowedMetadataKeys check (search_chunks makes it on a miss), and
-        # safely: the key holds the store version, the write side bumps that version whenever the store
-        # definition changes, and an answer is only cached once the check passed. So a cached answer was
-        # always computed under the store's current list, for this very filter.
-        if cached is not None:
-            debug("%s on %s: cache hit", operation, store.name)
-            metrics.count("CacheHit")
-            return response_type.model_validate(cached), CacheStatus.HIT
-        debug("%s on %s: cache miss (ttl %.0f s)", operation, store.name, ttl_s)
-        metrics.count("CacheMiss")
-        response = compute(request)
-        if is_complete(response):
-            self.cache.put_answer(key_of(store), response.model_dump(mode="json", by_alias=True), ttl_s)
-        return response, CacheStatus.MISS
+        # The effective knobs, not only the request's overrides: a changed default changes answers too.
+        context = {
+            "embeddingModel": self.embedder.model,
+            **self.knobs_for(request.search).as_dict(),
+            "exactSearchMaxRows": self.exact_search_max_rows,
+            "rerankers": self.rerankers.identity if self.rerankers is not None else None,
+            **(identity or {}),
+        }
+        options = request.model_dump(mode="json", exclude={"store", *exclude})
+        return cache_slot(self.cache, operation, request.cache_ttl_ms, name, current, options, context, grant)
 
     def _retrieve(
         self,
