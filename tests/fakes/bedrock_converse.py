@@ -16,7 +16,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from .bedrock import aws_error_reply
 from .http import FakeHTTPServer, RecordedRequest, Reply
@@ -80,8 +80,7 @@ class FakeBedrockConverse(FakeHTTPServer):
 
     `delay_s` holds every answer back (released early by `stop()`). In a stream, after the first text
     delta the fake waits for `resume` (when set) and for `stall_after_first_delta_s`, then sends
-    `exception_after_first_delta` (an exception event type) when set, else the rest. `first_delta_sent` is
-    set once a stream's first text delta was written.
+    `exception_after_first_delta` (an exception event type) when set, else the rest.
     """
 
     def __init__(
@@ -101,12 +100,11 @@ class FakeBedrockConverse(FakeHTTPServer):
         self.stall_after_first_delta_s = 0.0
         self.exception_after_first_delta: str | None = None
         self.resume: threading.Event | None = None
-        self.first_delta_sent = threading.Event()
         self._release = threading.Event()
         self.add_route("POST", CONVERSE_PATH, self._converse)
         self.add_route("POST", STREAM_PATH, self._converse_stream)
 
-    def start(self) -> FakeBedrockConverse:
+    def start(self) -> Self:
         super().start()
         assert self._server is not None
         self._server.RequestHandlerClass = _chunking_handler(self._server.RequestHandlerClass)
@@ -202,8 +200,8 @@ class FakeBedrockConverse(FakeHTTPServer):
         if self.exception_after_first_delta:
             tail = [exception_event(self.exception_after_first_delta, "scripted stream failure")]
         steps: list[tuple[Callable[[], object] | None, bytes]] = [(None, frame) for frame in head]
-        steps += [(self.first_delta_sent.set, b""), (self._after_first_delta, b"")]
-        steps += [(None, frame) for frame in tail]
+        steps.append((self._after_first_delta, tail[0]))  # never empty: messageStop follows the text
+        steps += [(None, frame) for frame in tail[1:]]
         return _stream_reply(steps)
 
     def _after_first_delta(self) -> None:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from retrieval_core.clients.attempts import RetryableFailure, with_attempts
 from retrieval_core.clients.aws import AwsFailure, aws_failure, lazy_aws_client, own_retries_options
@@ -55,6 +55,8 @@ from retrieval_core.generation.base import (
     give_up,
 )
 from retrieval_core.settings import Settings
+
+T = TypeVar("T")
 
 _BUDGET = "GENERATION_TIMEOUT_S"
 _PERMISSIONS = "bedrock:InvokeModel and bedrock:InvokeModelWithResponseStream"
@@ -114,14 +116,8 @@ class BedrockGenerator:
         """The whole answer from one Converse call (tried again on throttling, 5xx and time-outs)."""
         client = self._bedrock()
         label = _label(request.model)
-        response = with_attempts(
-            partial(self._converse, client, _body(request), request.model),
-            label=label,
-            attempts=self.attempts,
-            deadline=self._deadline(),
-            retry_base_delay_s=self.retry_base_delay_s,
-            budget=_BUDGET,
-            give_up=give_up,
+        response = self._attempts(
+            partial(self._converse, client, _body(request), request.model), label, self._deadline()
         )
         answer = _Answer()
         try:
@@ -142,14 +138,8 @@ class BedrockGenerator:
         client = self._bedrock()
         label = _label(request.model)
         deadline = self._deadline()
-        feed, pending = with_attempts(
-            partial(self._open_stream, client, _body(request), request.model),
-            label=label,
-            attempts=self.attempts,
-            deadline=deadline,
-            retry_base_delay_s=self.retry_base_delay_s,
-            budget=_BUDGET,
-            give_up=give_up,
+        feed, pending = self._attempts(
+            partial(self._open_stream, client, _body(request), request.model), label, deadline
         )
         answer = _Answer()
         try:
@@ -220,7 +210,19 @@ class BedrockGenerator:
 
     # Helpers.
 
+    def _attempts(self, attempt: Callable[[float], T], label: str, deadline: float) -> T:
+        return with_attempts(
+            attempt,
+            label=label,
+            attempts=self.attempts,
+            deadline=deadline,
+            retry_base_delay_s=self.retry_base_delay_s,
+            budget=_BUDGET,
+            give_up=give_up,
+        )
+
     def _deadline(self) -> float:
+        """When the call must be over: GENERATION_TIMEOUT_S from now, or the request's deadline if sooner."""
         deadline = time.monotonic() + self.timeout_s
         request_left = request_deadline().remaining_s()
         return deadline if request_left is None else min(deadline, time.monotonic() + request_left)
