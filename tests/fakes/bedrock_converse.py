@@ -88,7 +88,6 @@ class FakeBedrockConverse(FakeHTTPServer):
         *,
         answer: Sequence[str | Cited] = ("Paris is the capital of France [1].",),
         models: Sequence[str] = (NOVA_LITE,),
-        delay_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.answer = list(answer)
@@ -96,7 +95,7 @@ class FakeBedrockConverse(FakeHTTPServer):
         self.input_tokens = 120
         self.output_tokens = 9
         self.stop_reason = "end_turn"
-        self.delay_s = delay_s
+        self.delay_s = 0.0
         self.stall_after_first_delta_s = 0.0
         self.exception_after_first_delta: str | None = None
         self.resume: threading.Event | None = None

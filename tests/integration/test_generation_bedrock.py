@@ -51,6 +51,15 @@ def _generator(fake: FakeBedrockConverse, **fields: Any) -> BedrockGenerator:
     return BedrockGenerator.from_settings(Settings(_env_file=None, **values))  # type: ignore[call-arg]
 
 
+def _warm(fake: FakeBedrockConverse, **fields: Any) -> BedrockGenerator:
+    """A generator whose client is built (one answer served and forgotten): timings then measure calls,
+    not boto3's import and the client's construction, which a loaded machine slows down."""
+    generator = _generator(fake, **fields)
+    generator.generate(_request())
+    fake.reset()
+    return generator
+
+
 def _streamed(generator: BedrockGenerator, request: GenerationRequest) -> tuple[list[str], Generation]:
     events = list(generator.stream(request))
     *deltas, final = events
@@ -116,8 +125,9 @@ def test_stream_yields_deltas_in_order_then_the_whole_generation(fake: FakeBedro
 
 
 def test_stream_hands_over_the_first_delta_before_the_rest_is_written(fake: FakeBedrockConverse) -> None:
+    generator = _warm(fake, generation_timeout_s=8)
     fake.resume = threading.Event()  # the fake writes nothing after the first delta until this is set
-    events = _generator(fake, generation_timeout_s=8).stream(_request())
+    events = generator.stream(_request())
 
     started = time.monotonic()
     first = next(events)
@@ -258,8 +268,9 @@ def test_a_missing_region_is_a_configuration_error_before_any_call(
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["converse", "converse-stream"])
 def test_a_slow_model_ends_as_504_within_the_generation_timeout(aws_env: None, streamed: bool) -> None:
-    with FakeBedrockConverse(delay_s=10) as fake:
-        generator = _generator(fake, generation_timeout_s=1.0)
+    with FakeBedrockConverse() as fake:
+        generator = _warm(fake, generation_timeout_s=1.0)
+        fake.delay_s = 10
         started = time.monotonic()
         with pytest.raises(UpstreamTimeoutError) as caught:
             _streamed(generator, _request()) if streamed else generator.generate(_request())
@@ -271,12 +282,13 @@ def test_a_slow_model_ends_as_504_within_the_generation_timeout(aws_env: None, s
 
 
 def test_a_stream_that_stalls_after_its_first_text_ends_as_504_unretried(fake: FakeBedrockConverse) -> None:
+    generator = _warm(fake, generation_timeout_s=1.0)
     fake.stall_after_first_delta_s = 10
     received: list[str] = []
     started = time.monotonic()
 
     with pytest.raises(UpstreamTimeoutError):
-        for event in _generator(fake, generation_timeout_s=1.0).stream(_request()):
+        for event in generator.stream(_request()):
             received.append(str(event))
 
     assert time.monotonic() - started < 1.0 + MARGIN_S
@@ -286,8 +298,9 @@ def test_a_stream_that_stalls_after_its_first_text_ends_as_504_unretried(fake: F
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["converse", "converse-stream"])
 def test_the_request_deadline_cuts_the_generation_timeout(aws_env: None, streamed: bool) -> None:
-    with FakeBedrockConverse(delay_s=10) as fake:
-        generator = _generator(fake, generation_timeout_s=20.0)
+    with FakeBedrockConverse() as fake:
+        generator = _warm(fake, generation_timeout_s=20.0)
+        fake.delay_s = 10
         started = time.monotonic()
         with deadline_of(1.0), pytest.raises(UpstreamTimeoutError):
             _streamed(generator, _request()) if streamed else generator.generate(_request())
