@@ -25,6 +25,13 @@ Time: every attempt and the whole stream end within GENERATION_TIMEOUT_S, cut to
 each call runs in a daemon thread that the caller stops waiting for at the deadline; an abandoned call
 ends at the client's read timeout. botocore makes one attempt per call: ours are `with_attempts`
 (GENERATION_ATTEMPTS), and a stream is tried again only before its first text delta.
+
+Errors, each naming the model: throttling and 5xx answers (also when sent inside the stream, as
+`throttlingException` events) are tried again and, throttled to the last attempt, end as 503
+`upstream_unavailable`; no answer in time as 504 `upstream_timeout`; AccessDenied or
+UnrecognizedClient as `upstream_auth_rejected` naming the IAM permissions, never AWS's message (it can
+name the access key id); anything else, such as a ValidationException for an unknown model or an answer
+without text, as 502 `generation_provider_error`.
 """
 
 from __future__ import annotations
