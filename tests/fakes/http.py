@@ -3,8 +3,8 @@
 Subclasses register routes with `add_route(method, regex, handler)`; the regex must match the whole
 (URL-decoded) path and its named groups reach the handler through the `re.Match`. Tests can script
 answers that take precedence over the routes, e.g. `server.fail_next(2, 429)` or
-`server.fail_always(500)`, and read back every request in `server.requests`. A reply with `stream` is
-sent part by part as the parts come (server-sent events, say), in chunked transfer encoding.
+`server.fail_always(500)`, and read back every request in `server.requests`. A `Streamed` body is
+sent piece by piece as its iterator yields, so a test can script a stream that pauses or stalls.
 """
 
 from __future__ import annotations
@@ -40,17 +40,19 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """An answer: `body` is sent as JSON unless it is bytes.
+class Streamed:
+    """A body sent with chunked transfer encoding, each piece as soon as `pieces` yields it."""
 
-    With `stream`, its parts are sent instead of `body`, each flushed when the iterable gives it; a None
-    part drops the connection there, as a server that dies in the middle of an answer does.
-    """
+    pieces: Iterable[bytes]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer: `body` is sent as JSON unless it is bytes or `Streamed`."""
 
     status: int = 200
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    stream: Iterable[bytes | None] | None = None
 
 
 Handler = Callable[[RecordedRequest, "re.Match[str]"], Reply]
@@ -153,8 +155,8 @@ class FakeHTTPServer:
                     client_address=(str(self.client_address[0]), int(self.client_address[1])),
                 )
                 reply = fake._dispatch(request)
-                if reply.stream is not None:
-                    self._send_stream(reply)
+                if isinstance(reply.body, Streamed):
+                    self._send_streamed(reply.status, reply.headers, reply.body)
                     return
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
@@ -165,23 +167,19 @@ class FakeHTTPServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def _send_stream(self, reply: Reply) -> None:
-                self.send_response(reply.status)
-                for name, value in {"Content-Type": "text/event-stream", **reply.headers}.items():
+            def _send_streamed(self, status: int, headers: Mapping[str, str], body: Streamed) -> None:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
                     self.send_header(name, value)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 try:
-                    for part in reply.stream or ():
-                        if part is None:
-                            self.close_connection = True
-                            return
-                        if part:
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-                            self.wfile.flush()
+                    for piece in body.pieces:
+                        if piece:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                     self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
-                    # The client stopped reading (it had what it wanted, or gave up).
+                    # The client stopped reading (it gave up on a stalled stream).
                     self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle

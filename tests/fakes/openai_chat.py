@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from .http import FakeHTTPServer, RecordedRequest, Reply
+from .http import FakeHTTPServer, RecordedRequest, Reply, Streamed
 
 CHAT_PATH = r"(?:/v1)?/chat/completions"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -35,9 +35,9 @@ class FakeOpenAIChat(FakeHTTPServer):
     `fixed_temperature_models` refuses a temperature other than 1 (400, `param: temperature`), as OpenAI's
     reasoning models do; 429 error replies carry `Retry-After: retry_after_s` when it is set. `delay_s`
     delays every answer, `chunk_delay_s` each stream chunk after the first word (both released early by
-    `stop()`); `cut_stream_after` drops the connection after that many words, `stall_stream_after` waits
-    there until `stop()`, and `keepalive_s` sends an SSE comment every 0.1 s for that long before the first
-    word, as a proxy keeping an idle stream open does.
+    `stop()`). After that many words, `error_after` sends an error event (as OpenAI does when it fails
+    mid-answer) and `stall_stream_after` waits until `stop()`; `keepalive_s` sends an SSE comment every
+    0.1 s for that long before the first word, as a proxy keeping an idle stream open does.
     """
 
     def __init__(self, *, api_key: str | None = None, models: tuple[str, ...] = (DEFAULT_MODEL,)) -> None:
@@ -51,7 +51,7 @@ class FakeOpenAIChat(FakeHTTPServer):
         self.send_usage = True
         self.delay_s = 0.0
         self.chunk_delay_s = 0.0
-        self.cut_stream_after: int | None = None
+        self.error_after: int | None = None
         self.stall_stream_after: int | None = None
         self.keepalive_s = 0.0
         self._release = threading.Event()
@@ -122,7 +122,7 @@ class FakeOpenAIChat(FakeHTTPServer):
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and self.send_usage
             events = self._events(head, pieces, finish_reason, usage if include_usage else None)
-            return Reply(200, stream=events, headers={"Content-Type": "text/event-stream"})
+            return Reply(200, Streamed(events), {"Content-Type": "text/event-stream"})
         message = {"role": "assistant", "content": "".join(pieces), "refusal": None}
         choice = {"index": 0, "message": message, "finish_reason": finish_reason}
         answer = {**head, "object": "chat.completion", "choices": [choice]}
@@ -132,7 +132,7 @@ class FakeOpenAIChat(FakeHTTPServer):
 
     def _events(
         self, head: dict[str, Any], pieces: list[str], finish_reason: str, usage: dict[str, int] | None
-    ) -> Iterator[bytes | None]:
+    ) -> Iterator[bytes]:
         def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             chunk = {**head, "object": "chat.completion.chunk", "choices": choices, **extra}
             if usage is not None and "usage" not in extra:
@@ -146,8 +146,12 @@ class FakeOpenAIChat(FakeHTTPServer):
             self._release.wait(0.1)
             waited += 0.1
         for number, piece in enumerate(pieces):
-            if number == self.cut_stream_after:
-                yield None
+            if number == self.error_after:
+                error = {
+                    "message": "The server had an error while processing your request.",
+                    "type": "server_error",
+                }
+                yield f"data: {json.dumps({'error': error})}\n\n".encode()
                 return
             if number == self.stall_stream_after:
                 self._release.wait(60)

@@ -189,8 +189,8 @@ def test_stream_retries_throttling_before_the_first_delta(fake: FakeOpenAIChat) 
     assert len(fake.requests) == 2
 
 
-def test_a_stream_cut_after_the_first_delta_is_not_retried(fake: FakeOpenAIChat) -> None:
-    fake.cut_stream_after = 2
+def test_a_stream_that_fails_after_the_first_delta_is_not_retried(fake: FakeOpenAIChat) -> None:
+    fake.error_after = 2
     received: list[StreamEvent] = []
 
     with pytest.raises(GenerationProviderError) as caught:
@@ -198,7 +198,8 @@ def test_a_stream_cut_after_the_first_delta_is_not_retried(fake: FakeOpenAIChat)
             received.append(event)
 
     assert received == ["Paris ", "is "]
-    assert "stopped answering mid-answer" in caught.value.message
+    assert "error mid-stream" in caught.value.message
+    assert "The server had an error" in caught.value.message
     # Words already went out: another attempt would repeat them.
     assert len(fake.requests) == 1
 
