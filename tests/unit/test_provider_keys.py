@@ -15,6 +15,7 @@ from retrieval_core.clients.provider_keys import (
     ProviderKey,
     api_key_from_secret,
     gemini_embedding_key,
+    generation_key,
     openai_embedding_key,
     reranker_key,
 )
@@ -133,6 +134,17 @@ def test_gemini_embeddings_prefer_their_own_secret_then_the_gemini_one() -> None
 def test_an_optional_key_that_is_unset_reads_as_none() -> None:
     key = reranker_key(_settings())
     assert key.problem() is None and key.read(RerankerUnavailableError) is None
+
+
+def test_the_generation_key_is_required_by_api_openai_com_only() -> None:
+    openai = generation_key(_settings())
+    assert openai.problem() == (
+        "no API key is configured; set GENERATION_API_KEY or GENERATION_API_KEY_SECRET_ARN"
+    )
+    local = generation_key(_settings(generation_base_url="http://127.0.0.1:8000/v1"))
+    assert local.problem() is None and local.read() is None
+    deployed = generation_key(_settings(generation_api_key_secret_arn=SECRET))
+    assert deployed.source == "the key in the secret GENERATION_API_KEY_SECRET_ARN names"
 
 
 def test_a_provider_key_never_shows_its_value() -> None:

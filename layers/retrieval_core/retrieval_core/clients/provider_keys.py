@@ -1,4 +1,5 @@
-"""The API keys of the embedding, Gemini and reranker providers: from the environment, else from a secret.
+"""The API keys of the providers we call (embeddings, Gemini, rerankers, generation): from the environment,
+else from a secret.
 
 A key in a variable such as OPENAI_API_KEY is for local runs. A deployed stack names a Secrets Manager
 secret or an SSM SecureString parameter instead (a *_SECRET_ARN variable), holding the key itself or
@@ -175,6 +176,17 @@ def reranker_key(settings: Settings) -> ProviderKey:
         settings.reranker_api_key,
         (("RERANKER_API_KEY_SECRET_ARN", settings.reranker_api_key_secret_arn),),
         required=False,
+    )
+
+
+def generation_key(settings: Settings) -> ProviderKey:
+    """GENERATION_API_KEY, else GENERATION_API_KEY_SECRET_ARN: the OpenAI-compatible chat provider's key,
+    required only by api.openai.com itself (vLLM and Ollama may run without one)."""
+    return ProviderKey(
+        "GENERATION_API_KEY",
+        settings.generation_api_key,
+        (("GENERATION_API_KEY_SECRET_ARN", settings.generation_api_key_secret_arn),),
+        required=urlsplit(settings.generation_base_url).hostname == OPENAI_HOST,
     )
 
 
