@@ -3,7 +3,8 @@
 Subclasses register routes with `add_route(method, regex, handler)`; the regex must match the whole
 (URL-decoded) path and its named groups reach the handler through the `re.Match`. Tests can script
 answers that take precedence over the routes, e.g. `server.fail_next(2, 429)` or
-`server.fail_always(500)`, and read back every request in `server.requests`.
+`server.fail_always(500)`, and read back every request in `server.requests`. A `Streamed` body is
+sent piece by piece as its iterator yields, so a test can script a stream that pauses or stalls.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -39,8 +40,15 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True)
+class Streamed:
+    """A body sent with chunked transfer encoding, each piece as soon as `pieces` yields it."""
+
+    pieces: Iterable[bytes]
+
+
+@dataclass(frozen=True)
 class Reply:
-    """An answer: `body` is sent as JSON unless it is bytes."""
+    """An answer: `body` is sent as JSON unless it is bytes or `Streamed`."""
 
     status: int = 200
     body: Any = None
@@ -147,6 +155,9 @@ class FakeHTTPServer:
                     client_address=(str(self.client_address[0]), int(self.client_address[1])),
                 )
                 reply = fake._dispatch(request)
+                if isinstance(reply.body, Streamed):
+                    self._send_streamed(reply.status, reply.headers, reply.body)
+                    return
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 headers = {"Content-Type": "application/json", **reply.headers}
@@ -155,6 +166,21 @@ class FakeHTTPServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _send_streamed(self, status: int, headers: Mapping[str, str], body: Streamed) -> None:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for piece in body.pieces:
+                        if piece:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client stopped reading (it gave up on a stalled stream).
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
