@@ -278,8 +278,10 @@ class _Reader(Generic[T]):
         ).start()
 
     def _read(self, open_stream: Callable[[], Iterator[T]]) -> None:
+        stream: Iterator[T] | None = None
         try:
-            for item in open_stream():
+            stream = open_stream()
+            for item in stream:
                 if self._closed.is_set():
                     return
                 self._items.put((True, item))
@@ -287,6 +289,11 @@ class _Reader(Generic[T]):
             self._items.put((False, exc))
         else:
             self._items.put((True, self._END))
+        finally:
+            # A generator given up on releases its connection now, not when it is collected.
+            close = getattr(stream, "close", None)
+            if callable(close):
+                close()
 
     def next(self, timeout_s: float) -> T | None:
         """The next item, or None at the end. Raises what the stream raised, or TimeoutError after
