@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from retrieval_core.backends.gemini.service import FILE_SEARCH_RULES
+from retrieval_core.backends.gemini.file_search_answer import FILE_SEARCH_RULES
 from tests.fakes.gemini import FakeGemini
 from tests.integration.knowledge_support import (
     FILE_SEARCH_GROUNDING,

@@ -9,12 +9,11 @@ import pytest
 
 from retrieval_core.backends.gemini.resolve import StoreEntry, match_store
 from retrieval_core.backends.gemini.service import (
-    chunk_results,
     gemini_filter,
     graded,
     parse_generate_response,
 )
-from retrieval_core.backends.gemini.sources import chunk_scores, extract_sources
+from retrieval_core.backends.gemini.sources import chunk_results, chunk_scores, extract_sources
 from retrieval_core.exceptions import InvalidRequestError
 from tests.integration.knowledge_support import (
     FILE_SEARCH_GROUNDING,

@@ -45,7 +45,7 @@ class Settings(FileSearchSettings, GenerationSettings):
     regard to case). Values given to the constructor win over the environment, which wins over `.env`
     (`_env_file`; None: none)."""
 
-    model_config = ConfigDict(extra="ignore", validate_default=True)
+    model_config = ConfigDict(extra="ignore", validate_default=True, defer_build=False)
 
     def __init__(self, _env_file: Path | None = ENV_FILE, **values: Any) -> None:
         names = type(self).model_fields

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class FileSearchSettings(BaseModel):
     """The Gemini File Search fields of Settings (settings/__init__.py), each read from its variable."""
+
+    # Built as part of Settings only: never validated on its own, so no validator of its own to build.
+    model_config = ConfigDict(defer_build=True)
 
     # Gemini File Search (POST /api/v1/knowledge/search, GET /api/v1/stores/resolve). The key comes from
     # GEMINI_API_KEY, else from this Secrets Manager secret (in Lambda).

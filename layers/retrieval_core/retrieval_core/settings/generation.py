@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 GenerationProviderName = Literal["extractive", "bedrock", "openai", "gemini"]
 
@@ -20,6 +20,9 @@ DEFAULT_GENERATION_MODELS: dict[str, str] = {
 
 class GenerationSettings(BaseModel):
     """The generation fields of Settings (settings/__init__.py), each read from its upper-case variable."""
+
+    # Built as part of Settings only: never validated on its own, so no validator of its own to build.
+    model_config = ConfigDict(defer_build=True)
 
     generation_provider: GenerationProviderName = Field(
         default="extractive",

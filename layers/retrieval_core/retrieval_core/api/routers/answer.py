@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator
 from functools import partial
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -15,10 +15,12 @@ from fastapi.responses import StreamingResponse
 
 from retrieval_core.api.dependencies import BackendsDep, GrantDep
 from retrieval_core.api.docs import error_responses
-from retrieval_core.backends.answers import AnswerEvent, final_answer
 from retrieval_core.exceptions import RetrievalError
 from retrieval_core.schemas.answer import AnswerRequest, AnswerResponse
 from retrieval_core.settings import in_lambda
+
+if TYPE_CHECKING:
+    from retrieval_core.backends.answers import AnswerEvent
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ async def answer(
         partial(backends.answer, body, grant, caller="http", streaming=streaming)
     )
     if not streaming:
+        from retrieval_core.backends.answers import final_answer
+
         result = await run_in_threadpool(final_answer, events)
         response.headers["X-Cache"] = status.value
         return result

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from retrieval_core.generation.base import NativeCitation
 from retrieval_core.schemas.common import GEMINI_STORE_PREFIX
 from retrieval_core.schemas.knowledge import KnowledgeSource
+from retrieval_core.schemas.results import ChunkResult
 
 
 def extract_sources(grounding: Mapping[str, Any] | None) -> list[KnowledgeSource]:
@@ -142,45 +142,28 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def numbered_sources(grounding: Mapping[str, Any] | None) -> tuple[list[KnowledgeSource], dict[int, int]]:
-    """The sources `extract_sources` gives, and each grounding chunk's number among them (1-based).
-
-    A chunk of a shape this service does not read has no number: a support citing it cites nothing.
-    """
-    chunks = (grounding or {}).get("groundingChunks") or []
-    sources = extract_sources(grounding)
-    numbers: dict[int, int] = {}
-    for index, chunk in enumerate(chunks):
-        if isinstance(chunk, Mapping) and source_of(chunk) is not None:
-            numbers[index] = len(numbers) + 1
-    return sources, numbers
-
-
-def support_citations(
-    text: str, grounding: Mapping[str, Any] | None, numbers: Mapping[int, int]
-) -> list[NativeCitation]:
-    """Gemini's `groundingSupports` as citations of `text`: each segment's UTF-8 byte offsets turned into
-    code points, each cited chunk into its source number (0 when it has none, so that it is dropped)."""
-    encoded = text.encode("utf-8")
-    citations: list[NativeCitation] = []
-    for support in (grounding or {}).get("groundingSupports") or []:
-        segment = support.get("segment") if isinstance(support, Mapping) else None
-        if not isinstance(segment, Mapping):
-            continue
-        start, end = segment.get("startIndex", 0), segment.get("endIndex")
-        if not isinstance(start, int) or not isinstance(end, int) or not 0 <= start < end <= len(encoded):
-            continue
-        indices = [i for i in support.get("groundingChunkIndices") or [] if isinstance(i, int)]
-        citations.append(
-            NativeCitation(
-                start=_code_points(encoded, start),
-                end=_code_points(encoded, end),
-                sources=tuple(numbers.get(i, 0) for i in indices),
+def chunk_results(sources: list[KnowledgeSource]) -> list[ChunkResult]:
+    """Sources in the retrieve response shape; ids number each document's chunks in this answer."""
+    seen: dict[str, int] = {}
+    results = []
+    for source in sources:
+        document = source.document_id or source.uri or source.document_name or "chunk"
+        index = seen.get(document, 0)
+        seen[document] = index + 1
+        extra = {
+            "documentId": document,
+            "chunkIndex": index,
+            "documentName": source.document_name,
+            "uri": source.uri,
+            "storeName": source.store_name,
+            "pageNumber": source.page_number,
+        }
+        results.append(
+            ChunkResult(
+                id=f"{document}#{index}",
+                content=source.chunk or "",
+                score=source.score,
+                metadata={**source.metadata, **{k: v for k, v in extra.items() if v is not None}},
             )
         )
-    return citations
-
-
-def _code_points(encoded: bytes, offset: int) -> int:
-    # A byte offset inside a character (never one Gemini gives) leaves that character after it.
-    return len(encoded[:offset].decode("utf-8", errors="ignore"))
+    return results
