@@ -10,7 +10,7 @@ import pytest
 
 from retrieval_core.embeddings import build_embedder
 from retrieval_core.generation.base import Generation, GenerationRequest
-from retrieval_core.generation.citations import CitedText, from_markers
+from retrieval_core.generation.citations import CitedText, from_native
 from retrieval_core.generation.extractive import ExtractiveGenerator
 from retrieval_core.search.context_packing import citation_header
 from retrieval_core.settings import Settings
@@ -92,7 +92,7 @@ def _request(question: str, sources: Sequence[str] = SOURCES) -> GenerationReque
 
 
 def _cited(generation: Generation) -> list[tuple[str, tuple[int, ...]]]:
-    cited: CitedText = from_markers(generation.text, len(SOURCES))
+    cited: CitedText = from_native(generation.text, generation.native_citations or [], len(SOURCES))
     return [(cited.text[c.start : c.end], c.sources) for c in cited.citations]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from retrieval_core.generation.base import Generation, GenerationRequest
-from retrieval_core.generation.citations import from_markers
+from retrieval_core.generation.citations import CitedText, from_native
 from retrieval_core.generation.extractive import CHARS_PER_TOKEN, MAX_CANDIDATES, ExtractiveGenerator
 from retrieval_core.generation.sentences import (
     MAX_SENTENCE_CHARS,
@@ -235,31 +235,43 @@ def test_identical_sentences_are_kept_once_at_their_first_source() -> None:
     assert len(candidates([first, second], 2)) == 2
 
 
+def marked(generation: Generation) -> str:
+    """The answer as a model citing by markers would write it: each cited span followed by ` [n]`."""
+    text, pieces, last = generation.text, [], 0
+    for citation in generation.native_citations or []:
+        pieces += [text[last : citation.end], "".join(f" [{n}]" for n in citation.sources)]
+        last = citation.end
+    return "".join(pieces) + text[last:]
+
+
+def cited_of(generation: Generation, source_count: int) -> CitedText:
+    """What the answer service makes of the generation: its text and checked citations."""
+    return from_native(generation.text, generation.native_citations or [], source_count)
+
+
 # --- Selection -----------------------------------------------------------------------------------------
 
 
 def test_the_answer_is_the_best_sentence_cited_by_its_source() -> None:
     generator = ExtractiveGenerator(WordCountEmbedder(), max_sentences=4)
     generation = generator.generate(_request("Which tool turns bolts?", [FRUIT, TOOLS]))
-    assert generation.text == "Wrenches turn bolts. [2]"
+    assert marked(generation) == "Wrenches turn bolts. [2]"
     assert generation.model == "extractive"
     assert (generation.input_tokens, generation.output_tokens) == (None, None)
-    cited = from_markers(generation.text, 2)
+    cited = cited_of(generation, 2)
     assert cited.text == "Wrenches turn bolts."
     assert [(c.start, c.end, c.sources) for c in cited.citations] == [(0, len(cited.text), (2,))]
 
 
 def test_chosen_sentences_read_in_source_order_each_with_its_own_citation() -> None:
     # Best first, the saws sentence (source 2) would lead.
-    text = (
-        ExtractiveGenerator(WordCountEmbedder(), max_sentences=4)
-        .generate(_request(THREE_WAY, [FRUIT, TOOLS]))
-        .text
+    generation = ExtractiveGenerator(WordCountEmbedder(), max_sentences=4).generate(
+        _request(THREE_WAY, [FRUIT, TOOLS])
     )
-    assert text == (
+    assert marked(generation) == (
         "Apples grow in temperate orchards. [1] Bananas ripen in warm plantations. [1] Saws cut wood. [2]"
     )
-    cited = from_markers(text, 2)
+    cited = cited_of(generation, 2)
     assert [(cited.text[c.start : c.end], c.sources) for c in cited.citations] == [
         ("Apples grow in temperate orchards.", (1,)),
         ("Bananas ripen in warm plantations.", (1,)),
@@ -272,16 +284,15 @@ def test_at_most_answer_max_sentences_are_chosen_the_best_ones(
     max_sentences: int, expected: list[str]
 ) -> None:
     generator = ExtractiveGenerator(WordCountEmbedder(), max_sentences=max_sentences)
-    cited = from_markers(generator.generate(_request(THREE_WAY, [FRUIT, TOOLS])).text, 2)
+    cited = cited_of(generator.generate(_request(THREE_WAY, [FRUIT, TOOLS])), 2)
     assert [cited.text[c.start : c.end].split()[0] for c in cited.citations] == expected
 
 
 def test_sentences_far_below_the_best_one_are_left_out() -> None:
     # Saws: 2 words shared, cosine 0.67; apples: 1 word, 0.29, above MIN_SIMILARITY but below 0.8 x 0.67.
-    text = (
-        ExtractiveGenerator(WordCountEmbedder()).generate(_request("apples wood saws", [FRUIT, TOOLS])).text
-    )
-    assert text == "Saws cut wood. [2]"
+    request = _request("apples wood saws", [FRUIT, TOOLS])
+    generation = ExtractiveGenerator(WordCountEmbedder()).generate(request)
+    assert marked(generation) == "Saws cut wood. [2]"
 
 
 def test_one_embedding_call_of_the_question_and_a_bounded_number_of_sentences() -> None:
@@ -304,7 +315,7 @@ def test_the_output_bound_leaves_sentences_out_whole() -> None:
     assert generator.generate(_request(THREE_WAY, [FRUIT, TOOLS])).stop_reason == "end_turn"
     # 20 characters: the best sentence with its marker (18), not the next one as well.
     bounded = generator.generate(_request(THREE_WAY, [FRUIT, TOOLS], max_output_tokens=20 // CHARS_PER_TOKEN))
-    assert (bounded.text, bounded.stop_reason) == ("Saws cut wood. [2]", "max_tokens")
+    assert (marked(bounded), bounded.stop_reason) == ("Saws cut wood. [2]", "max_tokens")
     nothing = generator.generate(_request(THREE_WAY, [FRUIT, TOOLS], max_output_tokens=1))
     assert (nothing.text, nothing.stop_reason) == ("", "max_tokens")
 
@@ -325,13 +336,13 @@ def test_a_question_no_sentence_resembles_gets_an_empty_answer() -> None:
 
 def test_a_list_item_without_a_full_stop_ends_its_line() -> None:
     steps = "- Drain the pump completely\n- Close both pump valves\n- Call the pump team today"
-    text = (
-        ExtractiveGenerator(WordCountEmbedder())
-        .generate(_request("drain close call pump", [_source("Steps", steps)]))
-        .text
+    generation = ExtractiveGenerator(WordCountEmbedder()).generate(
+        _request("drain close call pump", [_source("Steps", steps)])
     )
-    assert text == "Drain the pump completely [1]\nClose both pump valves [1]\nCall the pump team today [1]"
-    cited = from_markers(text, 1)
+    assert marked(generation) == (
+        "Drain the pump completely [1]\nClose both pump valves [1]\nCall the pump team today [1]"
+    )
+    cited = cited_of(generation, 1)
     assert [cited.text[c.start : c.end] for c in cited.citations] == [
         "Drain the pump completely",
         "Close both pump valves",
@@ -345,15 +356,26 @@ def test_stream_yields_each_sentence_then_the_generation() -> None:
     *deltas, last = list(generator.stream(request))
     assert isinstance(last, Generation)
     assert deltas == [
-        "Apples grow in temperate orchards. [1]",
-        " Bananas ripen in warm plantations. [1]",
-        " Saws cut wood. [2]",
+        "Apples grow in temperate orchards.",
+        " Bananas ripen in warm plantations.",
+        " Saws cut wood.",
     ]
-    assert "".join(str(d) for d in deltas) == last.text == generator.generate(request).text
+    whole = generator.generate(request)
+    assert "".join(str(d) for d in deltas) == last.text == whole.text
+    assert last.native_citations == whole.native_citations
 
 
 def test_from_settings_takes_answer_max_sentences() -> None:
     settings = Settings(_env_file=None, answer_max_sentences=1)
     generator = ExtractiveGenerator.from_settings(settings, WordCountEmbedder())
     assert (generator.provider, generator.model) == ("extractive", "extractive")
-    assert generator.generate(_request(THREE_WAY, [FRUIT, TOOLS])).text == "Saws cut wood. [2]"
+    assert marked(generator.generate(_request(THREE_WAY, [FRUIT, TOOLS]))) == "Saws cut wood. [2]"
+
+
+def test_a_sentence_with_an_abbreviation_is_cited_whole() -> None:
+    doctor = _source("Rota", "Dr. Smith approves every pump repair. Apples are red.")
+    generation = ExtractiveGenerator(WordCountEmbedder()).generate(
+        _request("who approves pump repair", [doctor])
+    )
+    cited = cited_of(generation, 1)
+    assert [cited.text[c.start : c.end] for c in cited.citations] == ["Dr. Smith approves every pump repair."]

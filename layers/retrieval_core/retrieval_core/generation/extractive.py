@@ -5,10 +5,10 @@ The sources are split into sentences (sentences.py; citation headers, headings a
 sentences). The question and up to MAX_CANDIDATES sentences are embedded in one call of the service's
 embedder, and each sentence is scored by its cosine similarity to the question. The best sentence is
 kept if its score reaches MIN_SIMILARITY, and with it up to ANSWER_MAX_SENTENCES - 1 more whose score
-is at least RELATIVE_FLOOR times the best one's. The raw text is those sentences, each followed by
-` [n]`, n its source's number: every sentence cites the source it was copied from, so the answer is
-grounded by construction (a source's own bracketed numbers, footnote references, are removed from its
-sentences: they would read as citations).
+is at least RELATIVE_FLOOR times the best one's. The text is those sentences, and each is a native
+citation of its exact span naming the source it was copied from, so the answer is grounded by
+construction (a source's own bracketed numbers, footnote references, are removed from its sentences:
+they would read as citations in a stream).
 
 The one embedding call embeds every text as a `document`: a call has one kind, and of the embedders
 only Gemini's tells the kinds apart, so the question and the sentences are compared as texts of one
@@ -23,7 +23,7 @@ import operator
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from retrieval_core.generation.base import Generation, GenerationRequest, StreamEvent
+from retrieval_core.generation.base import Generation, GenerationRequest, NativeCitation, StreamEvent
 from retrieval_core.generation.sentences import Sentence, candidates, ends_sentence
 
 if TYPE_CHECKING:
@@ -72,18 +72,19 @@ class ExtractiveGenerator:
         return cls(embedder, max_sentences=settings.answer_max_sentences)
 
     def generate(self, request: GenerationRequest) -> Generation:
-        """The chosen sentences with their markers, from one embedding call; empty if none is usable."""
-        pieces, stop_reason = self._pieces(request)
-        return Generation(text="".join(pieces), model=self.model, stop_reason=stop_reason)
+        """The chosen sentences, each cited exactly (a native citation of its own span), from one
+        embedding call; empty if none is usable."""
+        pieces, citations, stop_reason = self._pieces(request)
+        return Generation("".join(pieces), self.model, citations, stop_reason=stop_reason)
 
     def stream(self, request: GenerationRequest) -> Iterator[StreamEvent]:
-        """Each chosen sentence with its marker as one delta, then the Generation.
+        """Each chosen sentence as one delta, then the Generation.
 
         There is no provider stream: the sentences are all chosen before the first delta.
         """
-        pieces, stop_reason = self._pieces(request)
+        pieces, citations, stop_reason = self._pieces(request)
         yield from pieces
-        yield Generation(text="".join(pieces), model=self.model, stop_reason=stop_reason)
+        yield Generation("".join(pieces), self.model, citations, stop_reason=stop_reason)
 
     def choose(self, question: str, sources: Sequence[str], max_chars: int) -> tuple[list[Sentence], bool]:
         """The sentences that answer `question` in reading order, and whether `max_chars` left any out."""
@@ -111,19 +112,27 @@ class ExtractiveGenerator:
         chosen.sort(key=lambda s: (s.source, s.position))
         return chosen, cut
 
-    def _pieces(self, request: GenerationRequest) -> tuple[list[str], str]:
+    def _pieces(self, request: GenerationRequest) -> tuple[list[str], list[NativeCitation], str]:
+        # The spans are exact, where markers would leave the answer service to find where each sentence
+        # starts (and an abbreviation such as "Dr." inside one would cut it short).
         chosen, cut = self.choose(
             request.question, request.sources, request.max_output_tokens * CHARS_PER_TOKEN
         )
         pieces: list[str] = []
+        citations: list[NativeCitation] = []
+        length = 0
         for index, sentence in enumerate(chosen):
             # A list item or a cut piece has no full stop: a line break keeps it from running on.
             separator = "" if index == 0 else " " if ends_sentence(chosen[index - 1].text) else "\n"
-            pieces.append(separator + sentence.text + _marker(sentence))
-        return pieces, STOP_MAX_TOKENS if cut else STOP_END
+            start = length + len(separator)
+            citations.append(NativeCitation(start, start + len(sentence.text), (sentence.source,)))
+            pieces.append(separator + sentence.text)
+            length = start + len(sentence.text)
+        return pieces, citations, STOP_MAX_TOKENS if cut else STOP_END
 
 
 def _marker(sentence: Sentence) -> str:
+    # Counted in the output bound as a model's citation would be.
     return f" [{sentence.source}]"
 
 
