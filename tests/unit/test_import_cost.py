@@ -47,10 +47,19 @@ print(json.dumps({"modules": sorted(sys.modules), "service_built": runtime._serv
 """
 
 
-@pytest.mark.parametrize("function", sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py")))
-def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -> None:
-    if function == "mcp":
-        pytest.importorskip("mcp")  # the `mcp` extra; `make check-min-deps` runs without it
+# Functions that hold the pgvector service but never search: the retrieve and similarity-search bodies
+# stay unloaded at their cold start, and are imported where an answer is built.
+NEVER_SEARCH = ("documents", "ingest", "migrate")
+SEARCH_BODIES = (
+    "retrieval_core.schemas.retrieve",
+    "retrieval_core.schemas.similarity_search",
+    "retrieval_core.schemas.search_options",
+)
+
+
+def imported_by_handler(function: str) -> tuple[set[str], bool]:
+    """The modules a fresh interpreter holds after importing `function`'s handler, and whether that import
+    built the service."""
     env = {
         "PATH": "/usr/bin:/bin",
         "AWS_LAMBDA_FUNCTION_NAME": function,
@@ -69,6 +78,19 @@ def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -
         timeout=60,
     )
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    loaded = set(report["modules"])
+    return set(report["modules"]), report["service_built"]
+
+
+@pytest.mark.parametrize("function", sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py")))
+def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -> None:
+    if function == "mcp":
+        pytest.importorskip("mcp")  # the `mcp` extra; `make check-min-deps` runs without it
+    loaded, service_built = imported_by_handler(function)
     assert not [m for m in HEAVY if m in loaded and m not in IMPORTED_BY_SDK.get(function, ())]
-    assert report["service_built"] is False
+    assert service_built is False
+
+
+@pytest.mark.parametrize("function", NEVER_SEARCH)
+def test_a_handler_that_never_searches_loads_no_search_body(function: str) -> None:
+    loaded, _ = imported_by_handler(function)
+    assert [m for m in SEARCH_BODIES if m in loaded] == []

@@ -6,15 +6,17 @@ answer, counting tokens with the tokenizer in LOCAL_MODEL_DIR or the model packa
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from retrieval_core.schemas.retrieve import RetrieveRequest, RetrieveResponse
-from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.context_packing import citation_header, pack
 from retrieval_core.search.token_count import TokenCounter, token_counter
 from retrieval_core.settings import get_settings
 
-Answer = TypeVar("Answer", RetrieveResponse, SimilaritySearchResponse)
+if TYPE_CHECKING:
+    from retrieval_core.schemas.retrieve import RetrieveRequest, RetrieveResponse
+    from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
+
+Answer = TypeVar("Answer", "RetrieveResponse", "SimilaritySearchResponse")
 
 
 def with_context(answer: Answer, max_tokens: int | None, counter: TokenCounter) -> Answer:
