@@ -94,3 +94,13 @@ def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -
 def test_a_handler_that_never_searches_loads_no_search_body(function: str) -> None:
     loaded, _ = imported_by_handler(function)
     assert [m for m in SEARCH_BODIES if m in loaded] == []
+
+
+# The migration runner: only the migrate function, and a process with AUTO_MIGRATE, loads it.
+MIGRATION_RUNNER = "retrieval_core.db.migrations.runner"
+
+
+@pytest.mark.parametrize("function", ["documents", "retrieve"])
+def test_a_handler_that_does_not_migrate_loads_no_migration_runner(function: str) -> None:
+    loaded, _ = imported_by_handler(function)
+    assert MIGRATION_RUNNER not in loaded
