@@ -47,14 +47,22 @@ print(json.dumps({"modules": sorted(sys.modules), "service_built": runtime._serv
 """
 
 
-# Functions that hold the pgvector service but never search: the retrieve and similarity-search bodies
-# stay unloaded at their cold start, and are imported where an answer is built.
-NEVER_SEARCH = ("documents", "ingest", "migrate")
+# Modules a handler's cold start leaves to the request that needs them. The retrieve and similarity-search
+# bodies: functions that hold the pgvector service but never search. The migration runner: only the
+# migrate function, or a process with AUTO_MIGRATE, migrates. Context packing: an answer that asks for it.
 SEARCH_BODIES = (
     "retrieval_core.schemas.retrieve",
     "retrieval_core.schemas.similarity_search",
     "retrieval_core.schemas.search_options",
 )
+MIGRATION_RUNNER = "retrieval_core.db.migrations.runner"
+CONTEXT_PACKING = ("retrieval_core.search.context_packing", "retrieval_core.search.token_count")
+LEFT_TO_FIRST_USE = {
+    "documents": (*SEARCH_BODIES, MIGRATION_RUNNER, *CONTEXT_PACKING),
+    "ingest": (*SEARCH_BODIES, MIGRATION_RUNNER, *CONTEXT_PACKING),
+    "migrate": SEARCH_BODIES,
+    "retrieve": (MIGRATION_RUNNER, *CONTEXT_PACKING),
+}
 
 
 def imported_by_handler(function: str) -> tuple[set[str], bool]:
@@ -90,17 +98,7 @@ def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -
     assert service_built is False
 
 
-@pytest.mark.parametrize("function", NEVER_SEARCH)
-def test_a_handler_that_never_searches_loads_no_search_body(function: str) -> None:
+@pytest.mark.parametrize("function", sorted(LEFT_TO_FIRST_USE))
+def test_a_handler_leaves_what_its_cold_start_does_not_need_to_first_use(function: str) -> None:
     loaded, _ = imported_by_handler(function)
-    assert [m for m in SEARCH_BODIES if m in loaded] == []
-
-
-# The migration runner: only the migrate function, and a process with AUTO_MIGRATE, loads it.
-MIGRATION_RUNNER = "retrieval_core.db.migrations.runner"
-
-
-@pytest.mark.parametrize("function", ["documents", "retrieve"])
-def test_a_handler_that_does_not_migrate_loads_no_migration_runner(function: str) -> None:
-    loaded, _ = imported_by_handler(function)
-    assert MIGRATION_RUNNER not in loaded
+    assert [m for m in LEFT_TO_FIRST_USE[function] if m in loaded] == []
