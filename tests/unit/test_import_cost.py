@@ -48,19 +48,22 @@ print(json.dumps({"modules": sorted(sys.modules), "service_built": runtime._serv
 
 
 # Modules a handler's cold start leaves to the request that needs them. The retrieve and similarity-search
-# bodies: functions that hold the pgvector service but never search. The migration runner: only the
-# migrate function, or a process with AUTO_MIGRATE, migrates. Context packing: an answer that asks for it.
-SEARCH_BODIES = (
+# bodies and the filter language: functions that hold the pgvector service but never search. The migration
+# runner: only the migrate function, or a process with AUTO_MIGRATE, migrates. Context packing: an answer
+# that asks for it.
+SEARCH_ONLY = (
     "retrieval_core.schemas.retrieve",
     "retrieval_core.schemas.similarity_search",
     "retrieval_core.schemas.search_options",
+    "retrieval_core.filters.sql",
+    "retrieval_core.filters.expression",
 )
 MIGRATION_RUNNER = "retrieval_core.db.migrations.runner"
 CONTEXT_PACKING = ("retrieval_core.search.context_packing", "retrieval_core.search.token_count")
 LEFT_TO_FIRST_USE = {
-    "documents": (*SEARCH_BODIES, MIGRATION_RUNNER, *CONTEXT_PACKING),
-    "ingest": (*SEARCH_BODIES, MIGRATION_RUNNER, *CONTEXT_PACKING),
-    "migrate": SEARCH_BODIES,
+    "documents": (*SEARCH_ONLY, MIGRATION_RUNNER, *CONTEXT_PACKING),
+    "ingest": (*SEARCH_ONLY, MIGRATION_RUNNER, *CONTEXT_PACKING),
+    "migrate": SEARCH_ONLY,
     "retrieve": (MIGRATION_RUNNER, *CONTEXT_PACKING),
 }
 

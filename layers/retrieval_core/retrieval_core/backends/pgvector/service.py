@@ -38,23 +38,19 @@ from retrieval_core.exceptions import (
     StoreNotFoundError,
 )
 from retrieval_core.filters.predicate import TRUE, Predicate
-from retrieval_core.filters.sql import MetadataFilterValue, check_keys, document_ids_in, metadata_predicate
 from retrieval_core.grants import Grant
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.duplicates import distinct_candidates
-from retrieval_core.search.keyword_query import (
-    NO_KEYWORD_TERM,
-    KeywordQuery,
-    normalise_keyword_query,
-)
+from retrieval_core.search.keyword_query import NO_KEYWORD_TERM, KeywordQuery, normalise_keyword_query
 from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from retrieval_core.settings import IterativeScan
 
-# The retrieve bodies are imported where used: the write side holds this service but never searches.
+# Imported where used: the write side holds this service but never searches, and skips them at cold start.
 if TYPE_CHECKING:
+    from retrieval_core.filters.sql import MetadataFilterValue
     from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse, Timings
     from retrieval_core.schemas.search_options import SearchKnobs
     from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
@@ -223,6 +219,8 @@ class RetrievalService:
         self, doc_ids: Sequence[str] | None, metadata_filter: MetadataFilterValue | None
     ) -> Predicate:
         """The SQL predicate of a request's `docIds` and `metadataFilter`; a bad filter raises (422)."""
+        from retrieval_core.filters.sql import document_ids_in, metadata_predicate
+
         return document_ids_in(doc_ids) & metadata_predicate(metadata_filter, self.allowed_metadata_keys)
 
     def allowed_keys_for(self, store: Store) -> frozenset[str] | None:
@@ -451,6 +449,8 @@ class RetrievalService:
         warnings: list[str] | None,
         with_content_hash: bool = False,
     ) -> tuple[Store, list[ScoredChunk]]:
+        from retrieval_core.filters.sql import check_keys
+
         name = store_name or self.default_store
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
             # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"
