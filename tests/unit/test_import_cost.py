@@ -47,10 +47,30 @@ print(json.dumps({"modules": sorted(sys.modules), "service_built": runtime._serv
 """
 
 
-@pytest.mark.parametrize("function", sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py")))
-def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -> None:
-    if function == "mcp":
-        pytest.importorskip("mcp")  # the `mcp` extra; `make check-min-deps` runs without it
+# Modules a handler's cold start leaves to the request that needs them. The retrieve and similarity-search
+# bodies and the filter language: functions that hold the pgvector service but never search. The migration
+# runner: only the migrate function, or a process with AUTO_MIGRATE, migrates. Context packing: an answer
+# that asks for it.
+SEARCH_ONLY = (
+    "retrieval_core.schemas.retrieve",
+    "retrieval_core.schemas.similarity_search",
+    "retrieval_core.schemas.search_options",
+    "retrieval_core.filters.sql",
+    "retrieval_core.filters.expression",
+)
+MIGRATION_RUNNER = "retrieval_core.db.migrations.runner"
+CONTEXT_PACKING = ("retrieval_core.search.context_packing", "retrieval_core.search.token_count")
+LEFT_TO_FIRST_USE = {
+    "documents": (*SEARCH_ONLY, MIGRATION_RUNNER, *CONTEXT_PACKING),
+    "ingest": (*SEARCH_ONLY, MIGRATION_RUNNER, *CONTEXT_PACKING),
+    "migrate": SEARCH_ONLY,
+    "retrieve": (MIGRATION_RUNNER, *CONTEXT_PACKING),
+}
+
+
+def imported_by_handler(function: str) -> tuple[set[str], bool]:
+    """The modules a fresh interpreter holds after importing `function`'s handler, and whether that import
+    built the service."""
     env = {
         "PATH": "/usr/bin:/bin",
         "AWS_LAMBDA_FUNCTION_NAME": function,
@@ -69,6 +89,19 @@ def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -
         timeout=60,
     )
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    loaded = set(report["modules"])
+    return set(report["modules"]), report["service_built"]
+
+
+@pytest.mark.parametrize("function", sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py")))
+def test_handler_import_loads_no_heavy_module_and_no_connection(function: str) -> None:
+    if function == "mcp":
+        pytest.importorskip("mcp")  # the `mcp` extra; `make check-min-deps` runs without it
+    loaded, service_built = imported_by_handler(function)
     assert not [m for m in HEAVY if m in loaded and m not in IMPORTED_BY_SDK.get(function, ())]
-    assert report["service_built"] is False
+    assert service_built is False
+
+
+@pytest.mark.parametrize("function", sorted(LEFT_TO_FIRST_USE))
+def test_a_handler_leaves_what_its_cold_start_does_not_need_to_first_use(function: str) -> None:
+    loaded, _ = imported_by_handler(function)
+    assert [m for m in LEFT_TO_FIRST_USE[function] if m in loaded] == []

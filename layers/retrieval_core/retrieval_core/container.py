@@ -19,8 +19,6 @@ from retrieval_core.cache.search_cache import SearchCache
 from retrieval_core.clients.aws import fail_open_options, lazy_aws_client
 from retrieval_core.db.connection import Database, PooledConnections, SingleConnection
 from retrieval_core.db.errors import database_errors
-from retrieval_core.db.migrations.roles import RoleSetup
-from retrieval_core.db.migrations.runner import migrate, run_keyword_backfill
 from retrieval_core.db.migrations.steps import SCHEMA_VERSION
 from retrieval_core.db.schema import schema_version
 from retrieval_core.embeddings import get_embedder
@@ -166,10 +164,13 @@ def _database_locked() -> Database:
     if _database is None:
         settings = get_settings()
         conninfo = database_conninfo(settings)
-        roles = RoleSetup.from_settings(settings)
         if settings.auto_migrate:
+            # Only a process that migrates loads the runner: in Lambda, the migrate function does it.
+            from retrieval_core.db.migrations.roles import RoleSetup
+            from retrieval_core.db.migrations.runner import migrate, run_keyword_backfill
+
             with database_errors("migrating the schema"):
-                migrate(conninfo, settings.db_connect_timeout_s, roles=roles)
+                migrate(conninfo, settings.db_connect_timeout_s, roles=RoleSetup.from_settings(settings))
             # Locally, chunks older than migration 7 are indexed for keyword search at once.
             with database_errors("indexing older chunks for keyword search"):
                 run_keyword_backfill(conninfo, settings.db_connect_timeout_s)

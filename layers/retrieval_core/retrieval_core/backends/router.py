@@ -27,12 +27,12 @@ from retrieval_core.backends.face import (
 from retrieval_core.exceptions import InvalidRequestError
 from retrieval_core.grants import Grant
 from retrieval_core.schemas.common import validation_error
-from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 if TYPE_CHECKING:
     from retrieval_core.backends.answers import AnswerEvent
     from retrieval_core.cache.json_cache import CacheStatus
     from retrieval_core.schemas.answer import AnswerRequest
+    from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse
 
 
 def backend_of(request: RetrieveRequest) -> BackendKind:
@@ -126,6 +126,8 @@ class Backends:
         A body that is not a valid request, or whose backend serves no batch, is an error item; the
         others go to the pgvector service together, which embeds their queries in one call.
         """
+        from retrieval_core.schemas.retrieve import RetrieveRequest
+
         grant.require_scope("read")
         requests: list[RetrieveRequest | InvalidRequestError] = []
         for body in bodies:

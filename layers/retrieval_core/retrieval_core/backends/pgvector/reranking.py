@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.exceptions import RerankerUnavailableError
 from retrieval_core.observability import metrics
-from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest
 
 if TYPE_CHECKING:
     from retrieval_core.rerank.base import Reranker
+    from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest
 
 logger = logging.getLogger(__name__)
 

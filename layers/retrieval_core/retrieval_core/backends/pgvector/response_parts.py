@@ -1,14 +1,29 @@
-"""The parts of a pgvector answer: fused scores, the pipeline record, chunk results, and completeness."""
+"""The parts of a pgvector answer: fused scores, the pipeline record, chunk results, and completeness.
+
+The response bodies are imported where they are built (see service.py).
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.db.stores import Store
-from retrieval_core.schemas.results import ChunkResult
-from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest, RetrieveResponse, Timings
-from retrieval_core.schemas.similarity_search import SimilaritySearchResponse
+from retrieval_core.exceptions import RetrievalError
+from retrieval_core.schemas.common import ErrorBody
 from retrieval_core.search.fusion import Key, fuse
 from retrieval_core.search.keyword_query import is_keyword_note
+
+if TYPE_CHECKING:
+    from retrieval_core.schemas.results import ChunkResult
+    from retrieval_core.schemas.retrieve import (
+        BatchItem,
+        Pipeline,
+        RetrieveRequest,
+        RetrieveResponse,
+        Timings,
+    )
+    from retrieval_core.schemas.similarity_search import SimilaritySearchResponse
 
 
 def fused_scores(request: RetrieveRequest, candidates: list[ScoredChunk]) -> dict[Key, float]:
@@ -35,6 +50,8 @@ def search_pipeline(
     warnings: list[str],
 ) -> Pipeline:
     """What the search did, before any rerank: candidates, fusion, keyword scorer, timings, warnings."""
+    from retrieval_core.schemas.retrieve import Pipeline
+
     return Pipeline(
         candidates_considered=len(candidates),
         hybrid=request.use_hybrid,
@@ -50,10 +67,52 @@ def search_pipeline(
     )
 
 
+def retrieve_response(
+    request: RetrieveRequest,
+    store: Store,
+    kept: list[ScoredChunk],
+    fused: dict[Key, float],
+    rerank_scores: dict[Key, float],
+    pipeline: Pipeline,
+) -> RetrieveResponse:
+    """The answer to a retrieve: the kept chunks with their scores, and what the pipeline did."""
+    from retrieval_core.schemas.retrieve import RetrieveResponse
+
+    return RetrieveResponse(
+        results=[chunk_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
+        query=request.query,
+        total_results=len(kept),
+        engine_used="advanced" if request.engine_name == "default" else "naive",
+        store=store.name,
+        pipeline=pipeline,
+    )
+
+
+def batch_item(answer: RetrieveResponse | RetrievalError) -> BatchItem:
+    """One item of a batch's answer: the request's response, or its error with the error's status."""
+    from retrieval_core.schemas.retrieve import BatchItem
+
+    if isinstance(answer, RetrievalError):
+        error = ErrorBody(code=answer.code, message=answer.message, details=answer.details)
+        return BatchItem(status=answer.status_code, error=error)
+    return BatchItem(status=200, response=answer)
+
+
+def similarity_search_response(store: Store, found: list[ScoredChunk]) -> SimilaritySearchResponse:
+    """The answer to a similarity search: the chunks found, nearest first."""
+    from retrieval_core.schemas.similarity_search import SimilaritySearchResponse
+
+    return SimilaritySearchResponse(
+        results=[chunk_result(c) for c in found], total_results=len(found), store=store.name
+    )
+
+
 def chunk_result(
     chunk: ScoredChunk, fused_score: float | None = None, rerank_score: float | None = None
 ) -> ChunkResult:
     """A chunk as a result, with its fused and rerank scores when it has them."""
+    from retrieval_core.schemas.results import ChunkResult
+
     # A row of an attached table has its own id and no chunk index.
     place = (
         {"documentId": chunk.document_id, "chunkIndex": chunk.chunk_index}
@@ -76,6 +135,8 @@ def is_complete(response: RetrieveResponse | SimilaritySearchResponse) -> bool:
 
     A note on how the keyword query was bounded is no failure: the same request gets it every time.
     """
+    from retrieval_core.schemas.retrieve import RetrieveResponse
+
     if not isinstance(response, RetrieveResponse):
         return True
     return all(is_keyword_note(warning) for warning in response.pipeline.warnings)

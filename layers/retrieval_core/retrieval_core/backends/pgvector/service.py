@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.pgvector import chunk_search
 from retrieval_core.backends.pgvector.caching import cache_slot
 from retrieval_core.backends.pgvector.reranking import Rerankers, rerank_strategy, reranked
 from retrieval_core.backends.pgvector.response_parts import (
-    chunk_result,
+    batch_item,
     fused_scores,
     is_complete,
+    retrieve_response,
     search_pipeline,
+    similarity_search_response,
 )
 from retrieval_core.backends.pgvector.timings import stopwatch
 from retrieval_core.backends.prompt_context import formatted_if_asked
@@ -36,31 +38,29 @@ from retrieval_core.exceptions import (
     StoreNotFoundError,
 )
 from retrieval_core.filters.predicate import TRUE, Predicate
-from retrieval_core.filters.sql import MetadataFilterValue, check_keys, document_ids_in, metadata_predicate
 from retrieval_core.grants import Grant
 from retrieval_core.observability.debug import DebugLog
-from retrieval_core.schemas.common import ErrorBody
-from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse, Timings
-from retrieval_core.schemas.search_options import SearchKnobs
-from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.duplicates import distinct_candidates
-from retrieval_core.search.keyword_query import (
-    NO_KEYWORD_TERM,
-    KeywordQuery,
-    normalise_keyword_query,
-)
+from retrieval_core.search.keyword_query import NO_KEYWORD_TERM, KeywordQuery, normalise_keyword_query
 from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
 from retrieval_core.settings import IterativeScan
 
+# Imported where used: the write side holds this service but never searches, and skips them at cold start.
+if TYPE_CHECKING:
+    from retrieval_core.filters.sql import MetadataFilterValue
+    from retrieval_core.schemas.retrieve import BatchItem, RetrieveRequest, RetrieveResponse, Timings
+    from retrieval_core.schemas.search_options import SearchKnobs
+    from retrieval_core.schemas.similarity_search import SimilaritySearchRequest, SimilaritySearchResponse
+
 debug = DebugLog(__name__)
 
 BACKEND = "pgvector"
 
-Request = TypeVar("Request", RetrieveRequest, SimilaritySearchRequest)
-Response = TypeVar("Response", RetrieveResponse, SimilaritySearchResponse)
+Request = TypeVar("Request", "RetrieveRequest", "SimilaritySearchRequest")
+Response = TypeVar("Response", "RetrieveResponse", "SimilaritySearchResponse")
 
 
 class RetrievalService:
@@ -141,6 +141,8 @@ class RetrievalService:
         it replaces both the candidate count and the reranked result count, past the API's cap of 50, so
         that recall@100 can be measured. Such an answer bypasses the cache, whose keys do not hold it.
         """
+        from retrieval_core.schemas.retrieve import RetrieveResponse
+
         grant.require_scope("read")
         # A bad filter fails here: before a cached answer could bypass ALLOWED_METADATA_KEYS, and unembedded.
         where = self.where_for(request.doc_ids, request.metadata_filter)
@@ -171,7 +173,7 @@ class RetrievalService:
     def _retrieve_batch(
         self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant
     ) -> list[BatchItem]:
-        vectors = QueryVectors([r.query for r in requests if isinstance(r, RetrieveRequest)])
+        vectors = QueryVectors([r.query for r in requests if not isinstance(r, InvalidRequestError)])
 
         def embed(query: str) -> list[float]:
             return vectors.vector_for(query, self.embedder)
@@ -191,16 +193,17 @@ class RetrievalService:
                     )
                 room -= size
             except RetrievalError as exc:
-                error = ErrorBody(code=exc.code, message=exc.message, details=exc.details)
-                items.append(BatchItem(status=exc.status_code, error=error))
+                items.append(batch_item(exc))
             else:
-                items.append(BatchItem(status=200, response=response))
+                items.append(batch_item(response))
         return items
 
     def similarity_search(
         self, request: SimilaritySearchRequest, *, grant: Grant
     ) -> tuple[SimilaritySearchResponse, CacheStatus]:
         """The chunks nearest to a precomputed embedding, highest first; `grant` as in `retrieve`."""
+        from retrieval_core.schemas.similarity_search import SimilaritySearchResponse
+
         grant.require_scope("read")
         where = self.where_for(request.doc_ids, request.metadata_filter)  # as in `retrieve`
 
@@ -216,6 +219,8 @@ class RetrievalService:
         self, doc_ids: Sequence[str] | None, metadata_filter: MetadataFilterValue | None
     ) -> Predicate:
         """The SQL predicate of a request's `docIds` and `metadataFilter`; a bad filter raises (422)."""
+        from retrieval_core.filters.sql import document_ids_in, metadata_predicate
+
         return document_ids_in(doc_ids) & metadata_predicate(metadata_filter, self.allowed_metadata_keys)
 
     def allowed_keys_for(self, store: Store) -> frozenset[str] | None:
@@ -279,6 +284,8 @@ class RetrievalService:
         embed_query: Callable[[str], Sequence[float]] | None = None,
         depth: int | None = None,
     ) -> RetrieveResponse:
+        from retrieval_core.schemas.retrieve import Timings
+
         timings = Timings()
         warnings: list[str] = []
         keyword = normalise_keyword_query(request.query) if request.use_hybrid else KeywordQuery(None)
@@ -359,14 +366,7 @@ class RetrievalService:
                 debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
             kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
-        return RetrieveResponse(
-            results=[chunk_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
-            query=request.query,
-            total_results=len(kept),
-            engine_used="advanced" if request.engine_name == "default" else "naive",
-            store=store.name,
-            pipeline=pipeline,
-        )
+        return retrieve_response(request, store, kept, fused, rerank_scores, pipeline)
 
     def _embed_query(self, query: str) -> Sequence[float]:
         return self.embedder.embed([query], "query")[0]
@@ -385,9 +385,7 @@ class RetrievalService:
             knobs=self.knobs_for(request.search),
         )
         debug("similarity search %s: %d chunks", store.name, len(found))
-        return SimilaritySearchResponse(
-            results=[chunk_result(c) for c in found], total_results=len(found), store=store.name
-        )
+        return similarity_search_response(store, found)
 
     def search_chunks(
         self,
@@ -451,6 +449,8 @@ class RetrievalService:
         warnings: list[str] | None,
         with_content_hash: bool = False,
     ) -> tuple[Store, list[ScoredChunk]]:
+        from retrieval_core.filters.sql import check_keys
+
         name = store_name or self.default_store
         with database_errors("searching"), self.database.connection() as conn, conn.transaction():
             # A hybrid query's positive words may all be stopwords of the store's configuration ("the -ab"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from retrieval_core.observability import metrics
-from retrieval_core.schemas.retrieve import Timings
+
+if TYPE_CHECKING:
+    from retrieval_core.schemas.retrieve import Timings
 
 # The metric each stage's time is reported as (the stack's dashboard plots them).
 STAGE_METRICS = {"embed": "EmbedTime", "search": "SearchTime", "rerank": "RerankTime"}
