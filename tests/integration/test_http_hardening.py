@@ -201,7 +201,11 @@ class Keep(logging.Handler):
 
 # On the loggers themselves: a Lambda handler built in this process earlier may have stopped them
 # propagating to the root logger (Powertools' copy_config_to_registered_loggers).
-DEBUGGED = ("retrieval_core.api.auth", "retrieval_core.backends.pgvector.service")
+DEBUGGED = (
+    "retrieval_core.api.auth",
+    "retrieval_core.backends.pgvector.service",
+    "retrieval_core.backends.pgvector.caching",
+)
 
 
 @pytest.fixture()
