@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -111,6 +111,12 @@ eval: $(VENV)/.dev-installed ## retrieval quality on one BEIR folder (DATASET=..
 
 eval-all: $(VENV)/.dev-installed ## retrieval quality on every folder under ../shared/eval (writes docs/quality.md)
 	$(BIN)/python -m bench.eval --all $(ARGS)
+
+# Grounded answers on every folder under ../shared/eval (stores loaded as eval-all loads them), at
+# grades 0.2 and 0.4, with the configured generator (extractive by default); then the service's
+# overhead through the HTTP app. Writes the "Grounded answers" block of docs/quality.md.
+bench-answers: $(VENV)/.dev-installed ## grounded answers on every dev set and the answer service's overhead (writes docs/quality.md)
+	$(BIN)/python -m bench.answers $(ARGS)
 
 # Hybrid against dense p50 at the API's depths, on the stores eval-all loaded.
 bench-hybrid: $(VENV)/.dev-installed ## hybrid against dense p50 latency on the stores eval-all loaded
