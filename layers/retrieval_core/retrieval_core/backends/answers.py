@@ -209,9 +209,7 @@ def answer_of(
             text=cited.text[citation.start : citation.end],
             sources=list(citation.sources),
             chunk_ids=[given[n - 1].id for n in citation.sources],
-            document_ids=list(
-                dict.fromkeys(str(given[n - 1].metadata.get("documentId")) for n in citation.sources)
-            ),
+            document_ids=list(dict.fromkeys(document_id(given[n - 1]) for n in citation.sources)),
         )
         for citation in cited.citations
     ]
