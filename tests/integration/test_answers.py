@@ -259,3 +259,47 @@ def test_each_source_is_numbered_as_the_prompt_numbers_it(
     (citation,) = body["citations"]
     assert citation["sources"] == [len(body["sources"])]
     assert citation["chunkIds"] == [body["sources"][-1]["id"]]
+
+
+@pytest.fixture()
+def faq_table(postgres_dsn: str, service: Any) -> Iterator[str]:
+    """A team's own table of answers and their embeddings (the local model's), that a store attaches."""
+    import psycopg
+
+    from retrieval_core.embeddings import get_embedder
+
+    rows = {
+        "q-badges": "Visitor badges are collected at the front desk and returned on leaving.",
+        "q-parking": "Guests park on level two of the garage and register their plate at reception.",
+    }
+    vectors = get_embedder().embed(list(rows.values()), "document")
+    table = f"public.answer_faq_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id text PRIMARY KEY, body text NOT NULL, embedding vector(384))")
+        for (row_id, body), vector in zip(rows.items(), vectors, strict=True):
+            conn.execute(
+                f"INSERT INTO {table} VALUES (%s, %s, %s::vector)", (row_id, body, str(list(vector)))
+            )
+    yield table
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_an_attached_table_answers_in_the_same_shape_citing_its_own_row_ids(
+    app_client: TestClient, generator: ScriptedGenerator, faq_table: str
+) -> None:
+    store = f"faq-{uuid.uuid4().hex[:8]}"
+    columns = {"id": "id", "content": "body", "embedding": "embedding"}
+    attached = app_client.put(
+        f"/api/v1/stores/{store}", json={"source": {"table": faq_table, "columns": columns}}
+    )
+    assert attached.status_code in (200, 201), attached.text
+    generator.text = "Badges go back to the front desk [1]."
+
+    body = ask(app_client, query="Where do visitors return their badges?", store=store, grade=0.3)
+
+    assert body["grounded"] is True and body["store"] == store
+    assert body["sources"][0]["id"] == "q-badges"
+    (citation,) = body["citations"]
+    assert citation["chunkIds"] == ["q-badges"] and citation["documentIds"] == ["q-badges"]
+    assert body["pipeline"]["backend"] == "pgvector" and body["pipeline"]["retrieve"] is not None
