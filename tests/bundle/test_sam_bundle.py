@@ -509,7 +509,7 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
 # The stores-*.json events walk one store's life in file order (PUT ... DELETE), and the mcp-*.json
 # events answer JSON-RPC: both are checked as the functional tier checks them.
 FUNCTIONAL_TIER_CHECKS = {
-    name: check for name, check in FUNCTIONAL_CHECKS.items() if name.startswith(("stores-", "mcp-"))
+    name: check for name, check in FUNCTIONAL_CHECKS.items() if name.startswith(("stores-", "mcp-", "answer"))
 }
 # Retrieve events answered by Gemini File Search, not by an embedding and pgvector.
 GEMINI_RETRIEVE_EVENTS = frozenset({"retrieve-gemini.json"})
