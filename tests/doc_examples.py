@@ -197,7 +197,7 @@ class ServedApp:
 
 
 @contextmanager
-def served_app() -> Iterator[ServedApp]:
+def served_app(extra_env: dict[str, str] | None = None) -> Iterator[ServedApp]:
     """The address of `retrieval serve`, started as `make serve` starts it (fresh database, sample corpus).
 
     The server picks its own port (`--port 0`) and the address is read from its log: a port chosen here and
@@ -214,6 +214,7 @@ def served_app() -> Iterator[ServedApp]:
         EMBEDDING_PROVIDER="local",
         DEFAULT_STORE="sample",
     )
+    env.update(extra_env or {})
     log = root / "serve.log"
     (root / "cwd").mkdir()
     with log.open("wb") as out:

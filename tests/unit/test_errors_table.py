@@ -1,7 +1,8 @@
-"""The "Errors" table of docs/api.md lists exactly the codes the code can produce, each with its status.
+"""The error table (retrieval_core/error_codes.py) and the "Errors" table of docs/api.md list exactly the
+codes the code can produce, each with its status.
 
 The codes are read from the code, so a code added anywhere (a new RetrievalError subclass, a literal code
-given to `error_response`) fails this test until docs/api.md lists it.
+given to `error_response`) fails this test until both tables list it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import retrieval_core
 from retrieval_core.api.errors import HTTP_EXCEPTION_CODES, OTHER_HTTP_EXCEPTION_CODE
+from retrieval_core.error_codes import ERROR_CODES
 from retrieval_core.exceptions import RetrievalError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +84,11 @@ def test_the_errors_table_lists_every_code_and_only_those() -> None:
     listed = set(readme_rows())
     assert from_code - listed == set(), "codes the Errors table of docs/api.md lacks"
     assert listed - from_code == set(), "codes in the Errors table of docs/api.md that no code produces"
+
+
+def test_the_error_table_and_the_docs_table_agree_code_for_code_and_status_for_status() -> None:
+    documented = {code: None if status == "—" else int(status) for code, status in readme_rows().items()}
+    assert documented == ERROR_CODES
 
 
 def test_each_listed_code_has_its_status() -> None:

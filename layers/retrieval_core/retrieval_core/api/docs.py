@@ -8,9 +8,12 @@ Lambda layer leaves it out: API Gateway routes no docs path to the functions, so
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+
+if TYPE_CHECKING:
+    from fastapi.routing import APIRoute
 
 OPENAPI_PATH = "/openapi.json"
 DOCS_ASSETS = "/docs-assets"
@@ -38,7 +41,9 @@ def error_responses(*statuses: int) -> dict[str, Any]:
 
 
 def with_error_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` (an OpenAPI document) with ErrorResponse and what it refers to among its components."""
+    """`schema` (an OpenAPI document) with ErrorResponse and what it refers to among its components, the
+    error's `code` being one of the ErrorCode enum (retrieval_core/error_codes.py)."""
+    from retrieval_core.error_codes import ERROR_CODES
     from retrieval_core.schemas.common import ErrorResponse
 
     ref_template = "#/components/schemas/{model}"
@@ -47,7 +52,22 @@ def with_error_schema(schema: dict[str, Any]) -> dict[str, Any]:
     for name, definition in error.pop("$defs", {}).items():
         components.setdefault(name, definition)
     components.setdefault("ErrorResponse", error)
+    components["ErrorCode"] = {
+        "type": "string",
+        "enum": sorted(ERROR_CODES),
+        "title": "ErrorCode",
+        "description": "What went wrong; docs/api.md#errors explains each code. A later version of the "
+        "service may add codes: treat an unknown one by its HTTP status.",
+    }
+    components["ErrorBody"]["properties"]["code"] = {"$ref": "#/components/schemas/ErrorCode"}
     return schema
+
+
+def operation_id(route: APIRoute) -> str:
+    """A route's OpenAPI operationId: its function's name in camelCase (`list_documents` -> `listDocuments`),
+    the name each client gives the operation."""
+    first, *rest = route.name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
 
 
 def is_docs_path(path: str) -> bool:
@@ -57,6 +77,7 @@ def is_docs_path(path: str) -> bool:
 
 def app_with_docs(**kwargs: Any) -> FastAPI:
     """A FastAPI app whose /docs and /redoc use the packaged assets; no docs pages without the package."""
+    kwargs.setdefault("generate_unique_id_function", operation_id)
     try:
         from fastapi_offline import FastAPIOffline
     except ImportError:

@@ -1,5 +1,5 @@
 """`retrieval`: ingest, sync and delete documents, migrate, list stores, evaluate a store, make or hash an API
-key, serve, print .env.example."""
+key, serve, print .env.example or the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 
-from retrieval_core.cli import api_keys, database, documents, env_example, evaluate, serve, stores
+from retrieval_core.cli import api_keys, database, documents, env_example, evaluate, openapi, serve, stores
 from retrieval_core.exceptions import RetrievalError
 
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     stores.register(sub)
     serve.register(sub)
     env_example.register(sub)
+    openapi.register(sub)
     api_keys.register(sub)
     return parser
 

@@ -30,7 +30,7 @@ async def health() -> JSONResponse:
 
 
 @router.head("/health", responses={200: {"description": "Every check is ok."}, **UNHEALTHY})
-async def health_head() -> Response:
+async def healthy() -> Response:
     """The same checks and status code as GET, without a body."""
     report = await run_in_threadpool(check_health)
     # The headers GET would send (HEAD semantics), without the body.
