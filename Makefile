@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers check-clients openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers check-clients client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -196,8 +196,34 @@ $(WRITERS_VENV)/.installed: ci/writers.txt
 check-writers: $(VENV)/.dev-installed $(WRITERS_VENV)/.installed ## langchain-postgres and LlamaIndex write tables the service attaches and searches
 	WRITERS_PYTHON=$(CURDIR)/$(WRITERS_VENV)/bin/python $(BIN)/pytest -q -p no:cacheprovider tests/writers
 
+# The clients against a live `retrieval serve` with API keys (tests/client_server.py). The Python client is
+# installed by path into a venv of its own without the service (.venv-clients, from ci/clients.txt, which
+# includes the LangChain and LlamaIndex of ci/writers.txt); the TypeScript client's packages come from the
+# npm registry (package-lock.json). Each first regenerates its types from clients/openapi.json and fails on
+# any difference, so a change of the API that a client does not follow fails here.
+CLIENTS_VENV := .venv-clients
+$(CLIENTS_VENV)/.installed: ci/clients.txt ci/writers.txt
+	rm -rf $(CLIENTS_VENV)
+	$(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/pip install -q -r ci/clients.txt
+	touch $@
+
+check-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed ## the Python and TypeScript clients and the retrievers against a live local service
+	$(CLIENTS_VENV)/bin/pip install -q --no-deps --force-reinstall ./clients/python
+	cd clients/python && ../../$(CLIENTS_VENV)/bin/python scripts/generate.py --check
+	cd clients/python && ../../$(CLIENTS_VENV)/bin/mypy
+	$(BIN)/ruff check clients/python
+	$(BIN)/ruff format --check clients/python
+	cd clients/typescript && npm ci --no-audit --no-fund && npm run check:types
+	$(BIN)/python -m tests.client_server sh -c \
+		'cd clients/python && ../../$(CLIENTS_VENV)/bin/pytest -q -p no:cacheprovider && cd ../typescript && npm test'
+
+client-types: $(CLIENTS_VENV)/.installed ## regenerate both clients' types from clients/openapi.json (after `make openapi`)
+	cd clients/python && ../../$(CLIENTS_VENV)/bin/python scripts/generate.py
+	cd clients/typescript && npm ci --no-audit --no-fund && npm run generate
+
 clean: ## remove the venvs, .data and .aws-sam
-	rm -rf $(VENV) $(MIN_VENV) $(WRITERS_VENV) .data .aws-sam
+	rm -rf $(VENV) $(MIN_VENV) $(WRITERS_VENV) $(CLIENTS_VENV) .data .aws-sam
 
 # The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
 # cfn-lint runs on both database shapes (CreateDatabase true and false): tests/template.py

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from retrieval_core.db.attached_source import Distance, Preset
 from retrieval_core.db.storage import Storage
 from retrieval_core.schemas.common import RequestModel, ResponseModel, Text, WriteStatus
+from retrieval_core.schemas.results import absent_when_none
 
 MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
 
@@ -122,23 +123,17 @@ class StoreResponse(ResponseModel):
     text_search: str = Field(description="PostgreSQL text search configuration of the keyword index.")
     document_count: int
     chunk_count: int
+    # A store of our own shows no source or features, as before attached stores existed.
     source: dict[str, Any] | None = Field(
         default=None,
+        exclude_if=absent_when_none,
         description="An attached store's table and mapping (absent for the service's own stores).",
     )
     features: list[dict[str, Any]] | None = Field(
         default=None,
+        exclude_if=absent_when_none,
         description="An attached store: each feature, whether the table supports it, and what that means.",
     )
-
-    @model_serializer(mode="wrap")
-    def _without_absent_source(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A store of our own shows no source or features, as before attached stores existed.
-        data: dict[str, Any] = handler(self)
-        for key in ("source", "features"):
-            if data.get(key) is None:
-                data.pop(key, None)
-        return data
 
 
 class StoreListResponse(ResponseModel):

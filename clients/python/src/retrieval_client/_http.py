@@ -1,0 +1,112 @@
+"""What the sync and async clients share: addresses, headers, errors from answers, and when to retry."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from retrieval_client.error_codes import ERRORS_BY_CODE
+from retrieval_client.errors import RetrievalApiError
+
+API = "/api/v1"
+API_KEY_HEADER = "x-api-key"
+REQUEST_ID_HEADER = "x-request-id"
+# 429 and 503 say "later"; a 500 says so only when it carries Retry-After (database_unavailable does).
+RETRIED_STATUSES = frozenset({429, 503})
+MAX_BACKOFF_S = 8.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the client talks to the service.
+
+    timeout_s: the longest one attempt may take (connect, send, wait, read).
+    deadline_s: the longest a call may take, its retries and waits included.
+    max_attempts: attempts per call, the first included (1: never retry).
+    """
+
+    base_url: str
+    api_key: str | None = None
+    timeout_s: float = 30.0
+    deadline_s: float = 120.0
+    max_attempts: int = 4
+
+    def headers(self) -> dict[str, str]:
+        """The headers of every request."""
+        headers = {"accept": "application/json", "user-agent": "retrieval-service-client/0.1"}
+        if self.api_key:
+            headers[API_KEY_HEADER] = self.api_key
+        return headers
+
+
+def segment(value: str) -> str:
+    """`value` as one path segment: every `/`, `#`, `?`, `%` and non-ASCII character percent-encoded."""
+    return quote(value, safe="")
+
+
+def store_path(store: str) -> str:
+    """The path of a store."""
+    return f"{API}/stores/{segment(store)}"
+
+
+def document_path(store: str, document_id: str) -> str:
+    """The path of a document: its id percent-encoded whole, so an id may hold `/`, `#` or `?`."""
+    return f"{store_path(store)}/documents/{segment(document_id)}"
+
+
+def query(**params: Any) -> dict[str, Any]:
+    """The query parameters given (None: left out)."""
+    return {name: value for name, value in params.items() if value is not None}
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """Seconds the Retry-After header asks for (delay-seconds or an HTTP date), None without one."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value.strip() else None
+        return None if when is None else max(0.0, when.timestamp() - time.time())
+
+
+def retry_delay_s(response: httpx.Response, attempt: int) -> float | None:
+    """How long to wait before attempt `attempt + 1` after this answer; None when it is not retried."""
+    after = retry_after_s(response)
+    if response.status_code in RETRIED_STATUSES or (response.status_code >= 500 and after is not None):
+        return after if after is not None else backoff_s(attempt)
+    return None
+
+
+def backoff_s(attempt: int) -> float:
+    """The wait after failed attempt `attempt` (0-based) when the service named none."""
+    return float(min(MAX_BACKOFF_S, 0.5 * 2**attempt))
+
+
+def api_error(response: httpx.Response) -> RetrievalApiError:
+    """The exception for an error answer: its code's class, with the message, details and request id."""
+    request_id = response.headers.get(REQUEST_ID_HEADER)
+    try:
+        body = json.loads(response.content)
+        error = body["error"]
+        code, message, details = str(error["code"]), str(error["message"]), dict(error.get("details") or {})
+    except (ValueError, KeyError, TypeError):
+        # Not the service's error shape (a proxy's page, an empty body): named by the status.
+        code, details = f"http_{response.status_code}", {}
+        message = response.text[:500] or response.reason_phrase
+    cls = ERRORS_BY_CODE.get(code, RetrievalApiError)
+    return cls(
+        message,
+        status=response.status_code,
+        code=code,
+        details=details,
+        request_id=request_id,
+        retry_after_s=retry_after_s(response),
+    )
