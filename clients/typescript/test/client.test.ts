@@ -166,10 +166,14 @@ describe("a store from creation to deletion", () => {
   });
 
   it("deleteDocument removes the odd id; reading it is then document_not_found", async () => {
+    assert.equal((await client.getDocument(store, oddId)).documentId, oddId);
     assert.equal(await client.deleteDocument(store, oddId), undefined);
     const error = await rejection(client.getDocument(store, oddId));
     assert.equal(error.status, 404);
     assert.equal(error.code, "document_not_found");
+    const left: string[] = [];
+    for await (const document of client.iterDocuments(store)) left.push(document.documentId);
+    assert.deepEqual(left, ["policies/travel.md", "policies/visitors"]);
   });
 
   it("deleteStore drops the store; reading it is then store_not_found", async () => {
