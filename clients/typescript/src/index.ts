@@ -1,6 +1,6 @@
 import createClient from "openapi-fetch";
 
-import { RetrievalApiError, RetrievalNetworkError, RetrievalTimeoutError, retryAfterSeconds } from "./errors.js";
+import { RetrievalApiError, RetrievalNetworkError, RetrievalTimeoutError } from "./errors.js";
 import type { components, operations, paths } from "./schema.js";
 import { readServerSentEvents } from "./sse.js";
 
@@ -341,5 +341,3 @@ function toBase64(bytes: Uint8Array): string {
   }
   return btoa(binary);
 }
-
-export { retryAfterSeconds };

@@ -28,7 +28,6 @@ describe("rate limits", () => {
     // Retry-After is the whole seconds left in the window, the window having just started.
     assert.ok(last >= (limitedWindowS - 0.5) * 1000, `the last call took ${last} ms`);
     assert.ok(last < (limitedWindowS + 2) * 1000, `the last call took ${last} ms`);
-    for (const quick of elapsed.slice(0, -1)) assert.ok(quick < 1000, `calls took ${elapsed.join(", ")} ms`);
   });
 
   it("a deadline shorter than Retry-After ends in the 429 error at once", async () => {
