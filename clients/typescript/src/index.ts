@@ -224,16 +224,16 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
       call("listDocuments", true, (signal) =>
         api.GET("/api/v1/stores/{store}/documents", { params: { path: { store }, query }, signal }),
       ),
-    /** Write a document (`text`, or base64 `content`); `query` names a table file's columns. */
+    /** Write a document (`text`, or base64 `content`); `columns` names a table file's columns. */
     putDocument: (
       store: string,
       documentId: string,
       body: OperationBody<"putDocument">,
-      query: OperationQuery<"putDocument"> = {},
+      columns: OperationQuery<"putDocument"> = {},
     ) =>
       call("putDocument", true, (signal) =>
         api.PUT("/api/v1/stores/{store}/documents/{document_id}", {
-          params: { path: { store, document_id: documentId }, query },
+          params: { path: { store, document_id: documentId }, query: columns },
           body,
           signal,
         }),

@@ -106,6 +106,19 @@ describe("a store from creation to deletion", () => {
     assert.deepEqual(policies, ["policies/travel.md", "policies/visitors"]);
   });
 
+  it("listDocuments with status=ok lists each source's last outcome", async () => {
+    const page = await client.listDocuments(store, { status: "ok" });
+    assert.ok("statistics" in page);
+    assert.deepEqual(
+      page.documents.map((item) => [item.documentId, item.status]),
+      [
+        [oddId, "ok"],
+        ["policies/travel.md", "ok"],
+        ["policies/visitors", "ok"],
+      ].sort(([a], [b]) => Buffer.compare(Buffer.from(a ?? ""), Buffer.from(b ?? ""))),
+    );
+  });
+
   it("listStores and iterStores page through the stores the key may read", async () => {
     const page = await client.listStores({ prefix: store });
     assert.deepEqual(page.stores.map(storeName), [store]);
@@ -207,6 +220,14 @@ describe("answers", () => {
     assert.equal(text, done.data.text);
     const citations = events.flatMap((event) => (event.event === "citation" ? [event.data] : []));
     assert.deepEqual(citations, done.data.citations);
+  });
+});
+
+describe("knowledgeSearch", () => {
+  it("is backend_not_configured (501) on a service without a Gemini key", async () => {
+    const error = await rejection(client.knowledgeSearch({ query: "anything", store: "fileSearchStores/none" }));
+    assert.equal(error.status, 501);
+    assert.equal(error.code, "backend_not_configured");
   });
 });
 
