@@ -1595,8 +1595,49 @@ export interface components {
             /** @description Attach the store to an existing table or view (read-only unless `writable`; docs/existing-tables.md). */
             source?: components["schemas"]["SourceBlock"] | null;
         };
+        /**
+         * StoreResponse
+         * @description A store as the write side shows it.
+         */
         StoreResponse: {
-            [key: string]: unknown;
+            /** Name */
+            name: string;
+            /** Displayname */
+            displayName: string;
+            /**
+             * Storage
+             * @enum {string}
+             */
+            storage: "vector" | "halfvec";
+            /** Embeddingmodel */
+            embeddingModel: string;
+            /** Dimension */
+            dimension: number;
+            /** Allowedmetadatakeys */
+            allowedMetadataKeys: string[] | null;
+            /**
+             * Textsearch
+             * @description PostgreSQL text search configuration of the keyword index.
+             */
+            textSearch: string;
+            /** Documentcount */
+            documentCount: number;
+            /** Chunkcount */
+            chunkCount: number;
+            /**
+             * Source
+             * @description An attached store's table and mapping (absent for the service's own stores).
+             */
+            source?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Features
+             * @description An attached store: each feature, whether the table supports it, and what that means.
+             */
+            features?: {
+                [key: string]: unknown;
+            }[] | null;
         };
         /**
          * Timings

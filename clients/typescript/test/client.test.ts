@@ -8,14 +8,10 @@ import {
   createRetrievalClient,
   RetrievalApiError,
   type AnswerStreamEvent,
-  type StoreResponse,
 } from "../src/index.js";
 import { recordingFetch, server } from "./live-server.js";
 
 const client = createRetrievalClient({ baseUrl: server.url, apiKey: server.adminKey });
-
-/** What `name` of a store answer is: the document leaves StoreResponse untyped. */
-const storeName = (store: StoreResponse) => store["name"];
 
 async function rejection(promise: Promise<unknown>): Promise<RetrievalApiError> {
   try {
@@ -39,11 +35,11 @@ describe("a store from creation to deletion", () => {
 
   it("putStore creates the store with the service's embedder", async () => {
     const created = await client.putStore(store, { displayName, allowedMetadataKeys: ["team", "year"] });
-    assert.equal(storeName(created), store);
-    assert.equal(created["dimension"], 384);
-    assert.equal(created["documentCount"], 0);
+    assert.equal(created.name, store);
+    assert.equal(created.dimension, 384);
+    assert.equal(created.documentCount, 0);
     const again = await client.getStore(store);
-    assert.equal(again["displayName"], displayName);
+    assert.equal(again.displayName, displayName);
   });
 
   it("putDocument writes text, and the same text again is unchanged", async () => {
@@ -121,10 +117,10 @@ describe("a store from creation to deletion", () => {
 
   it("listStores and iterStores page through the stores the key may read", async () => {
     const page = await client.listStores({ prefix: store });
-    assert.deepEqual(page.stores.map(storeName), [store]);
+    assert.deepEqual(page.stores.map((each) => each.name), [store]);
     assert.equal(page.nextCursor, null);
-    const names: unknown[] = [];
-    for await (const each of client.iterStores({ limit: 1 })) names.push(storeName(each));
+    const names: string[] = [];
+    for await (const each of client.iterStores({ limit: 1 })) names.push(each.name);
     assert.ok(names.includes("sample") && names.includes(store), `stores: ${names.join(", ")}`);
     assert.equal(new Set(names).size, names.length, "a store came twice");
   });
@@ -270,7 +266,7 @@ describe("errors", () => {
     assert.equal(document.code, "forbidden");
     assert.equal(document.details["requiredScope"], "write");
     // The read key does read.
-    assert.equal(storeName(await reader.getStore("sample")), "sample");
+    assert.equal((await reader.getStore("sample")).name, "sample");
   });
 
   it("a bad request is validation_error (422) naming the field", async () => {

@@ -18,7 +18,7 @@ describe("rate limits", () => {
       const started = Date.now();
       const store = await client.getStore("sample");
       elapsed.push(Date.now() - started);
-      assert.equal(store["name"], "sample");
+      assert.equal(store.name, "sample");
     }
     assert.deepEqual(
       recorder.answers.map((answer) => answer.status),
