@@ -208,10 +208,11 @@ $(CLIENTS_VENV)/.installed: ci/clients.txt ci/writers.txt
 	$(CLIENTS_VENV)/bin/pip install -q -r ci/clients.txt
 	touch $@
 
-# The client's lowest bounds on Python 3.10 (ci/clients-min.txt): python3.10 from PATH, else pyenv's newest.
+# The client's lowest bounds on Python 3.10 (ci/clients-min.txt): python3.10 from PATH, else pyenv's newest
+# (pyenv's shim may exist yet refuse to run, as for python3.12 in `build`).
 CLIENTS_MIN_VENV := .venv-clients-min
 $(CLIENTS_MIN_VENV)/.installed: ci/clients-min.txt
-	@py310="$$(command -v python3.10 || ls -d "$$(pyenv root 2>/dev/null || echo "$$HOME/.pyenv")"/versions/3.10.*/bin/python 2>/dev/null | sort -V | tail -n 1)"; \
+	@py310="$$(python3.10 -c 'import sys; print(sys.executable)' 2>/dev/null || ls -d "$$(pyenv root 2>/dev/null || echo "$$HOME/.pyenv")"/versions/3.10.*/bin/python 2>/dev/null | sort -V | tail -n 1)"; \
 	if [ -z "$$py310" ]; then echo "check-clients needs python3.10 for the client's lowest versions: put it on PATH or 'pyenv install 3.10'" >&2; exit 1; fi; \
 	rm -rf $(CLIENTS_MIN_VENV) && "$$py310" -m venv $(CLIENTS_MIN_VENV)
 	$(CLIENTS_MIN_VENV)/bin/pip install -q -r ci/clients-min.txt
@@ -224,7 +225,7 @@ check-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_V
 	cd clients/python && ../../$(CLIENTS_VENV)/bin/mypy
 	$(BIN)/ruff check clients/python
 	$(BIN)/ruff format --check clients/python
-	cd clients/typescript && npm ci --no-audit --no-fund && npm run check:types
+	cd clients/typescript && npm ci --no-audit --no-fund && npm run check:types && npm run build
 	$(BIN)/python -m tests.client_server sh -c 'cd clients/python \
 		&& ../../$(CLIENTS_VENV)/bin/pytest -q -p no:cacheprovider \
 		&& ../../$(CLIENTS_MIN_VENV)/bin/pytest -q -p no:cacheprovider --ignore tests/test_retrievers.py \

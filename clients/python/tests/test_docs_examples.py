@@ -8,6 +8,7 @@ RETRIEVAL_API_KEY, as the examples say. An example passes when it exits 0 and pr
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,7 @@ def examples(language: str) -> list[tuple[str, str]]:
 def test_the_pages_have_examples_of_each_client() -> None:
     assert len(examples("python")) >= 4  # README, the client, LangChain, LlamaIndex
     assert [where for where, _ in examples("python")][0].startswith("README.md")
+    assert len(examples("typescript")) >= 1
 
 
 @pytest.mark.parametrize(("where", "code"), examples("python"), ids=[w for w, _ in examples("python")])
@@ -47,5 +49,27 @@ def test_a_python_example_runs_as_written(where: str, code: str, url: str, tmp_p
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
+    assert done.returncode == 0, f"{where}:\n{done.stderr}"
+    assert done.stdout.strip(), f"{where} printed nothing"
+
+
+TYPESCRIPT = REPO / "clients" / "typescript"
+
+
+@pytest.mark.parametrize(
+    ("where", "code"), examples("typescript"), ids=[w for w, _ in examples("typescript")]
+)
+def test_a_typescript_example_runs_as_written(where: str, code: str, url: str, tmp_path: Path) -> None:
+    # As a user's project that installed the package by path: node_modules links to the built client.
+    node = shutil.which("node")
+    assert node is not None, "node is needed for the TypeScript examples"
+    assert (TYPESCRIPT / "dist" / "src" / "index.js").exists(), "build the client first: npm run build"
+    assert DOCUMENTED_ADDRESS in code, f"{where}: the example does not name the documented address"
+    package = tmp_path / "node_modules" / "@retrieval-service" / "client"
+    package.parent.mkdir(parents=True)
+    package.symlink_to(TYPESCRIPT, target_is_directory=True)
+    script = tmp_path / "example.mjs"
+    script.write_text(code.replace(DOCUMENTED_ADDRESS, url), encoding="utf-8")
+    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, f"{where}:\n{done.stderr}"
     assert done.stdout.strip(), f"{where} printed nothing"

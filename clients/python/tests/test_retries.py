@@ -97,15 +97,21 @@ def test_a_500_with_retry_after_is_retried_and_one_without_time_is_raised(flaky_
     assert caught.value.status == 500 and caught.value.retry_after_s == 1
 
 
-def test_a_service_that_never_answers_times_out_by_name() -> None:
+def test_a_service_that_never_answers_times_out_by_name_after_its_attempts() -> None:
     listener = socket.create_server(("127.0.0.1", 0))  # accepts connections, never answers
     try:
-        port = listener.getsockname()[1]
-        with RetrievalClient(f"http://127.0.0.1:{port}", timeout_s=0.5) as client:
+        base = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with RetrievalClient(base, timeout_s=0.5, max_attempts=2) as client:
             started = time.monotonic()
             with pytest.raises(RetrievalTimeoutError, match="no answer within 0.5 s"):
                 client.health()
-            assert time.monotonic() - started < 3
+            # Two attempts of 0.5 s with 0.5 s between them: a read is sent again.
+            assert 1.4 < time.monotonic() - started < 3
+            started = time.monotonic()
+            with pytest.raises(RetrievalTimeoutError):
+                client.refresh_store("sample")
+            # A refresh changes state: sent once.
+            assert time.monotonic() - started < 1.2
     finally:
         listener.close()
 

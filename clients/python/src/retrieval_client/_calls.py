@@ -29,7 +29,8 @@ CONTENT_TYPES = {
 
 @dataclass(frozen=True)
 class Call:
-    """One request: `ok` lists the statuses that are answers rather than errors."""
+    """One request: `ok` lists the statuses that are answers rather than errors; `repeatable`, whether
+    an attempt that got no answer (a time-out, a dropped connection) may be sent again."""
 
     method: str
     path: str
@@ -37,6 +38,7 @@ class Call:
     body: Any = None
     ok: frozenset[int] = frozenset({200, 201})
     headers: dict[str, str] = field(default_factory=dict)
+    repeatable: bool = True
 
 
 NO_CONTENT = frozenset({204})
@@ -88,8 +90,8 @@ def delete_store(store: str) -> Call:
 
 
 def refresh_store(store: str) -> Call:
-    """POST /stores/{store}/refresh."""
-    return Call("POST", f"{store_path(store)}/refresh")
+    """POST /stores/{store}/refresh: the one POST that changes state, so not sent again blindly."""
+    return Call("POST", f"{store_path(store)}/refresh", repeatable=False)
 
 
 def list_documents(

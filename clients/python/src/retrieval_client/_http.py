@@ -12,7 +12,12 @@ from urllib.parse import quote
 import httpx
 
 from retrieval_client.error_codes import ERRORS_BY_CODE
-from retrieval_client.errors import RetrievalApiError
+from retrieval_client.errors import (
+    RetrievalApiError,
+    RetrievalConnectionError,
+    RetrievalError,
+    RetrievalTimeoutError,
+)
 
 API = "/api/v1"
 API_KEY_HEADER = "x-api-key"
@@ -33,7 +38,7 @@ class Options:
 
     base_url: str
     api_key: str | None = None
-    timeout_s: float = 30.0
+    timeout_s: float = 60.0
     deadline_s: float = 120.0
     max_attempts: int = 4
 
@@ -78,7 +83,7 @@ def retry_after_s(response: httpx.Response) -> float | None:
 
 
 def retry_delay_s(response: httpx.Response, attempt: int) -> float | None:
-    """How long to wait before attempt `attempt + 1` after this answer; None when it is not retried."""
+    """How long to wait after attempt `attempt` (1-based) got this answer; None when it is not retried."""
     after = retry_after_s(response)
     if response.status_code in RETRIED_STATUSES or (response.status_code >= 500 and after is not None):
         return after if after is not None else backoff_s(attempt)
@@ -86,8 +91,31 @@ def retry_delay_s(response: httpx.Response, attempt: int) -> float | None:
 
 
 def backoff_s(attempt: int) -> float:
-    """The wait after failed attempt `attempt` (0-based) when the service named none."""
-    return float(min(MAX_BACKOFF_S, 0.5 * 2**attempt))
+    """The wait after failed attempt `attempt` (1-based) when the service named none: 0.5 s doubling."""
+    return float(min(MAX_BACKOFF_S, 0.5 * 2 ** (attempt - 1)))
+
+
+def attempt_timeout_s(options: Options, deadline: float) -> float:
+    """The time-out of the next attempt: `timeout_s`, or what is left before the deadline if less."""
+    return max(0.001, min(options.timeout_s, deadline - time.monotonic()))
+
+
+def transport_failure(
+    method: str, path: str, exc: httpx.TransportError, timeout_s: float, attempt: int, repeatable: bool
+) -> tuple[RetrievalError, float | None]:
+    """The error of an attempt that got no answer, and the wait before the next (None: not repeated)."""
+    failure: RetrievalError
+    if isinstance(exc, httpx.TimeoutException):
+        failure = RetrievalTimeoutError(f"{method} {path}: no answer within {timeout_s:.1f} s")
+    else:
+        failure = RetrievalConnectionError(f"{method} {path}: {exc!r}")
+    failure.__cause__ = exc
+    return failure, backoff_s(attempt) if repeatable else None
+
+
+def out_of_time(wait_s: float, attempt: int, options: Options, deadline: float) -> bool:
+    """Whether a retry after attempt `attempt` and `wait_s` would be one attempt too many or end too late."""
+    return attempt >= options.max_attempts or time.monotonic() + wait_s > deadline
 
 
 def api_error(response: httpx.Response) -> RetrievalApiError:

@@ -53,7 +53,17 @@ def answer_event(event: tuple[str, dict[str, Any]], response: httpx.Response) ->
     if name == "error":
         from retrieval_client._http import api_error
 
-        raise api_error(httpx.Response(500, json=data, headers=response.headers))
+        # The stream's own status (200): the error came after it began.
+        raise api_error(httpx.Response(response.status_code, json=data, headers=response.headers))
     if name not in ("delta", "citation", "done"):
         raise ValueError(f"unexpected event {name!r} in an answer stream")
     return AnswerEvent(cast(AnswerEventName, name), data)
+
+
+def events_of_answer(answer: dict[str, Any]) -> list[AnswerEvent]:
+    """The events a stream would have given for a whole answer: its text, its citations, then done."""
+    return [
+        AnswerEvent("delta", {"text": answer["text"]}),
+        *(AnswerEvent("citation", citation) for citation in answer["citations"]),
+        AnswerEvent("done", answer),
+    ]

@@ -14,10 +14,17 @@ import httpx
 from typing_extensions import Unpack
 
 from retrieval_client import _calls as calls
-from retrieval_client._http import Options, api_error, retry_delay_s
-from retrieval_client._sse import AnswerEvent, EventReader, answer_event
+from retrieval_client._http import (
+    Options,
+    api_error,
+    attempt_timeout_s,
+    out_of_time,
+    retry_delay_s,
+    transport_failure,
+)
+from retrieval_client._sse import AnswerEvent, EventReader, answer_event, events_of_answer
 from retrieval_client.error_codes import DocumentNotFoundError
-from retrieval_client.errors import RetrievalApiError, RetrievalConnectionError, RetrievalTimeoutError
+from retrieval_client.errors import RetrievalApiError, RetrievalError
 from retrieval_client.folder_sync import Progress, SyncReport, is_stored, local_files, sources_gone
 from retrieval_client.models import (
     AnswerRequest,
@@ -65,7 +72,7 @@ class AsyncRetrievalClient:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout_s: float = 30.0,
+        timeout_s: float = 60.0,
         deadline_s: float = 120.0,
         max_attempts: int = 4,
         http_client: httpx.AsyncClient | None = None,
@@ -91,40 +98,33 @@ class AsyncRetrievalClient:
         deadline = time.monotonic() + self.options.deadline_s
         attempt = 0
         while True:
-            remaining = deadline - time.monotonic()
+            attempt += 1
+            timeout_s = attempt_timeout_s(self.options, deadline)
             request = self._http.build_request(
                 call.method,
                 self.options.base_url + call.path,
                 params=call.params,
                 json=call.body,
                 headers={**self.options.headers(), **call.headers},
-                timeout=max(0.001, min(self.options.timeout_s, remaining)),
+                timeout=timeout_s,
             )
+            failure: RetrievalError
             try:
                 response = await self._http.send(request, stream=stream)
-            except httpx.TimeoutException as exc:
-                waited = min(self.options.timeout_s, remaining)
-                raise RetrievalTimeoutError(
-                    f"{call.method} {call.path}: no answer within {waited:.1f} s"
-                ) from exc
             except httpx.TransportError as exc:
-                # Nothing was answered: sent again while attempts and time remain.
-                delay = min(0.5 * 2**attempt, 8.0)
-                attempt += 1
-                if attempt >= self.options.max_attempts or time.monotonic() + delay >= deadline:
-                    raise RetrievalConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
-                await anyio.sleep(delay)
-                continue
-            if response.status_code in call.ok:
-                return response
-            if stream:
-                await response.aread()
+                failure, wait_s = transport_failure(
+                    call.method, call.path, exc, timeout_s, attempt, call.repeatable
+                )
+            else:
+                if response.status_code in call.ok:
+                    return response
+                if stream:
+                    await response.aread()
                 await response.aclose()
-            retry = retry_delay_s(response, attempt)
-            attempt += 1
-            if retry is None or attempt >= self.options.max_attempts or time.monotonic() + retry > deadline:
-                raise api_error(response)
-            await anyio.sleep(retry)
+                failure, wait_s = api_error(response), retry_delay_s(response, attempt)
+            if wait_s is None or out_of_time(wait_s, attempt, self.options, deadline):
+                raise failure
+            await anyio.sleep(wait_s)
 
     async def _json(self, call: calls.Call) -> Any:
         return (await self._send(call)).json()
@@ -146,13 +146,15 @@ class AsyncRetrievalClient:
     async def answer_stream(self, **body: Unpack[AnswerRequest]) -> AsyncIterator[AnswerEvent]:
         """POST /rag/answer as server-sent events: `delta` pieces, each `citation`, then `done`.
 
-        A service that does not stream (behind API Gateway) answers JSON: it comes as one `done` event.
+        A service that does not stream (behind API Gateway) answers JSON: the same events are made from
+        it (one `delta` with the whole text).
         """
         response = await self._send(calls.answer_stream(body), stream=True)
         try:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 await response.aread()
-                yield AnswerEvent("done", response.json())
+                for whole in events_of_answer(response.json()):
+                    yield whole
                 return
             reader = EventReader()
             async for line in response.aiter_lines():

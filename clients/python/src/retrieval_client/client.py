@@ -13,10 +13,17 @@ import httpx
 from typing_extensions import Unpack
 
 from retrieval_client import _calls as calls
-from retrieval_client._http import Options, api_error, retry_delay_s
-from retrieval_client._sse import AnswerEvent, EventReader, answer_event
+from retrieval_client._http import (
+    Options,
+    api_error,
+    attempt_timeout_s,
+    out_of_time,
+    retry_delay_s,
+    transport_failure,
+)
+from retrieval_client._sse import AnswerEvent, EventReader, answer_event, events_of_answer
 from retrieval_client.error_codes import DocumentNotFoundError
-from retrieval_client.errors import RetrievalApiError, RetrievalConnectionError, RetrievalTimeoutError
+from retrieval_client.errors import RetrievalApiError, RetrievalError
 from retrieval_client.folder_sync import Progress, SyncReport, is_stored, local_files, sources_gone
 from retrieval_client.models import (
     AnswerRequest,
@@ -64,7 +71,7 @@ class RetrievalClient:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout_s: float = 30.0,
+        timeout_s: float = 60.0,
         deadline_s: float = 120.0,
         max_attempts: int = 4,
         http_client: httpx.Client | None = None,
@@ -90,40 +97,33 @@ class RetrievalClient:
         deadline = time.monotonic() + self.options.deadline_s
         attempt = 0
         while True:
-            remaining = deadline - time.monotonic()
+            attempt += 1
+            timeout_s = attempt_timeout_s(self.options, deadline)
             request = self._http.build_request(
                 call.method,
                 self.options.base_url + call.path,
                 params=call.params,
                 json=call.body,
                 headers={**self.options.headers(), **call.headers},
-                timeout=max(0.001, min(self.options.timeout_s, remaining)),
+                timeout=timeout_s,
             )
+            failure: RetrievalError
             try:
                 response = self._http.send(request, stream=stream)
-            except httpx.TimeoutException as exc:
-                waited = min(self.options.timeout_s, remaining)
-                raise RetrievalTimeoutError(
-                    f"{call.method} {call.path}: no answer within {waited:.1f} s"
-                ) from exc
             except httpx.TransportError as exc:
-                # Nothing was answered: sent again while attempts and time remain.
-                delay = min(0.5 * 2**attempt, 8.0)
-                attempt += 1
-                if attempt >= self.options.max_attempts or time.monotonic() + delay >= deadline:
-                    raise RetrievalConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
-                time.sleep(delay)
-                continue
-            if response.status_code in call.ok:
-                return response
-            if stream:
-                response.read()
+                failure, wait_s = transport_failure(
+                    call.method, call.path, exc, timeout_s, attempt, call.repeatable
+                )
+            else:
+                if response.status_code in call.ok:
+                    return response
+                if stream:
+                    response.read()
                 response.close()
-            retry = retry_delay_s(response, attempt)
-            attempt += 1
-            if retry is None or attempt >= self.options.max_attempts or time.monotonic() + retry > deadline:
-                raise api_error(response)
-            time.sleep(retry)
+                failure, wait_s = api_error(response), retry_delay_s(response, attempt)
+            if wait_s is None or out_of_time(wait_s, attempt, self.options, deadline):
+                raise failure
+            time.sleep(wait_s)
 
     def _json(self, call: calls.Call) -> Any:
         return self._send(call).json()
@@ -145,13 +145,14 @@ class RetrievalClient:
     def answer_stream(self, **body: Unpack[AnswerRequest]) -> Iterator[AnswerEvent]:
         """POST /rag/answer as server-sent events: `delta` pieces, each `citation`, then `done`.
 
-        A service that does not stream (behind API Gateway) answers JSON: it comes as one `done` event.
+        A service that does not stream (behind API Gateway) answers JSON: the same events are made from
+        it (one `delta` with the whole text).
         """
         response = self._send(calls.answer_stream(body), stream=True)
         try:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 response.read()
-                yield AnswerEvent("done", response.json())
+                yield from events_of_answer(response.json())
                 return
             reader = EventReader()
             for line in response.iter_lines():

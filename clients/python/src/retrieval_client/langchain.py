@@ -35,7 +35,7 @@ class RetrievalServiceRetriever(BaseRetriever):
     top_k: int = Field(default=4, ge=1, le=100)
     grade: float = Field(default=0.0, ge=0.0, le=1.0)
     search_options: dict[str, Any] = Field(default_factory=dict)
-    timeout_s: float = 30.0
+    timeout_s: float = 60.0
     deadline_s: float = 120.0
 
     _client: RetrievalClient | None = PrivateAttr(default=None)

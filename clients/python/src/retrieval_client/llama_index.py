@@ -37,7 +37,7 @@ class RetrievalServiceRetriever(BaseRetriever):
         top_k: int = 4,
         grade: float = 0.0,
         search_options: dict[str, Any] | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = 60.0,
         deadline_s: float = 120.0,
         **kwargs: Any,
     ) -> None:
