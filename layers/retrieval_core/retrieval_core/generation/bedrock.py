@@ -36,8 +36,6 @@ without text, as 502 `generation_provider_error`.
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from retrieval_core.clients.attempts import RetryableFailure, with_attempts
 from retrieval_core.clients.aws import AwsFailure, aws_failure, lazy_aws_client, own_retries_options
 from retrieval_core.clients.deadline import request_deadline
 from retrieval_core.clients.retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S
+from retrieval_core.clients.stream_reader import StreamReader
 from retrieval_core.exceptions import (
     ConfigurationError,
     GenerationProviderError,
@@ -154,7 +153,7 @@ class BedrockGenerator:
             while True:
                 try:
                     event = feed.next(deadline)
-                except _OutOfTime:
+                except TimeoutError:
                     raise give_up(
                         f"{label}: the stream did not end within {_BUDGET} or the request's deadline",
                         {},
@@ -166,29 +165,29 @@ class BedrockGenerator:
                         message = f"{label}: {failure.reason} after the first text"
                         raise give_up(message, failure.details, out_of_time=failure.timed_out) from exc
                     raise failure from exc
-                if event is _END:
+                if event is None:
                     break
                 yield from answer.add_events([event])
         finally:
-            feed.stop()
+            feed.close()
         yield answer.generation(label, request.model)
 
     # One attempt.
 
     def _converse(self, client: Any, body: dict[str, Any], model: str, remaining_s: float) -> Any:
-        feed = _Feed(lambda: iter([client.converse(modelId=model, **body)]), "bedrock-converse")
+        feed = StreamReader(lambda: iter([client.converse(modelId=model, **body)]), "bedrock-converse")
         try:
             return feed.next(time.monotonic() + remaining_s)
-        except _OutOfTime:
+        except TimeoutError:
             raise RetryableFailure("no answer within the time left", timed_out=True) from None
         except Exception as exc:
             raise self._error_for(exc, model) from exc
         finally:
-            feed.stop()
+            feed.close()
 
     def _open_stream(
         self, client: Any, body: dict[str, Any], model: str, remaining_s: float
-    ) -> tuple[_Feed, list[Any]]:
+    ) -> tuple[StreamReader[Any], list[Any]]:
         """Open the stream and read it up to its first text delta (or its end): retries stop there."""
 
         def events() -> Iterator[Any]:
@@ -199,19 +198,19 @@ class BedrockGenerator:
                 stream.close()
 
         attempt_deadline = time.monotonic() + remaining_s
-        feed = _Feed(events, "bedrock-converse-stream")
+        feed = StreamReader(events, "bedrock-converse-stream")
         pending: list[Any] = []
         try:
             while not pending or not _is_text_delta(pending[-1]):
                 event = feed.next(attempt_deadline)
-                if event is _END:
+                if event is None:
                     break
                 pending.append(event)
-        except _OutOfTime:
-            feed.stop()
+        except TimeoutError:
+            feed.close()
             raise RetryableFailure("no text within the time left", timed_out=True) from None
         except Exception as exc:
-            feed.stop()
+            feed.close()
             raise self._error_for(exc, model) from exc
         return feed, pending
 
@@ -386,62 +385,3 @@ class _Answer:
 
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) else None
-
-
-class _OutOfTime(Exception):
-    """The deadline passed before the call gave its next result."""
-
-
-# What `_Feed.next` returns once the call has given all its results.
-_END: Any = object()
-
-
-class _Feed:
-    """A blocking botocore call run in a daemon thread, whose results are read up to a deadline.
-
-    `produce` returns an iterator of results (a stream's events, or the one response); the thread stops
-    reading it at the next result after `stop()`, and closes it.
-    """
-
-    def __init__(self, produce: Callable[[], Iterator[Any]], name: str) -> None:
-        self._results: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._stopped = threading.Event()
-        self._ended = False
-        threading.Thread(target=self._run, args=(produce,), name=name, daemon=True).start()
-
-    def _run(self, produce: Callable[[], Iterator[Any]]) -> None:
-        try:
-            results = produce()
-            try:
-                for result in results:
-                    self._results.put(("result", result))
-                    if self._stopped.is_set():
-                        return
-            finally:
-                close = getattr(results, "close", None)
-                if close is not None:
-                    close()
-        except Exception as exc:  # noqa: BLE001  (handed to the reader, who raises it)
-            self._results.put(("error", exc))
-        else:
-            self._results.put(("end", None))
-
-    def next(self, deadline: float) -> Any:
-        """The next result, `_END` after the last; raises the call's error, or _OutOfTime at `deadline`."""
-        if self._ended:
-            return _END
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _OutOfTime
-        try:
-            kind, value = self._results.get(timeout=remaining)
-        except queue.Empty:
-            raise _OutOfTime from None
-        if kind == "error":
-            raise value
-        self._ended = kind == "end"
-        return _END if self._ended else value
-
-    def stop(self) -> None:
-        """Stop reading: nobody waits for the results any more."""
-        self._stopped.set()

@@ -8,11 +8,9 @@ is tried again only before its first text delta. google-genai is imported on fir
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
@@ -22,6 +20,7 @@ from retrieval_core.clients.genai import build_genai_client, key_rejected
 from retrieval_core.clients.provider_keys import ClientForKey, ProviderKey, gemini_key
 from retrieval_core.clients.retry import MAX_DETAIL_CHARS, RETRY_BASE_DELAY_S, RETRYABLE_STATUSES
 from retrieval_core.clients.secret_store import forget_cached_secrets
+from retrieval_core.clients.stream_reader import StreamReader
 from retrieval_core.exceptions import (
     ConfigurationError,
     GenerationProviderError,
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from google.genai.errors import APIError
     from google.genai.types import GenerateContentConfig, GenerateContentResponse
 
-T = TypeVar("T")
 
 BUDGET = "the generation timeout, GENERATION_TIMEOUT_S,"
 UNREACHABLE = "the Gemini API could not be reached"
@@ -163,19 +161,20 @@ class GeminiGenerator:
 
     def _open_stream(
         self, request: GenerationRequest, key: SecretStr, client: Client, deadline: float
-    ) -> tuple[_Reader[GenerateContentResponse], list[GenerateContentResponse], bool]:
+    ) -> tuple[StreamReader[GenerateContentResponse], list[GenerateContentResponse], bool]:
         """A stream read up to its first chunk with text, attempts permitting: the reader, the chunks
         read, and whether the stream already ended. Until that chunk nothing was yielded, so a failure
         may be tried again."""
 
         def attempt(
             remaining_s: float,
-        ) -> tuple[_Reader[GenerateContentResponse], list[GenerateContentResponse], bool]:
+        ) -> tuple[StreamReader[GenerateContentResponse], list[GenerateContentResponse], bool]:
             config = _config(request, remaining_s)
-            reader = _Reader(
+            reader = StreamReader(
                 lambda: client.models.generate_content_stream(
                     model=request.model, contents=request.prompt, config=config
-                )
+                ),
+                "gemini-generate-stream",
             )
             try:
                 responses: list[GenerateContentResponse] = []
@@ -199,14 +198,14 @@ class GeminiGenerator:
         )
 
     def _next(
-        self, reader: _Reader[GenerateContentResponse], until: float, key: SecretStr, model: str
+        self, reader: StreamReader[GenerateContentResponse], until: float, key: SecretStr, model: str
     ) -> GenerateContentResponse | None:
         """The stream's next chunk (None at its end), waiting no later than `until` (monotonic)."""
         from google.genai import errors
 
         try:
             with transport_failures(UNREACHABLE):
-                return reader.next(until - time.monotonic())
+                return reader.next(until)
         except TimeoutError as exc:
             raise RetryableFailure(
                 "no answer within the timeout (the stream stalled)", timed_out=True
@@ -261,54 +260,6 @@ class GeminiGenerator:
         return GenerationProviderError(
             f"{label}: the Gemini API answered {status}: {detail}{hint}", {"status": exc.code}
         )
-
-
-class _Reader(Generic[T]):
-    """Iterates a blocking stream in a worker thread, so that waiting for the next item can end at a
-    deadline: an HTTP read timeout restarts with every byte received, and cannot bound a stalled stream.
-    """
-
-    _END: Any = object()
-
-    def __init__(self, open_stream: Callable[[], Iterator[T]]) -> None:
-        self._items: queue.Queue[tuple[bool, Any]] = queue.Queue()
-        self._closed = threading.Event()
-        threading.Thread(
-            target=self._read, args=(open_stream,), name="generation-stream", daemon=True
-        ).start()
-
-    def _read(self, open_stream: Callable[[], Iterator[T]]) -> None:
-        stream: Iterator[T] | None = None
-        try:
-            stream = open_stream()
-            for item in stream:
-                if self._closed.is_set():
-                    return
-                self._items.put((True, item))
-        except Exception as exc:  # noqa: BLE001  (handed to the reading thread, which raises it)
-            self._items.put((False, exc))
-        else:
-            self._items.put((True, self._END))
-        finally:
-            # A generator given up on releases its connection now, not when it is collected.
-            close = getattr(stream, "close", None)
-            if callable(close):
-                close()
-
-    def next(self, timeout_s: float) -> T | None:
-        """The next item, or None at the end. Raises what the stream raised, or TimeoutError after
-        `timeout_s`."""
-        try:
-            ok, item = self._items.get(timeout=max(0.0, timeout_s))
-        except queue.Empty:
-            raise TimeoutError from None
-        if not ok:
-            raise item
-        return None if item is self._END else item
-
-    def close(self) -> None:
-        """Stop reading: the worker ends at the stream's next item (or its own read timeout)."""
-        self._closed.set()
 
 
 def _label(model: str) -> str:
