@@ -292,9 +292,12 @@ def test_a_put_object_becomes_searchable_and_its_delete_removes_it(sync: Sync) -
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
 
 
-def test_a_csv_of_100000_rows_put_in_s3_loads(sync: Sync) -> None:
+def test_a_csv_of_100000_rows_put_in_s3_loads(sync: Sync, configure: Any) -> None:
     from retrieval_core import container
 
+    # That the rows load is checked here, not how fast: no parse deadline a busy machine could trip
+    # (test_large_row_sources.py says why).
+    configure(PARSE_TIMEOUT_S="300")
     sync.embedder.inner = HashingEmbedder()  # the write is measured here, not the model
     sync.put("exports/rows.csv", rows_csv(100_000), "text/csv")
     sync.sync()
