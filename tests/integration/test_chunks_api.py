@@ -67,7 +67,8 @@ def test_a_pdf_gives_each_chunk_its_page_number(client: TestClient, store: str) 
 
 def test_markdown_headings_give_each_chunk_its_section(client: TestClient, store: str) -> None:
     md = markdown_bytes(
-        "# Guide\n\nRead this first.\n\n## Install\n\nRun the installer.\n\n## Upgrade\n\nStop the service first.\n"
+        "# Guide\n\nRead this first.\n\n## Install\n\nRun the installer.\n\n"
+        "## Upgrade\n\nStop the service first.\n"
     )
     put_file(client, store, "guide.md", md, "guide.md")
 

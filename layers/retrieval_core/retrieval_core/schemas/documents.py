@@ -236,8 +236,8 @@ class ChunkItem(ResponseModel):
     chunk_index: int = Field(description="Its place in the document, from 0.")
     content: str
     metadata: dict[str, Any] = Field(
-        description="The chunk's stored metadata (the document's, its part's, the title), as retrieve results "
-        "carry it without the documentId and chunkIndex they add."
+        description="The chunk's stored metadata (the document's, its part's, the title), as retrieve "
+        "results carry it without the documentId and chunkIndex they add."
     )
     page_number: int | None = Field(
         description="The 1-based page of a PDF the chunk was cut from (metadata.pageNumber); null otherwise."
