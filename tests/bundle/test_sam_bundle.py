@@ -505,6 +505,13 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
         ),
     ),
     "retrieve-batch-too-many.json": (422, lambda b: b["error"]["message"].startswith("requests")),
+    "list-chunks.json": (
+        200,
+        lambda b: (
+            [(c["id"], c["pageNumber"]) for c in b["chunks"]] == [("k8s-scheduling#0", 12)]
+            and b["nextCursor"] is None
+        ),
+    ),
 }
 # The stores-*.json events walk one store's life in file order (PUT ... DELETE), and the mcp-*.json
 # events answer JSON-RPC: both are checked as the functional tier checks them.

@@ -307,6 +307,16 @@ def check_documents_list(status: int, body: dict[str, Any]) -> None:
     assert body["documents"][0]["title"] == "Onboarding" and body["nextCursor"] is None
 
 
+def check_list_chunks(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["documentId"] == "k8s-scheduling" and body["nextCursor"] is None
+    (chunk,) = body["chunks"]
+    assert chunk["id"] == "k8s-scheduling#0" and chunk["chunkIndex"] == 0
+    assert chunk["content"].startswith("The Kubernetes scheduler watches")
+    assert chunk["pageNumber"] == 12 and chunk["section"] is None
+    assert chunk["metadata"]["fileName"] == "k8s-docs.pdf"
+
+
 def check_documents_delete(status: int, body: dict[str, Any]) -> None:
     assert status == 204 and body == {}
 
@@ -400,6 +410,7 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,
     "health-head.json": check_health_head,
+    "list-chunks.json": check_list_chunks,
     "stores-01-put.json": check_stores_put,
     "stores-02-documents-put-text.json": check_documents_put_text,
     "stores-03-documents-put-markdown.json": check_documents_put_markdown,
@@ -505,6 +516,7 @@ GOOD_EVENTS = {
 }
 GOOD_EVENTS |= {"knowledge-search.json", "resolve-store.json"}
 GOOD_EVENTS |= {
+    "list-chunks.json",
     "stores-01-put.json",
     "stores-02-documents-put-text.json",
     "stores-03-documents-put-markdown.json",

@@ -214,6 +214,7 @@ def test_an_attached_store_is_read_only_and_deleting_it_keeps_the_table(
         client.delete(f"{STORES}/{name}/documents/item-00001"),
         client.get(f"{STORES}/{name}/documents/item-00001"),
         client.get(f"{STORES}/{name}/documents"),
+        client.get(f"{STORES}/{name}/chunks", params={"documentId": "item-00001"}),
     ):
         assert response.status_code == 409, response.text
         assert response.json()["error"]["code"] == "read_only_store"

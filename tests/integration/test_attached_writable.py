@@ -148,10 +148,13 @@ def test_a_writable_table_takes_documents_that_search_sees_at_once(
     with psycopg.connect(postgres_dsn) as conn:
         assert conn.execute("SELECT id FROM team.kb").fetchall() == [("p-1",)]
 
-    # Reading documents back needs the service's own document table: refused, saying what works.
-    listed = client.get(f"{STORES}/{name}/documents")
-    assert listed.status_code == 409 and listed.json()["error"]["code"] == "conflict"
-    assert "through PUT and DELETE of a document only" in listed.json()["error"]["message"]
+    # Reading documents or chunks back needs the service's own tables: refused, saying what works.
+    for listed in (
+        client.get(f"{STORES}/{name}/documents"),
+        client.get(f"{STORES}/{name}/chunks", params={"documentId": "pipeline"}),
+    ):
+        assert listed.status_code == 409 and listed.json()["error"]["code"] == "conflict"
+        assert "through PUT and DELETE of a document only" in listed.json()["error"]["message"]
 
 
 def test_the_same_table_attached_without_writable_stays_read_only(

@@ -27,6 +27,11 @@ async def test_documents_search_answers_and_errors(
             ids = [d["documentId"] async for d in client.iter_documents(store, page_size=1)]
             assert ids == ["a/travel.md", "b#visitors"]
             assert store in [s["name"] async for s in client.iter_stores(page_size=1)]
+            page = await client.list_chunks(store, "a/travel.md", limit=1)
+            assert page["chunks"][0]["id"] == "a/travel.md#0" and page["chunks"][0]["section"] == "Travel"
+            assert page["nextCursor"] is None
+            chunks = [c["content"] async for c in client.iter_chunks(store, "b#visitors", page_size=1)]
+            assert chunks == ["Visitors sign in at the front desk."]
 
             found = await client.retrieve(query="booking flights", grade=0.0, store=store, similarityTopK=1)
             assert found["results"][0]["metadata"]["documentId"] == "a/travel.md"
@@ -41,6 +46,8 @@ async def test_documents_search_answers_and_errors(
             await client.delete_document(store, "b#visitors")
             with pytest.raises(DocumentNotFoundError):
                 await client.get_document(store, "b#visitors")
+            with pytest.raises(DocumentNotFoundError):
+                await client.list_chunks(store, "b#visitors")
             async with AsyncRetrievalClient(url, read_key) as reader:
                 with pytest.raises(ForbiddenError):
                     await reader.delete_store(store)

@@ -78,6 +78,40 @@ def test_documents_with_any_id_are_written_read_listed_and_deleted(
     assert [d["documentId"] for d in client.iter_documents(store)] == ["policies/travel.md"]
 
 
+GUIDE = (
+    "# Guide\n\nRead this first.\n\n## Install\n\nRun the installer.\n\n"
+    "## Upgrade\n\nStop the service first.\n"
+)
+
+
+def test_a_documents_chunks_come_in_order_with_their_sections_a_page_at_a_time(
+    client: RetrievalClient, store: str, tmp_path: Path, url: str, read_key: str
+) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE)
+    client.put_file(store, "docs/guide#1.md", guide)
+
+    first = client.list_chunks(store, "docs/guide#1.md", limit=2)
+    assert first["documentId"] == "docs/guide#1.md"
+    assert [c["chunkIndex"] for c in first["chunks"]] == [0, 1] and first["nextCursor"]
+    rest = client.list_chunks(store, "docs/guide#1.md", limit=2, cursor=first["nextCursor"])
+    assert [c["chunkIndex"] for c in rest["chunks"]] == [2] and rest["nextCursor"] is None
+
+    chunks = list(client.iter_chunks(store, "docs/guide#1.md", page_size=1))
+    assert [(c["id"], c["section"], c["pageNumber"]) for c in chunks] == [
+        ("docs/guide#1.md#0", "Guide", None),
+        ("docs/guide#1.md#1", "Guide > Install", None),
+        ("docs/guide#1.md#2", "Guide > Upgrade", None),
+    ]
+    assert chunks[1]["content"].endswith("Run the installer.")
+    assert chunks[1]["metadata"]["fileName"] == "guide.md"
+
+    with pytest.raises(DocumentNotFoundError):
+        client.list_chunks(store, "docs/missing.md")
+    with RetrievalClient(url, read_key) as reader:
+        assert len(list(reader.iter_chunks(store, "docs/guide#1.md"))) == 3
+
+
 def test_search_batch_vector_search_and_answers(client: RetrievalClient, store: str) -> None:
     client.put_document(
         store,

@@ -12,6 +12,7 @@ type Schemas = components["schemas"];
 export type AnswerCitation = Schemas["AnswerCitation"];
 export type AnswerRequest = Schemas["AnswerRequest"];
 export type AnswerResponse = Schemas["AnswerResponse"];
+export type ChunkItem = Schemas["ChunkItem"];
 export type DocumentPutRequest = Schemas["DocumentPutRequest"];
 export type DocumentResponse = Schemas["DocumentResponse"];
 export type DocumentWriteResponse = Schemas["DocumentWriteResponse"];
@@ -224,6 +225,11 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
       call("listDocuments", true, (signal) =>
         api.GET("/api/v1/stores/{store}/documents", { params: { path: { store }, query }, signal }),
       ),
+    /** One page of a document's chunks in chunk order, each with its `pageNumber` and `section`. */
+    listChunks: (store: string, query: OperationQuery<"listChunks">) =>
+      call("listChunks", true, (signal) =>
+        api.GET("/api/v1/stores/{store}/chunks", { params: { path: { store }, query }, signal }),
+      ),
     /** Write a document (`text`, or base64 `content`); `columns` names a table file's columns. */
     putDocument: (
       store: string,
@@ -271,6 +277,20 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
       const page = await methods.listDocuments(store, { ...list, cursor });
       if ("statistics" in page) throw new TypeError("listDocuments answered an ingestion-status page");
       yield* page.documents;
+      cursor = page.nextCursor ?? null;
+    } while (cursor !== null);
+  }
+
+  /** Every chunk of a document, in chunk order, following `nextCursor` page after page. */
+  async function* iterChunks(
+    store: string,
+    documentId: string,
+    list: Pick<ListOptions, "limit"> = {},
+  ): AsyncGenerator<ChunkItem> {
+    let cursor: string | null = null;
+    do {
+      const page = await methods.listChunks(store, { documentId, limit: list.limit, cursor });
+      yield* page.chunks;
       cursor = page.nextCursor ?? null;
     } while (cursor !== null);
   }
@@ -329,7 +349,7 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
     }
   }
 
-  return { ...methods, iterStores, iterDocuments, putFile, answerStream };
+  return { ...methods, iterStores, iterDocuments, iterChunks, putFile, answerStream };
 }
 
 export type RetrievalClient = ReturnType<typeof createRetrievalClient>;

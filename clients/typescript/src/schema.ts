@@ -269,6 +269,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/stores/{store}/chunks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Chunks
+         * @description The chunks of the document `documentId`, in chunk order, `limit` per page (scope read): each with its
+         *     text, metadata, and the page number and section the parser gave it.
+         *
+         *     404 `document_not_found` when the store does not hold the document; 409 for a store attached to an
+         *     existing table (it has no chunks of its own). Pass `nextCursor` back as `cursor` for the next page; it
+         *     is null on the last one.
+         */
+        get: operations["listChunks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/stores/{store}/documents/{document_id}": {
         parameters: {
             query?: never;
@@ -594,6 +619,53 @@ export interface components {
             status: number;
             response?: components["schemas"]["RetrieveResponse"] | null;
             error?: components["schemas"]["ErrorBody"] | null;
+        };
+        /**
+         * ChunkItem
+         * @description One chunk of a document as the parser and chunker made it.
+         */
+        ChunkItem: {
+            /**
+             * Id
+             * @description The chunk id: documentId#chunkIndex (the index is after the last #).
+             */
+            id: string;
+            /**
+             * Chunkindex
+             * @description Its place in the document, from 0.
+             */
+            chunkIndex: number;
+            /** Content */
+            content: string;
+            /**
+             * Metadata
+             * @description The chunk's stored metadata (the document's, its part's, the title), as retrieve results carry it without the documentId and chunkIndex they add.
+             */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /**
+             * Pagenumber
+             * @description The 1-based page of a PDF the chunk was cut from (metadata.pageNumber); null otherwise.
+             */
+            pageNumber: number | null;
+            /**
+             * Section
+             * @description The heading path above the chunk in Markdown, HTML or DOCX, e.g. 'Guide > Install' (metadata.section); null otherwise.
+             */
+            section: string | null;
+        };
+        /**
+         * ChunkListResponse
+         * @description A page of a document's chunks in chunk order; `nextCursor` null on the last page.
+         */
+        ChunkListResponse: {
+            /** Documentid */
+            documentId: string;
+            /** Chunks */
+            chunks: components["schemas"]["ChunkItem"][];
+            /** Nextcursor */
+            nextCursor: string | null;
         };
         /**
          * ChunkResult
@@ -2904,6 +2976,104 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Over the credential's rate limit; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description API keys could not be read */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listChunks: {
+        parameters: {
+            query: {
+                documentId: string;
+                limit?: number;
+                cursor?: string | null;
+            };
+            header?: never;
+            path: {
+                store: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChunkListResponse"];
+                };
+            };
+            /** @description Missing or invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -192,6 +192,49 @@ describe("a store from creation to deletion", () => {
   });
 });
 
+describe("a document's chunks", () => {
+  const store = `ts-chunks-${process.pid}-${Date.now()}`;
+  const guide = new TextEncoder().encode(
+    "# Guide\n\nRead this first.\n\n## Install\n\nRun the installer.\n\n## Upgrade\n\nStop the service first.\n",
+  );
+
+  after(async () => {
+    await client.deleteStore(store).catch(() => undefined);
+  });
+
+  it("listChunks pages a Markdown file's chunks in order, each with its section", async () => {
+    await client.putStore(store);
+    await client.putFile(store, "docs/guide#1.md", guide, { fileName: "guide.md" });
+    const first = await client.listChunks(store, { documentId: "docs/guide#1.md", limit: 2 });
+    assert.equal(first.documentId, "docs/guide#1.md");
+    assert.deepEqual(
+      first.chunks.map((chunk) => [chunk.id, chunk.chunkIndex, chunk.section, chunk.pageNumber]),
+      [
+        ["docs/guide#1.md#0", 0, "Guide", null],
+        ["docs/guide#1.md#1", 1, "Guide > Install", null],
+      ],
+    );
+    assert.equal(typeof first.nextCursor, "string");
+    const rest = await client.listChunks(store, { documentId: "docs/guide#1.md", limit: 2, cursor: first.nextCursor });
+    assert.deepEqual(
+      rest.chunks.map((chunk) => chunk.section),
+      ["Guide > Upgrade"],
+    );
+    assert.equal(rest.nextCursor, null);
+    assert.match(rest.chunks[0]?.content ?? "", /Stop the service first\.$/);
+    assert.equal(rest.chunks[0]?.metadata["fileName"], "guide.md");
+  });
+
+  it("iterChunks follows every nextCursor; an unknown document is document_not_found", async () => {
+    const indexes: number[] = [];
+    for await (const chunk of client.iterChunks(store, "docs/guide#1.md", { limit: 1 })) indexes.push(chunk.chunkIndex);
+    assert.deepEqual(indexes, [0, 1, 2]);
+    const error = await rejection(client.listChunks(store, { documentId: "docs/missing.md" }));
+    assert.equal(error.status, 404);
+    assert.equal(error.code, "document_not_found");
+  });
+});
+
 describe("answers", () => {
   const question = { query: "How does Kubernetes decide which node runs a pod?", grade: 0.1, store: "sample" };
 

@@ -102,6 +102,12 @@ def list_documents(
     return Call("GET", f"{store_path(store)}/documents", params=params)
 
 
+def list_chunks(store: str, document_id: str, limit: int | None, cursor: str | None) -> Call:
+    """GET /stores/{store}/chunks?documentId=, one page of the document's chunks."""
+    params = query(documentId=document_id, limit=limit, cursor=cursor)
+    return Call("GET", f"{store_path(store)}/chunks", params=params)
+
+
 def put_document(store: str, document_id: str, body: Mapping[str, Any], table: Mapping[str, Any]) -> Call:
     """PUT /stores/{store}/documents/{documentId}, with the table options of a CSV or JSON Lines file."""
     return Call("PUT", document_path(store, document_id), params=query(**table), body=dict(body))

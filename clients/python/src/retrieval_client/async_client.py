@@ -29,6 +29,8 @@ from retrieval_client.folder_sync import Progress, SyncReport, is_stored, local_
 from retrieval_client.models import (
     AnswerRequest,
     AnswerResponse,
+    ChunkItem,
+    ChunkListResponse,
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
@@ -255,6 +257,26 @@ class AsyncRetrievalClient:
             page = await self.list_documents(store, prefix=prefix, limit=page_size, cursor=cursor)
             for document in page["documents"]:
                 yield document
+            if not (cursor := page["nextCursor"]):
+                return
+
+    async def list_chunks(
+        self, store: str, document_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> ChunkListResponse:
+        """GET /stores/{store}/chunks?documentId=: one page of the document's chunks in chunk order, each with
+        its pageNumber and section (or use iter_chunks)."""
+        call = calls.list_chunks(store, document_id, limit, cursor)
+        return cast(ChunkListResponse, await self._json(call))
+
+    async def iter_chunks(
+        self, store: str, document_id: str, *, page_size: int | None = None
+    ) -> AsyncIterator[ChunkItem]:
+        """Every chunk of the document, in chunk order, page after page."""
+        cursor = None
+        while True:
+            page = await self.list_chunks(store, document_id, limit=page_size, cursor=cursor)
+            for chunk in page["chunks"]:
+                yield chunk
             if not (cursor := page["nextCursor"]):
                 return
 

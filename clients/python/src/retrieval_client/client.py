@@ -28,6 +28,8 @@ from retrieval_client.folder_sync import Progress, SyncReport, is_stored, local_
 from retrieval_client.models import (
     AnswerRequest,
     AnswerResponse,
+    ChunkItem,
+    ChunkListResponse,
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
@@ -250,6 +252,25 @@ class RetrievalClient:
         while True:
             page = self.list_documents(store, prefix=prefix, limit=page_size, cursor=cursor)
             yield from page["documents"]
+            if not (cursor := page["nextCursor"]):
+                return
+
+    def list_chunks(
+        self, store: str, document_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> ChunkListResponse:
+        """GET /stores/{store}/chunks?documentId=: one page of the document's chunks in chunk order, each with
+        its pageNumber and section (or use iter_chunks)."""
+        call = calls.list_chunks(store, document_id, limit, cursor)
+        return cast(ChunkListResponse, self._json(call))
+
+    def iter_chunks(
+        self, store: str, document_id: str, *, page_size: int | None = None
+    ) -> Iterator[ChunkItem]:
+        """Every chunk of the document, in chunk order, page after page."""
+        cursor = None
+        while True:
+            page = self.list_chunks(store, document_id, limit=page_size, cursor=cursor)
+            yield from page["chunks"]
             if not (cursor := page["nextCursor"]):
                 return
 

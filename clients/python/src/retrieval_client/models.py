@@ -34,6 +34,29 @@ class AnswerTimings(TypedDict):
     total: NotRequired[float]
 
 
+class ChunkItem(TypedDict):
+    """
+    One chunk of a document as the parser and chunker made it.
+    """
+
+    id: str
+    chunkIndex: int
+    content: str
+    metadata: dict[str, Any]
+    pageNumber: int | None
+    section: str | None
+
+
+class ChunkListResponse(TypedDict):
+    """
+    A page of a document's chunks in chunk order; `nextCursor` null on the last page.
+    """
+
+    documentId: str
+    chunks: list[ChunkItem]
+    nextCursor: str | None
+
+
 class ChunkResult(TypedDict):
     """
     One retrieved chunk, with its metadata.

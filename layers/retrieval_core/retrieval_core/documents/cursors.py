@@ -1,10 +1,11 @@
-"""Paged listings (documents, stores): the page size's bounds, and the opaque cursors, each the last key of
-a page in URL-safe base64."""
+"""Paged listings (documents, stores, a document's chunks): the page size's bounds, and the opaque cursors,
+each the last key of a page in URL-safe base64."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 
 from retrieval_core.documents.exceptions import InvalidCursorError
 from retrieval_core.documents.prepare import STORE_NAME
@@ -14,6 +15,8 @@ DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 MAX_CURSOR = 2048  # characters; a cursor of ours holds a key of at most 1,024 bytes
 MAX_STORE_PREFIX = 128  # a store name's length: a longer prefix matches no store
+MAX_CHUNK_INDEX = 2**31 - 1  # chunks.chunk_index is a PostgreSQL integer
+_CHUNK_INDEX = re.compile(r"[0-9]{1,10}")
 
 
 def check_page_limit(limit: int) -> None:
@@ -23,7 +26,7 @@ def check_page_limit(limit: int) -> None:
 
 
 def encode_cursor(last_key: str) -> str:
-    """The opaque cursor of the page after `last_key` (a document id, a store name)."""
+    """The opaque cursor of the page after `last_key` (a document id, a store name, a chunk index)."""
     return base64.urlsafe_b64encode(last_key.encode("utf-8")).decode("ascii").rstrip("=")
 
 
@@ -49,3 +52,13 @@ def store_cursor(cursor: str) -> str:
     if not STORE_NAME.fullmatch(name):
         raise InvalidCursorError("not_a_store_name", "does not continue a store list: it holds no store name")
     return name
+
+
+def chunk_cursor(cursor: str) -> int:
+    """The chunk index a chunk list's cursor continues after; InvalidCursorError (422) when it holds none."""
+    key = decode_cursor(cursor)
+    if not _CHUNK_INDEX.fullmatch(key) or int(key) > MAX_CHUNK_INDEX:
+        raise InvalidCursorError(
+            "not_a_chunk_index", "does not continue a chunk list: it holds no chunk index"
+        )
+    return int(key)

@@ -161,3 +161,13 @@ class DocumentInfo:
     created_at: datetime
     updated_at: datetime
     written_by: str | None = None  # the credential of its last change (None: written before the audit trail)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkInfo:
+    """A stored chunk: its id (`{documentId}#{chunkIndex}`), place, text and metadata."""
+
+    id: str
+    chunk_index: int
+    content: str
+    metadata: dict[str, Any]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from retrieval_core.backends.pgvector.service import RetrievalService
+from retrieval_core.db import document_chunks as chunk_sql
 from retrieval_core.db import document_status as status_sql
 from retrieval_core.db import documents as sql
 from retrieval_core.db import stores as store_sql
@@ -30,12 +31,14 @@ from retrieval_core.documents import audit_trail, ingest_status
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
 from retrieval_core.documents.cursors import (
     check_page_limit,
+    chunk_cursor,
     decode_cursor,
     encode_cursor,
 )
 from retrieval_core.documents.exceptions import ForeignDocumentError, TooManyRecordsError
 from retrieval_core.documents.models import (
     Actor,
+    ChunkInfo,
     DocumentInfo,
     Sequence,
     SourceInput,
@@ -304,6 +307,27 @@ class DocumentService(StoreOperations):
         page = [DocumentInfo(*r) for r in rows[:limit]]
         return page, (encode_cursor(page[-1].id) if len(rows) > limit else None)
 
+    def list_chunks(
+        self,
+        store: str,
+        document_id: str,
+        limit: int = 100,
+        cursor: str | None = None,
+        grant: Grant = OPEN_GRANT,
+    ) -> tuple[list[ChunkInfo], str | None]:
+        """The document's chunks in chunk order, and the cursor of the next page; DocumentNotFoundError
+        (404) when the store does not hold the document."""
+        grant.require("read", store)
+        check_page_limit(limit)
+        after = chunk_cursor(cursor) if cursor else None
+        with database_errors("listing chunks"), self._connection() as conn:
+            found = self._documents_of(conn, store)
+            rows = chunk_sql.list_chunks(conn, found, document_id, after, limit + 1)
+            if not rows and not chunk_sql.document_exists(conn, found, document_id):
+                raise DocumentNotFoundError(store, document_id)
+        page = [ChunkInfo(*r) for r in rows[:limit]]
+        return page, (encode_cursor(str(page[-1].chunk_index)) if len(rows) > limit else None)
+
     def source_hashes(
         self, store: str, grant: Grant = OPEN_GRANT, table: TableOptions = DEFAULT_TABLE_OPTIONS
     ) -> dict[str, str]:
@@ -432,7 +456,7 @@ class DocumentService(StoreOperations):
         """The store, for reading documents back: an attached store has none of its own (409)."""
         store = self._store(conn, name)
         if store.source is not None:
-            raise not_through_documents_api(store, "reading documents back (GET, list, sync)")
+            raise not_through_documents_api(store, "reading documents back (GET, list, chunks, sync)")
         return store
 
 

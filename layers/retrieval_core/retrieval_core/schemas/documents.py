@@ -229,6 +229,33 @@ class DocumentListResponse(ResponseModel):
     next_cursor: str | None
 
 
+class ChunkItem(ResponseModel):
+    """One chunk of a document as the parser and chunker made it."""
+
+    id: str = Field(description="The chunk id: documentId#chunkIndex (the index is after the last #).")
+    chunk_index: int = Field(description="Its place in the document, from 0.")
+    content: str
+    metadata: dict[str, Any] = Field(
+        description="The chunk's stored metadata (the document's, its part's, the title), as retrieve "
+        "results carry it without the documentId and chunkIndex they add."
+    )
+    page_number: int | None = Field(
+        description="The 1-based page of a PDF the chunk was cut from (metadata.pageNumber); null otherwise."
+    )
+    section: str | None = Field(
+        description="The heading path above the chunk in Markdown, HTML or DOCX, e.g. 'Guide > Install' "
+        "(metadata.section); null otherwise."
+    )
+
+
+class ChunkListResponse(ResponseModel):
+    """A page of a document's chunks in chunk order; `nextCursor` null on the last page."""
+
+    document_id: str
+    chunks: list[ChunkItem]
+    next_cursor: str | None
+
+
 IngestionOutcome = Literal["ok", "failed", "skipped"]
 
 

@@ -24,13 +24,22 @@ from retrieval_core.api.docs import error_responses
 from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
 from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
-from retrieval_core.documents.models import DocumentInfo, SourceInput, SourceWrite, StoreDefinition, StoreInfo
+from retrieval_core.documents.models import (
+    ChunkInfo,
+    DocumentInfo,
+    SourceInput,
+    SourceWrite,
+    StoreDefinition,
+    StoreInfo,
+)
 from retrieval_core.documents.service import DocumentService
 from retrieval_core.exceptions import DocumentNotFoundError, InvalidRequestError
 from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.tables import TableOptions
 from retrieval_core.schemas.common import Text
 from retrieval_core.schemas.documents import (
+    ChunkItem,
+    ChunkListResponse,
     DocumentListResponse,
     DocumentPutRequest,
     DocumentResponse,
@@ -221,6 +230,30 @@ async def list_documents(
     return DocumentListResponse(documents=[_document_response(d) for d in page], next_cursor=next_cursor)
 
 
+@router.get("/{store}/chunks", response_model=ChunkListResponse, openapi_extra=_errors(409, 422))
+async def list_chunks(
+    store: Text,
+    documents: DocumentsDep,
+    grant: GrantDep,
+    document_id: Annotated[Text, Query(alias="documentId", min_length=1, max_length=1024)],
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None,
+) -> ChunkListResponse:
+    """The chunks of the document `documentId`, in chunk order, `limit` per page (scope read): each with its
+    text, metadata, and the page number and section the parser gave it.
+
+    404 `document_not_found` when the store does not hold the document; 409 for a store attached to an
+    existing table (it has no chunks of its own). Pass `nextCursor` back as `cursor` for the next page; it
+    is null on the last one.
+    """
+    page, next_cursor = await run_in_threadpool(
+        documents.list_chunks, store, document_id, limit, cursor, grant
+    )
+    return ChunkListResponse(
+        document_id=document_id, chunks=[_chunk_item(c) for c in page], next_cursor=next_cursor
+    )
+
+
 @router.put(
     "/{store}/documents/{document_id:path}",
     response_model=DocumentWriteResponse,
@@ -379,4 +412,19 @@ def _document_response(info: DocumentInfo) -> DocumentResponse:
         created_at=info.created_at,
         updated_at=info.updated_at,
         written_by=info.written_by,
+    )
+
+
+def _chunk_item(chunk: ChunkInfo) -> ChunkItem:
+    """A stored chunk, as the HTTP body: `pageNumber` and `section` lifted from its metadata when they are
+    what the parsers write there (an integer page, a text heading path)."""
+    page = chunk.metadata.get("pageNumber")
+    section = chunk.metadata.get("section")
+    return ChunkItem(
+        id=chunk.id,
+        chunk_index=chunk.chunk_index,
+        content=chunk.content,
+        metadata=chunk.metadata,
+        page_number=page if isinstance(page, int) and not isinstance(page, bool) else None,
+        section=section if isinstance(section, str) else None,
     )
