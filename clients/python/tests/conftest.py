@@ -55,3 +55,27 @@ def store(client: RetrievalClient) -> Iterator[str]:
     yield name
     with contextlib.suppress(StoreNotFoundError):  # the test deleted it
         client.delete_store(name)
+
+
+@pytest.fixture()
+def handbook(client: RetrievalClient, store: str) -> Iterator[str]:
+    """The test's store with three short policies: travel, visitors, expenses (metadata `team`)."""
+    client.put_document(
+        store,
+        "travel",
+        text="Book flights through the travel desk at least 14 days ahead.",
+        metadata={"team": "travel"},
+    )
+    client.put_document(
+        store,
+        "visitors",
+        text="Visitors sign in at the front desk and wear a badge.",
+        metadata={"team": "facilities"},
+    )
+    client.put_document(
+        store,
+        "expenses",
+        text="Flights booked late are refunded only with approval.",
+        metadata={"team": "finance"},
+    )
+    yield store

@@ -112,20 +112,8 @@ def test_a_documents_chunks_come_in_order_with_their_sections_a_page_at_a_time(
         assert len(list(reader.iter_chunks(store, "docs/guide#1.md"))) == 3
 
 
-def test_search_batch_vector_search_and_answers(client: RetrievalClient, store: str) -> None:
-    client.put_document(
-        store,
-        "travel",
-        text="Book flights through the travel desk at least 14 days ahead.",
-        metadata={"team": "travel"},
-    )
-    client.put_document(
-        store,
-        "visitors",
-        text="Visitors sign in at the front desk and wear a badge.",
-        metadata={"team": "facilities"},
-    )
-
+def test_search_batch_vector_search_and_answers(client: RetrievalClient, handbook: str) -> None:
+    store = handbook
     found = client.retrieve(
         query="How do I book a flight?", grade=0.0, store=store, metadataFilter={"team": "travel"}
     )

@@ -2,37 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from pydantic import SecretStr
 
-from retrieval_client import RetrievalClient
-
 QUESTION = "How far ahead must flights be booked?"
-
-
-@pytest.fixture()
-def handbook(client: RetrievalClient, store: str) -> Iterator[str]:
-    client.put_document(
-        store,
-        "travel",
-        text="Book flights through the travel desk at least 14 days ahead.",
-        metadata={"team": "travel"},
-    )
-    client.put_document(
-        store,
-        "visitors",
-        text="Visitors sign in at the front desk and wear a badge.",
-        metadata={"team": "facilities"},
-    )
-    client.put_document(
-        store,
-        "expenses",
-        text="Flights booked late are refunded only with approval.",
-        metadata={"team": "finance"},
-    )
-    yield store
 
 
 def test_langchain_retriever_in_a_chain(url: str, admin_key: str, handbook: str) -> None:
