@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers check-clients client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers check-clients client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers bench-clients clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -231,6 +231,11 @@ check-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_V
 		&& ../../$(CLIENTS_MIN_VENV)/bin/pytest -q -p no:cacheprovider --ignore tests/test_retrievers.py \
 			--ignore tests/test_docs_examples.py \
 		&& cd ../typescript && npm test'
+
+# The service's default rate limit (600 requests a minute a key) would answer the bench's calls 429.
+bench-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed ## what the Python client adds to a call and to an import (writes docs/benchmarks.md)
+	$(CLIENTS_VENV)/bin/pip install -q --no-deps --force-reinstall ./clients/python
+	RATE_LIMIT_REQUESTS=0 $(BIN)/python -m tests.client_server $(CLIENTS_VENV)/bin/python -m bench.clients
 
 client-types: $(CLIENTS_VENV)/.installed ## regenerate both clients' types from clients/openapi.json (after `make openapi`)
 	cd clients/python && ../../$(CLIENTS_VENV)/bin/python scripts/generate.py
