@@ -14,6 +14,7 @@ from conftest import env
 
 from retrieval_client import (
     DatabaseUnavailableError,
+    HttpErrorError,
     RateLimitedError,
     RetrievalClient,
     RetrievalConnectionError,
@@ -50,13 +51,17 @@ def test_a_deadline_shorter_than_retry_after_raises_the_429_at_once(url: str) ->
 
 
 class OnceUnavailable(BaseHTTPRequestHandler):
-    """Answers the first request 500 database_unavailable with Retry-After: 1, then 200."""
+    """Answers the first request 500 database_unavailable with Retry-After: 1, then 200; a request for
+    /proxy-page gets a proxy's HTML 502."""
 
     calls = 0
 
     def do_GET(self) -> None:  # noqa: N802
         type(self).calls += 1
-        if type(self).calls == 1:
+        if self.path.endswith("/proxy-page"):
+            body = b"<html><body>502 Bad Gateway</body></html>"
+            self.send_response(502)
+        elif type(self).calls == 1:
             body = b'{"error": {"code": "database_unavailable", "message": "down", "details": {}}}'
             self.send_response(500)
             self.send_header("Retry-After", "1")
@@ -95,6 +100,14 @@ def test_a_500_with_retry_after_is_retried_and_one_without_time_is_raised(flaky_
     ):
         client.get_store("sample")
     assert caught.value.status == 500 and caught.value.retry_after_s == 1
+
+
+def test_an_answer_that_is_not_the_service_s_error_shape_is_http_error_with_its_status(
+    flaky_url: str,
+) -> None:
+    with RetrievalClient(flaky_url) as client, pytest.raises(HttpErrorError) as caught:
+        client.get_store("proxy-page")
+    assert caught.value.status == 502 and "502 Bad Gateway" in caught.value.message
 
 
 def test_a_service_that_never_answers_times_out_by_name_after_its_attempts() -> None:

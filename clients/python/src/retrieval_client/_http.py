@@ -126,8 +126,9 @@ def api_error(response: httpx.Response) -> RetrievalApiError:
         error = body["error"]
         code, message, details = str(error["code"]), str(error["message"]), dict(error.get("details") or {})
     except (ValueError, KeyError, TypeError):
-        # Not the service's error shape (a proxy's page, an empty body): named by the status.
-        code, details = f"http_{response.status_code}", {}
+        # Not the service's error shape (a proxy's page, a HEAD answer): `http_error`, as the service names
+        # an HTTP error of its framework; the status tells which.
+        code, details = "http_error", {}
         message = response.text[:500] or response.reason_phrase
     cls = ERRORS_BY_CODE.get(code, RetrievalApiError)
     return cls(
