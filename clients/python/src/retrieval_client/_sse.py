@@ -8,6 +8,8 @@ from typing import Any, Literal, cast
 
 import httpx
 
+from retrieval_client._http import api_error
+
 AnswerEventName = Literal["delta", "citation", "done"]
 
 
@@ -51,8 +53,6 @@ def answer_event(event: tuple[str, dict[str, Any]], response: httpx.Response) ->
     """The AnswerEvent of a parsed event; an `error` event raises the error it carries."""
     name, data = event
     if name == "error":
-        from retrieval_client._http import api_error
-
         # The stream's own status (200): the error came after it began.
         raise api_error(httpx.Response(response.status_code, json=data, headers=response.headers))
     if name not in ("delta", "citation", "done"):

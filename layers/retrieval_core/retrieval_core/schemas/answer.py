@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from retrieval_core.schemas.common import ResponseModel, Text, not_applicable
-from retrieval_core.schemas.results import ChunkResult, absent_when_none
+from retrieval_core.schemas.common import ResponseModel, Text, absent_when_none, not_applicable
+from retrieval_core.schemas.results import ChunkResult
 from retrieval_core.schemas.retrieve import Pipeline, RetrieveRequest
 
 # The sources' token budget when a request sets no maxContextTokens: ample for the default five results.

@@ -92,6 +92,13 @@ CacheTtl = Annotated[
 ]
 
 
+def absent_when_none(value: Any) -> bool:
+    """Whether a field is left out of the JSON: it is None."""
+    # Optional parts of an answer (returnFormatted's fields, an attached store's source) are left out of
+    # the JSON when unset: other answers keep their shape.
+    return value is None
+
+
 def not_applicable(
     loc: tuple[str, ...], message: str, value: Any, kind: str = "not_applicable"
 ) -> InitErrorDetails:

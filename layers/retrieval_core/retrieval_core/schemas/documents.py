@@ -9,8 +9,7 @@ from pydantic import Field, model_validator
 
 from retrieval_core.db.attached_source import Distance, Preset
 from retrieval_core.db.storage import Storage
-from retrieval_core.schemas.common import RequestModel, ResponseModel, Text, WriteStatus
-from retrieval_core.schemas.results import absent_when_none
+from retrieval_core.schemas.common import RequestModel, ResponseModel, Text, WriteStatus, absent_when_none
 
 MetadataKey = Annotated[Text, Field(min_length=1, max_length=256)]
 

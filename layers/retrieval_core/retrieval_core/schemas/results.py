@@ -6,18 +6,12 @@ from typing import Any
 
 from pydantic import Field
 
-from retrieval_core.schemas.common import ResponseModel
+from retrieval_core.schemas.common import ResponseModel, absent_when_none
 
 SIMILARITY_NOTE = (
     "Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. "
     "Never a distance."
 )
-
-
-def absent_when_none(value: Any) -> bool:
-    """Whether a field is left out of the JSON: it is None."""
-    # Fields only returnFormatted fills are left out of the JSON otherwise: other answers keep their shape.
-    return value is None
 
 
 class ChunkResult(ResponseModel):

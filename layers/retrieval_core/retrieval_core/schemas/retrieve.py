@@ -16,6 +16,7 @@ from retrieval_core.schemas.common import (
     ResponseModel,
     StoreName,
     Text,
+    absent_when_none,
     not_applicable,
 )
 from retrieval_core.schemas.results import (
@@ -23,7 +24,6 @@ from retrieval_core.schemas.results import (
     CONTEXT_TOKENIZER_NOTE,
     CONTEXT_TOKENS_NOTE,
     ChunkResult,
-    absent_when_none,
 )
 from retrieval_core.schemas.search_options import (
     MAX_TOP_K,

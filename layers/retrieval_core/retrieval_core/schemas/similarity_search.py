@@ -7,13 +7,19 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
-from retrieval_core.schemas.common import CacheTtl, RequestModel, ResponseModel, StoreName, not_applicable
+from retrieval_core.schemas.common import (
+    CacheTtl,
+    RequestModel,
+    ResponseModel,
+    StoreName,
+    absent_when_none,
+    not_applicable,
+)
 from retrieval_core.schemas.results import (
     CONTEXT_NOTE,
     CONTEXT_TOKENIZER_NOTE,
     CONTEXT_TOKENS_NOTE,
     ChunkResult,
-    absent_when_none,
 )
 from retrieval_core.schemas.search_options import (
     MAX_TOP_K,
