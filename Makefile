@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers check-clients client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers bench-clients clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help check-min-deps check-writers check-clients check-browser client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers bench-clients clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -231,6 +231,27 @@ check-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_V
 		&& ../../$(CLIENTS_MIN_VENV)/bin/pytest -q -p no:cacheprovider --ignore tests/test_retrievers.py \
 			--ignore tests/test_docs_examples.py \
 		&& cd ../typescript && npm test'
+
+# The console in a real browser (tests/browser, docs/console.md): Debian's Chromium, installed here with
+# apt-get when missing (CI runs as root; elsewhere install it once or point CHROMIUM at one), driven by
+# Playwright from PyPI (ci/browser.txt: the driver only, never a browser download), with axe-core from the
+# npm registry (tests/browser/package-lock.json). Screenshots go to .data/console-screenshots.
+CHROMIUM ?= /usr/bin/chromium
+$(VENV)/.browser-installed: ci/browser.txt $(VENV)/.dev-installed
+	$(BIN)/pip install -q -r ci/browser.txt
+	touch $@
+
+check-browser: $(VENV)/.dev-installed $(VENV)/.browser-installed ## the console's flows, accessibility and hostile documents in headless Chromium
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "check-browser needs Chromium at $(CHROMIUM): 'sudo apt-get install chromium', or CHROMIUM=/path/to/chrome" >&2; \
+			exit 1; \
+		fi; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	fi
+	cd tests/browser && npm ci --no-audit --no-fund
+	CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q -p no:cacheprovider tests/browser
 
 # The service's default rate limit (600 requests a minute a key) would answer the bench's calls 429.
 bench-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed ## what the Python client adds to a call and to an import (writes docs/benchmarks.md)

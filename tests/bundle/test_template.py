@@ -185,18 +185,21 @@ def test_jwt_authorizer_guards_the_retrieval_routes_only_when_issuer_and_audienc
     resources = deployed({"JwtIssuer": issuer, "JwtAudience": audience, "DatabaseSecretArn": SECRET_ARN})
     body = resources["HttpApi"]["Properties"]["Body"]
     paths = body["paths"]
-    # Every route but health, including those a function's event adds (a route missing from the
-    # definition body would be served without the authorizer).
-    routes = [(path, method) for path, item in paths.items() if path != "/api/v1/health" for method in item]
+    # Every route but health and the console's files, including those a function's event adds (a route
+    # missing from the definition body would be served without the authorizer).
+    public = {"/api/v1/health", "/console", "/console/{proxy+}"}
+    routes = [(path, method) for path, item in paths.items() if path not in public for method in item]
     assert ("/mcp", "post") in routes and ("/api/v1/stores/resolve", "get") in routes
     for path, method in routes:
         operation = paths[path][method]
         assert ("security" in operation) is protected, (path, method)
         if protected:
             assert operation["security"] == [{"JwtAuthorizer": []}]
-    # Health stays open for probes, which may ask with GET or HEAD.
+    # Health stays open for probes, which may ask with GET or HEAD; the console's pages hold no data, and
+    # the API calls they make carry the user's token.
     for method in ("get", "head"):
         assert "security" not in paths["/api/v1/health"][method]
+    assert "security" not in paths["/console"]["get"] and "security" not in paths["/console/{proxy+}"]["get"]
     if protected:
         authorizer = body["components"]["securitySchemes"]["JwtAuthorizer"]["x-amazon-apigateway-authorizer"]
         assert authorizer["type"] == "jwt"
@@ -292,7 +295,7 @@ def test_snapstart_applies_because_the_api_invokes_the_published_alias() -> None
         for item in resources["HttpApi"]["Properties"]["Body"]["paths"].values()
         for operation in item.values()
     ]
-    assert len(uris) == 19
+    assert len(uris) == 21
     assert all(
         re.search(
             r"\$\{(RetrieveFunction|SimilaritySearchFunction|ResolveStoreFunction|DocumentsFunction|McpFunction)Aliaslive\}",

@@ -396,7 +396,22 @@ def check_mcp_memory_search_invalid(status: int, body: dict[str, Any]) -> None:
     assert result["content"][0]["text"].startswith("validation_error: limit:")
 
 
+def check_console(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["type"] == "text/html; charset=utf-8"
+    assert body["csp"].startswith("default-src 'self'")
+    assert '<script type="module" src="/console/app.js"></script>' in body["text"]
+
+
+def check_console_file(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["type"] == "text/javascript; charset=utf-8"
+    assert 'from "/console/api.js"' in body["text"]
+
+
 EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
+    "console.json": check_console,
+    "console-file.json": check_console_file,
     "retrieve.json": check_retrieve,
     "answer.json": check_answer,
     "answer-model-not-allowed.json": check_answer_model_not_allowed,
@@ -442,10 +457,18 @@ GEMINI_EVENTS = frozenset(
 
 
 def answer_body(event: Event, response: Response) -> dict[str, Any]:
-    """The JSON body; {} for a HEAD request, whose answer has the headers of GET and no body."""
+    """The JSON body; {} for a HEAD request, whose answer has the headers of GET and no body; for one of
+    the console's files, its type, its Content-Security-Policy and its text."""
     if event["requestContext"]["http"]["method"] == "HEAD":
         assert response["body"] == "" and response["headers"]["content-type"] == "application/json"
         return {}
+    if event["rawPath"].startswith("/console") and response["statusCode"] == 200:
+        headers = response["headers"]
+        return {
+            "type": headers["content-type"],
+            "csp": headers["content-security-policy"],
+            "text": response["body"],
+        }
     return body_of(response)
 
 
@@ -530,6 +553,7 @@ GOOD_EVENTS |= {
     "stores-13-refresh.json",
     "stores-15-delete-attached.json",
 }
+GOOD_EVENTS |= {"console.json", "console-file.json"}
 GOOD_EVENTS |= {"mcp-01-initialize.json", "mcp-02-tools-list.json", "mcp-03-memory-search.json"}
 
 

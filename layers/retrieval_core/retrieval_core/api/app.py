@@ -19,7 +19,16 @@ from retrieval_core.settings import get_settings
 def create_app(*routers: APIRouter) -> FastAPI:
     """An app serving `routers` (all of them when none are given)."""
     if not routers:
-        from retrieval_core.api.routers import answer, chunks, documents, health, knowledge, retrieve, stores
+        from retrieval_core.api.routers import (
+            answer,
+            chunks,
+            console,
+            documents,
+            health,
+            knowledge,
+            retrieve,
+            stores,
+        )
 
         # documents after stores: GET /api/v1/stores/resolve must win over GET /api/v1/stores/{store}.
         routers = (
@@ -30,6 +39,7 @@ def create_app(*routers: APIRouter) -> FastAPI:
             knowledge.router,
             stores.router,
             documents.router,
+            console.router,
             *_mcp_routers(),
         )
     app = app_with_docs(

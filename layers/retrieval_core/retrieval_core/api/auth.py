@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from retrieval_core.api.api_keys import configured_keys, hash_api_key, keys_configured, match_key
 from retrieval_core.api.docs import ERROR_SCHEMA, is_docs_path, with_error_schema
 from retrieval_core.api.errors import log_refusal, retrieval_error_response
+from retrieval_core.console import is_console_path
 from retrieval_core.exceptions import AuthenticationError, RetrievalError
 from retrieval_core.grants import OPEN_GRANT, Grant, grant_from_claims
 from retrieval_core.observability.debug import DebugLog
@@ -118,8 +119,8 @@ class ApiKeyAuth:
 
 
 def is_public(path: str) -> bool:
-    """Whether `path` needs no credential: health, and the API docs with their assets."""
-    return path in PUBLIC_PATHS or is_docs_path(path)
+    """Whether `path` needs no credential: health, the API docs and the console with their assets."""
+    return path in PUBLIC_PATHS or is_docs_path(path) or is_console_path(path)
 
 
 def current_grant(request: Request) -> Grant:
