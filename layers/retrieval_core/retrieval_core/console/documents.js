@@ -2,7 +2,7 @@
 // delete; #/stores/<store>/documents/<id>: one document's chunks as the parser and chunker made them.
 
 import { call, consoleConfig, documentPath, segment } from "/console/api.js";
-import { announce, bytes, confirmDialog, count, errorMessage, field, h, replace } from "/console/dom.js";
+import { announce, bytes, confirmDialog, count, errorMessage, field, h, replace, table } from "/console/dom.js";
 import { pager, sourceLabel } from "/console/stores.js";
 
 const PAGE = 25;
@@ -78,33 +78,20 @@ function prefixForm(prefix, onFilter) {
 }
 
 function documentsTable(store, documents, reload) {
-  return h(
-    "table",
-    {},
-    h("caption", { class: "visually-hidden" }, "Documents"),
-    h("thead", {}, h("tr", {}, ["Document", "Type", "Chunks", "Updated", "Written by", "Actions"].map((name) => h("th", { scope: "col", class: name === "Chunks" ? "number" : undefined }, name)))),
-    h(
-      "tbody",
-      {},
-      documents.map((item) =>
-        h(
-          "tr",
-          {},
-          h(
-            "th",
-            { scope: "row" },
-            h("a", { href: `#/stores/${segment(store)}/documents/${segment(item.documentId)}` }, item.documentId),
-            titleOf(item) && titleOf(item) !== item.documentId ? h("div", { class: "muted" }, titleOf(item)) : null,
-          ),
-          h("td", {}, item.contentType),
-          h("td", { class: "number" }, count(item.chunkCount)),
-          h("td", {}, new Date(item.updatedAt).toLocaleString()),
-          h("td", {}, item.writtenBy ?? "—"),
-          h("td", {}, h("button", { type: "button", class: "danger", "aria-label": `Delete ${item.documentId}`, onclick: () => deleteDocument(store, item.documentId, reload) }, "Delete")),
-        ),
-      ),
-    ),
-  );
+  const columns = ["Document", "Type", "Chunks", "Updated", "Written by", "Actions"].map((name) => ({ name, numeric: name === "Chunks" }));
+  return table("Documents", columns, documents.map((item) => ({
+    cells: [
+      [
+        h("a", { href: `#/stores/${segment(store)}/documents/${segment(item.documentId)}` }, item.documentId),
+        titleOf(item) && titleOf(item) !== item.documentId ? h("div", { class: "muted" }, titleOf(item)) : null,
+      ],
+      item.contentType,
+      count(item.chunkCount),
+      new Date(item.updatedAt).toLocaleString(),
+      item.writtenBy ?? "—",
+      h("button", { type: "button", class: "danger", "aria-label": `Delete ${item.documentId}`, onclick: () => deleteDocument(store, item.documentId, reload) }, "Delete"),
+    ],
+  })));
 }
 
 /** The document's title: the parser's, else a `title` in its metadata. */

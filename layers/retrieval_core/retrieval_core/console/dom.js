@@ -41,6 +41,20 @@ function append(element, children) {
   }
 }
 
+/** A table of `rows` (arrays of cells; the first is the row's header) under `columns` ({name, numeric}).
+ * Each cell carries its column's name, which narrow screens show beside it (console.css). */
+export function table(caption, columns, rows, captionVisible = false) {
+  const cell = (column, content, index) =>
+    h(index === 0 ? "th" : "td", { scope: index === 0 ? "row" : undefined, class: column.numeric ? "number" : undefined, "data-label": column.name }, content);
+  return h(
+    "table",
+    { class: "data" },
+    h("caption", { class: captionVisible ? undefined : "visually-hidden" }, caption),
+    h("thead", {}, h("tr", {}, columns.map((column) => h("th", { scope: "col", class: column.numeric ? "number" : undefined }, column.name)))),
+    h("tbody", {}, rows.map((row) => h("tr", row.attributes ?? {}, row.cells.map((content, index) => cell(columns[index], content, index))))),
+  );
+}
+
 /** `node` emptied, then given `children`. */
 export function replace(node, ...children) {
   node.replaceChildren();

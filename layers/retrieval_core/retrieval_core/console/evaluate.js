@@ -2,7 +2,7 @@
 // recall@k per method as a chart, and the queries one method wins and loses against another.
 
 import { call, segment } from "/console/api.js";
-import { announce, errorMessage, field, h, replace, score, svg } from "/console/dom.js";
+import { announce, errorMessage, field, h, replace, score, svg, table } from "/console/dom.js";
 import { METHODS, storeNames, storeSelect } from "/console/search.js";
 
 const METHOD_OPTIONS = {
@@ -107,14 +107,12 @@ function report(result) {
     h("p", {}, `${result.scoredQueries} queries scored`, result.skippedQueries ? `, ${result.skippedQueries} without a relevant judgment skipped` : "",
       result.complete ? "." : ": stopped early to fit the time limit, so these are the queries done in time."),
     chart(result.methods, result.k),
-    h("table", {},
-      h("caption", {}, `nDCG@${result.k} and recall@${result.k} per method`),
-      h("thead", {}, h("tr", {}, ["Method", `nDCG@${result.k}`, `Recall@${result.k}`, "Median latency"].map((name) => h("th", { scope: "col" }, name)))),
-      h("tbody", {}, result.methods.map((method) => h("tr", {},
-        h("th", { scope: "row" }, method.name),
-        h("td", { class: "number" }, score(method.ndcg)),
-        h("td", { class: "number" }, score(method.recall)),
-        h("td", { class: "number" }, `${method.medianLatencyMs.toFixed(1)} ms`))))),
+    table(
+      `nDCG@${result.k} and recall@${result.k} per method`,
+      [{ name: "Method" }, { name: `nDCG@${result.k}`, numeric: true }, { name: `Recall@${result.k}`, numeric: true }, { name: "Median latency", numeric: true }],
+      result.methods.map((method) => ({ cells: [method.name, score(method.ndcg), score(method.recall), `${method.medianLatencyMs.toFixed(1)} ms`] })),
+      true,
+    ),
     names.length >= 2 ? comparison(result, names) : null,
   );
 }
@@ -161,15 +159,20 @@ function comparison(result, names) {
     replace(
       table,
       h("p", {}, `${a.value} beats ${b.value} on ${wins} queries, loses on ${rows.length - wins}, ties on ${result.queries.length - rows.length}.`),
-      h("table", {},
-        h("caption", { class: "visually-hidden" }, "Per-query differences"),
-        h("thead", {}, h("tr", {}, ["Query", a.value, b.value, "Difference", `${a.value}'s first documents`].map((name) => h("th", { scope: "col" }, name)))),
-        h("tbody", {}, rows.map(({ query, difference }) => h("tr", { class: difference > 0 ? "win" : "loss" },
-          h("th", { scope: "row" }, query.text, h("div", { class: "muted" }, `${query.id} · ${query.relevantDocuments} relevant`)),
-          h("td", { class: "number" }, score(query.scores[a.value].ndcg)),
-          h("td", { class: "number" }, score(query.scores[b.value].ndcg)),
-          h("td", { class: "number" }, `${difference > 0 ? "+" : ""}${difference.toFixed(3)}`),
-          h("td", {}, query.scores[a.value].topDocuments.slice(0, 3).join(", ")))))),
+      table(
+        "Per-query differences",
+        [{ name: "Query" }, { name: a.value, numeric: true }, { name: b.value, numeric: true }, { name: "Difference", numeric: true }, { name: `${a.value}'s first documents` }],
+        rows.map(({ query, difference }) => ({
+          attributes: { class: difference > 0 ? "win" : "loss" },
+          cells: [
+            [query.text, h("div", { class: "muted" }, `${query.id} · ${query.relevantDocuments} relevant`)],
+            score(query.scores[a.value].ndcg),
+            score(query.scores[b.value].ndcg),
+            `${difference > 0 ? "+" : ""}${difference.toFixed(3)}`,
+            query.scores[a.value].topDocuments.slice(0, 3).join(", "),
+          ],
+        })),
+      ),
     );
   };
   a.addEventListener("change", draw);

@@ -1,7 +1,7 @@
 // #/stores: every store a page at a time, with its counts and settings; create and drop (admin keys).
 
 import { call, segment } from "/console/api.js";
-import { announce, confirmDialog, count, errorMessage, field, h, replace } from "/console/dom.js";
+import { announce, confirmDialog, count, errorMessage, field, h, replace, table } from "/console/dom.js";
 
 const PAGE = 20;
 
@@ -72,41 +72,23 @@ export function pager(cursors, cursor, nextCursor, load) {
 }
 
 function storesTable(stores, reload) {
-  return h(
-    "table",
-    {},
-    h("caption", { class: "visually-hidden" }, "Stores"),
-    h(
-      "thead",
-      {},
-      h("tr", {}, ["Store", "Documents", "Chunks", "Storage", "Text search", "Embedding model", "Source", "Actions"].map(
-        (name) => h("th", { scope: "col", class: ["Documents", "Chunks"].includes(name) ? "number" : undefined }, name),
-      )),
-    ),
-    h(
-      "tbody",
-      {},
-      stores.map((store) =>
-        h(
-          "tr",
-          {},
-          h(
-            "th",
-            { scope: "row" },
-            h("a", { href: `#/stores/${segment(store.name)}` }, store.name),
-            store.displayName && store.displayName !== store.name ? h("div", { class: "muted" }, store.displayName) : null,
-          ),
-          h("td", { class: "number" }, count(store.documentCount)),
-          h("td", { class: "number" }, count(store.chunkCount)),
-          h("td", {}, `${store.storage} (${store.dimension})`),
-          h("td", {}, store.textSearch),
-          h("td", {}, store.embeddingModel),
-          h("td", {}, sourceLabel(store.source)),
-          h("td", {}, h("button", { type: "button", class: "danger", "aria-label": `Drop ${store.name}`, onclick: () => dropStore(store, reload) }, "Drop")),
-        ),
-      ),
-    ),
-  );
+  const columns = ["Store", "Documents", "Chunks", "Storage", "Text search", "Embedding model", "Source", "Actions"]
+    .map((name) => ({ name, numeric: name === "Documents" || name === "Chunks" }));
+  return table("Stores", columns, stores.map((store) => ({
+    cells: [
+      [
+        h("a", { href: `#/stores/${segment(store.name)}` }, store.name),
+        store.displayName && store.displayName !== store.name ? h("div", { class: "muted" }, store.displayName) : null,
+      ],
+      count(store.documentCount),
+      count(store.chunkCount),
+      `${store.storage} (${store.dimension})`,
+      store.textSearch,
+      store.embeddingModel,
+      sourceLabel(store.source),
+      h("button", { type: "button", class: "danger", "aria-label": `Drop ${store.name}`, onclick: () => dropStore(store, reload) }, "Drop"),
+    ],
+  })));
 }
 
 /** An attached store's table (and whether it is writable), or "—" for a store of our own. */
