@@ -1106,6 +1106,7 @@ def test_the_schema_migrates_on_deploy_through_a_custom_resource_with_a_fixed_se
 
 REQUIRED_OUTPUTS = {
     "ApiUrl",
+    "ConsoleUrl",
     "CacheTableName",
     "RequestQueueUrl",
     "ResultsQueueUrl",
