@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import httpx
@@ -66,19 +67,26 @@ def _new_store(api: httpx.Client, name: str) -> None:
     assert api.put(f"/api/v1/stores/{name}", json={}).status_code == 201
 
 
-def test_an_uploaded_pdf_shows_each_chunk_with_its_page_number(
-    console: Console, api: httpx.Client, tmp_path: Any
+def test_a_pdf_dropped_on_the_page_shows_each_chunk_with_its_page_number(
+    console: Console, api: httpx.Client
 ) -> None:
     _new_store(api, "console-pdf")
-    report = tmp_path / "quarterly report.pdf"
-    report.write_bytes(
-        pdf_bytes(
-            ["Revenue grew in the first quarter.", "Churn fell in the second quarter."], title="Q report"
-        )
+    report = pdf_bytes(
+        ["Revenue grew in the first quarter.", "Churn fell in the second quarter."], title="Q report"
     )
     page = console.page
     console.open("#/stores/console-pdf")
-    page.locator("#upload-input").set_input_files(report)
+    # Dropped on the page, as a file dragged from the desktop arrives.
+    dropped = page.evaluate_handle(
+        """([name, encoded]) => {
+            const files = new DataTransfer();
+            const bytes = Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0));
+            files.items.add(new File([bytes], name, {type: "application/pdf"}));
+            return files;
+        }""",
+        ["quarterly report.pdf", base64.b64encode(report).decode()],
+    )
+    page.locator(".dropzone").dispatch_event("drop", {"dataTransfer": dropped})
     log = page.locator(".upload-log li").first
     expect(log).to_contain_text("quarterly report.pdf: created")
     expect(log).to_contain_text("application/pdf")
