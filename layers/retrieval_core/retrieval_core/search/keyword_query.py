@@ -25,6 +25,10 @@ NO_KEYWORD_TERM = (
     "the query has no word to search for by keyword (only exclusions, stopwords or punctuation): the "
     "keyword list is empty, so the results are the vector search's"
 )
+NO_KEYWORD_TO_SEARCH = (
+    "the query has no word to search for by keyword (only exclusions, stopwords or punctuation): a "
+    "keyword search finds nothing"
+)
 
 # A quoted phrase (an unclosed quote runs to the end, as in websearch_to_tsquery), else a run of
 # non-space characters; either may carry a leading '-'.
@@ -89,4 +93,9 @@ def normalise_keyword_query(query: str, max_terms: int = MAX_KEYWORD_TERMS) -> K
 
 def is_keyword_note(warning: str) -> bool:
     """Whether `warning` only says how the keyword query was bounded (the same every time, not a failure)."""
-    return warning == NO_KEYWORD_TERM or warning.startswith(CUT_PREFIX)
+    return warning in (NO_KEYWORD_TERM, NO_KEYWORD_TO_SEARCH) or warning.startswith(CUT_PREFIX)
+
+
+def no_keyword_note(keyword_only: bool) -> str:
+    """The note of a query with no word to search for: a hybrid search is then the vector search's."""
+    return NO_KEYWORD_TO_SEARCH if keyword_only else NO_KEYWORD_TERM

@@ -20,7 +20,7 @@ from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 def search_store(
     conn: Connection,
     store: Store,
-    query_vector: Sequence[float],
+    query_vector: Sequence[float] | None,
     limit: int,
     where: Predicate,
     *,
@@ -37,7 +37,8 @@ def search_store(
     An attached table is searched by its own plan. With `query_text`, a hybrid search; otherwise a store
     without an HNSW index of its own, or a filter matching few enough chunks, is answered by an exact
     scan (`scans_exactly`). `with_content_hash`: each chunk of our own stores carries its document's
-    content_sha256 (an attached table keeps none).
+    content_sha256 (an attached table keeps none). No `query_vector`: a keyword search alone, the best
+    matches of `query_text` first (none without it).
     """
     if store.source is not None:
         return search_attached(
@@ -53,6 +54,10 @@ def search_store(
             exact_max_rows=exact_max_rows,
             live=live_sources,
         )
+    if query_vector is None:
+        if query_text is None:
+            return []
+        return search_sql.keyword_only_chunks(conn, store, query_text, limit, where, with_content_hash)
     if embedded_by is not None and store.embedding_model != embedded_by:
         raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
     if len(query_vector) != store.dimension:

@@ -27,6 +27,7 @@ from retrieval_core.db import search_sql
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.index_knobs import IndexKnobs
+from retrieval_core.db.matched_terms import matched_terms
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.db.stores import Store, find_store
 from retrieval_core.embeddings.base import Embedder
@@ -42,7 +43,7 @@ from retrieval_core.grants import Grant
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.duplicates import distinct_candidates
-from retrieval_core.search.keyword_query import NO_KEYWORD_TERM, KeywordQuery, normalise_keyword_query
+from retrieval_core.search.keyword_query import KeywordQuery, no_keyword_note, normalise_keyword_query
 from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
@@ -173,7 +174,14 @@ class RetrievalService:
     def _retrieve_batch(
         self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant
     ) -> list[BatchItem]:
-        vectors = QueryVectors([r.query for r in requests if not isinstance(r, InvalidRequestError)])
+        # A keyword search embeds nothing: its query stays out of the batch's embedding call.
+        vectors = QueryVectors(
+            [
+                r.query
+                for r in requests
+                if not isinstance(r, InvalidRequestError) and r.search_mode != "keyword"
+            ]
+        )
 
         def embed(query: str) -> list[float]:
             return vectors.vector_for(query, self.embedder)
@@ -288,19 +296,27 @@ class RetrievalService:
 
         timings = Timings()
         warnings: list[str] = []
-        keyword = normalise_keyword_query(request.query) if request.use_hybrid else KeywordQuery(None)
+        keyword_only = request.search_mode == "keyword"
+        keyword = (
+            normalise_keyword_query(request.query) if request.search_mode != "vector" else KeywordQuery(None)
+        )
         if keyword.warning is not None:
-            warnings.append(keyword.warning)
+            warnings.append(no_keyword_note(keyword_only) if keyword.text is None else keyword.warning)
         strategy = rerank_strategy(request, self.rerankers)
         mmr_depth = (depth or request.result_count) if strategy == "mmr" else None
         expensive = is_expensive(len(request.query), keyword.terms, mmr_depth)
         with self.expensive_slots.hold() if expensive else nullcontext():
+            query_vector: Sequence[float] | None = None
             # Embed before touching the database, so a pooled connection is never held during a provider call.
-            with stopwatch(timings, "embed"):
-                query_vector = (embed_query or self._embed_query)(request.query)
-            debug(
-                "embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed
-            )
+            if not keyword_only:
+                with stopwatch(timings, "embed"):
+                    query_vector = (embed_query or self._embed_query)(request.query)
+                debug(
+                    "embed: %d dimensions (%s) in %.1f ms",
+                    len(query_vector),
+                    self.embedder.model,
+                    timings.embed,
+                )
             searched: list[Store] = []
 
             def search(limit: int) -> list[ScoredChunk]:
@@ -327,30 +343,36 @@ class RetrievalService:
                     distinct_candidates(search, count) if request.collapse_duplicates else search(count)
                 )
                 store = searched[-1]
-            return self._ranked(request, strategy, query_vector, store, candidates, timings, warnings, depth)
+            return self._ranked(
+                request, strategy, query_vector, store, candidates, timings, warnings, depth, keyword
+            )
 
     def _ranked(
         self,
         request: RetrieveRequest,
         strategy: str | None,
-        query_vector: Sequence[float],
+        query_vector: Sequence[float] | None,
         store: Store,
         candidates: list[ScoredChunk],
         timings: Timings,
         warnings: list[str],
         depth: int | None,
+        keyword: KeywordQuery,
     ) -> RetrieveResponse:
-        """Fuse, threshold and rerank the candidates of a search into the response."""
+        """Fuse, threshold and rerank the candidates of a search into the response.
+
+        A keyword search's candidates come best first and have no similarity: no grade applies.
+        """
         fused = fused_scores(request, candidates)
         debug(
             "search %s: %d candidates (%s) in %.1f ms",
             store.name,
             len(candidates),
-            request.fusion if request.use_hybrid else "vector only",
+            request.fusion if request.use_hybrid else f"{request.search_mode} only",
             timings.search,
         )
         ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
-        kept = apply_threshold(ranked, request.grade)
+        kept = apply_threshold(ranked, request.grade) if request.grade is not None else ranked
         if request.min_fused_score is not None:
             kept = at_least(kept, fused, request.min_fused_score)
         pipeline = search_pipeline(request, store, candidates, timings, warnings)
@@ -366,7 +388,17 @@ class RetrievalService:
                 debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
             kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
-        return retrieve_response(request, store, kept, fused, rerank_scores, pipeline)
+        terms = self._matched_terms(store, keyword, kept) if request.search_mode != "vector" else None
+        return retrieve_response(request, store, kept, fused, rerank_scores, pipeline, terms)
+
+    def _matched_terms(self, store: Store, keyword: KeywordQuery, kept: list[ScoredChunk]) -> list[list[str]]:
+        """The words of each kept chunk that the keyword query matches (db/matched_terms.py)."""
+        positive = keyword.positive_text
+        if not kept or not positive:
+            return [[] for _ in kept]
+        text_search = store.source.text_search if store.source is not None else store.text_search
+        with database_errors("finding the matched terms"), self.database.connection() as conn:
+            return matched_terms(conn, text_search, positive, [c.content for c in kept])
 
     def _embed_query(self, query: str) -> Sequence[float]:
         return self.embedder.embed([query], "query")[0]
@@ -390,7 +422,7 @@ class RetrievalService:
     def search_chunks(
         self,
         store_name: str | None,
-        query_vector: Sequence[float],
+        query_vector: Sequence[float] | None,
         limit: int,
         where: Predicate = TRUE,
         *,
@@ -410,7 +442,8 @@ class RetrievalService:
 
         With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits (a
         text of stopwords only is not searched: a note goes to `warnings`). Otherwise a filter matching
-        few enough chunks is answered by an exact scan (`scans_exactly`).
+        few enough chunks is answered by an exact scan (`scans_exactly`). No `query_vector`: a keyword
+        search of `query_text` alone, best first, each chunk without a similarity.
 
         An `expensive` search (cost.py) runs with the shorter statement timeout, in one of the
         process's few expensive slots (none free within the wait: 503 `overloaded`). `with_content_hash`:
@@ -436,7 +469,7 @@ class RetrievalService:
     def _search_chunks(
         self,
         store_name: str | None,
-        query_vector: Sequence[float],
+        query_vector: Sequence[float] | None,
         limit: int,
         where: Predicate,
         grant: Grant,
@@ -466,7 +499,7 @@ class RetrievalService:
             if query_text is not None and not has_lexemes:
                 query_text = None
                 if warnings is not None:
-                    warnings.append(NO_KEYWORD_TERM)
+                    warnings.append(no_keyword_note(query_vector is None))
             found = chunk_search.search_store(
                 conn,
                 store,
