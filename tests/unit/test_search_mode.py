@@ -78,6 +78,11 @@ def test_grade_in_keyword_mode_is_refused_because_no_similarity_is_computed() ->
     assert 'searchMode "keyword"' in error["msg"] and "no similarity" in error["msg"]
 
 
+def test_grade_null_is_grade_left_out() -> None:
+    assert parse(searchMode="keyword", grade=None).grade is None
+    assert refusal(grade=None)["type"] == "missing"
+
+
 @pytest.mark.parametrize(
     "body", [{}, {"searchMode": "vector"}, {"searchMode": "hybrid"}, {"useHybrid": True}]
 )

@@ -81,7 +81,7 @@ class RetrieveRequest(RequestModel):
         le=1.0,
         description="Minimum vector similarity (0-1) a chunk must reach, in every engine. Required with "
         'searchMode "vector" or "hybrid"; not accepted with searchMode "keyword", which computes no '
-        "similarity.",
+        "similarity (null is the same as leaving it out).",
     )
     search_mode: SearchMode = Field(
         default="vector",
@@ -253,7 +253,8 @@ def inapplicable_options(request: RetrieveRequest) -> list[InitErrorDetails]:
             "search_mode",
             f'"{mode}" conflicts with useHybrid true, which asks for searchMode "hybrid": send one of them',
         )
-    if mode == "keyword" and "grade" in sent:
+    # null is the same as leaving grade out, as for the other optional numbers.
+    if mode == "keyword" and request.grade is not None:
         refuse("grade", 'does not apply with searchMode "keyword": a keyword search computes no similarity')
     if mode != "keyword" and request.grade is None:
         errors.append(InitErrorDetails(type="missing", loc=("grade",), input=request.grade))
