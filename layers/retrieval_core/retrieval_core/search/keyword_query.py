@@ -17,7 +17,7 @@ phrases", `-word` / `-"phrase"` exclusions, and `or` between terms. Two things a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MAX_KEYWORD_TERMS = 64
 CUT_PREFIX = "the keyword search used the first"
@@ -89,6 +89,17 @@ def normalise_keyword_query(query: str, max_terms: int = MAX_KEYWORD_TERMS) -> K
         f"{CUT_PREFIX} {max_terms} terms of the query ({dropped} more were left out)" if dropped else None
     )
     return KeywordQuery(" ".join(kept), terms, warning)
+
+
+def keyword_query_for(query: str, search_mode: str) -> KeywordQuery:
+    """What a search of `search_mode` sends to the keyword side: nothing in vector mode; a query with no
+    positive term carries the note of what the mode then returns."""
+    if search_mode == "vector":
+        return KeywordQuery(None)
+    keyword = normalise_keyword_query(query)
+    if keyword.text is None:
+        return replace(keyword, warning=no_keyword_note(search_mode == "keyword"))
+    return keyword
 
 
 def is_keyword_note(warning: str) -> bool:

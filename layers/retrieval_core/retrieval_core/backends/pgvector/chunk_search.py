@@ -9,11 +9,14 @@ from typing import Any
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.attached.plan import search_attached
 from retrieval_core.db import search_sql
-from retrieval_core.db.connection import Connection
+from retrieval_core.db.connection import Connection, Database
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.matched_terms import matched_terms
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.db.stores import Store
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 from retrieval_core.filters.predicate import Predicate
+from retrieval_core.search.keyword_query import KeywordQuery
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 
 
@@ -70,6 +73,19 @@ def search_store(
     return search_sql.nearest_chunks(
         conn, store, query_vector, limit, where, exact, with_embeddings, with_content_hash
     )
+
+
+def matched_terms_of(
+    database: Database, store: Store, keyword: KeywordQuery, kept: Sequence[ScoredChunk]
+) -> list[list[str]]:
+    """The words of each of `kept` that the keyword query's positive terms match, in one statement
+    (db/matched_terms.py); [] for each when the query has none."""
+    positive = keyword.positive_text
+    if not kept or not positive:
+        return [[] for _ in kept]
+    text_search = store.source.text_search if store.source is not None else store.text_search
+    with database_errors("finding the matched terms"), database.connection() as conn:
+        return matched_terms(conn, text_search, positive, [c.content for c in kept])
 
 
 def scans_exactly(

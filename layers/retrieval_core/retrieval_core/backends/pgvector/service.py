@@ -27,7 +27,6 @@ from retrieval_core.db import search_sql
 from retrieval_core.db.connection import Connection, Database
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.index_knobs import IndexKnobs
-from retrieval_core.db.matched_terms import matched_terms
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.db.stores import Store, find_store
 from retrieval_core.embeddings.base import Embedder
@@ -43,7 +42,7 @@ from retrieval_core.grants import Grant
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.duplicates import distinct_candidates
-from retrieval_core.search.keyword_query import KeywordQuery, no_keyword_note, normalise_keyword_query
+from retrieval_core.search.keyword_query import KeywordQuery, keyword_query_for, no_keyword_note
 from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
@@ -175,13 +174,8 @@ class RetrievalService:
         self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant
     ) -> list[BatchItem]:
         # A keyword search embeds nothing: its query stays out of the batch's embedding call.
-        vectors = QueryVectors(
-            [
-                r.query
-                for r in requests
-                if not isinstance(r, InvalidRequestError) and r.search_mode != "keyword"
-            ]
-        )
+        valid = [r for r in requests if not isinstance(r, InvalidRequestError)]
+        vectors = QueryVectors([r.query for r in valid if r.search_mode != "keyword"])
 
         def embed(query: str) -> list[float]:
             return vectors.vector_for(query, self.embedder)
@@ -295,28 +289,18 @@ class RetrievalService:
         from retrieval_core.schemas.retrieve import Timings
 
         timings = Timings()
-        warnings: list[str] = []
-        keyword_only = request.search_mode == "keyword"
-        keyword = (
-            normalise_keyword_query(request.query) if request.search_mode != "vector" else KeywordQuery(None)
-        )
-        if keyword.warning is not None:
-            warnings.append(no_keyword_note(keyword_only) if keyword.text is None else keyword.warning)
+        keyword = keyword_query_for(request.query, request.search_mode)
+        warnings = [keyword.warning] if keyword.warning is not None else []
         strategy = rerank_strategy(request, self.rerankers)
         mmr_depth = (depth or request.result_count) if strategy == "mmr" else None
         expensive = is_expensive(len(request.query), keyword.terms, mmr_depth)
         with self.expensive_slots.hold() if expensive else nullcontext():
-            query_vector: Sequence[float] | None = None
-            # Embed before touching the database, so a pooled connection is never held during a provider call.
-            if not keyword_only:
+            query_vector: Sequence[float] | None = None  # a keyword search embeds nothing
+            if request.search_mode != "keyword":
+                # Embed before touching the database: no pooled connection is held during a provider call.
                 with stopwatch(timings, "embed"):
                     query_vector = (embed_query or self._embed_query)(request.query)
-                debug(
-                    "embed: %d dimensions (%s) in %.1f ms",
-                    len(query_vector),
-                    self.embedder.model,
-                    timings.embed,
-                )
+                debug("embed: %d dims (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed)
             searched: list[Store] = []
 
             def search(limit: int) -> list[ScoredChunk]:
@@ -359,10 +343,7 @@ class RetrievalService:
         depth: int | None,
         keyword: KeywordQuery,
     ) -> RetrieveResponse:
-        """Fuse, threshold and rerank the candidates of a search into the response.
-
-        A keyword search's candidates come best first and have no similarity: no grade applies.
-        """
+        """Fuse, threshold (not in keyword mode: no similarity) and rerank the candidates into the answer."""
         fused = fused_scores(request, candidates)
         debug(
             "search %s: %d candidates (%s) in %.1f ms",
@@ -388,17 +369,10 @@ class RetrievalService:
                 debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
             kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
-        terms = self._matched_terms(store, keyword, kept) if request.search_mode != "vector" else None
+        # The words each returned chunk matched: one statement, over the answer's chunks only.
+        keyword_mode = request.search_mode != "vector"
+        terms = chunk_search.matched_terms_of(self.database, store, keyword, kept) if keyword_mode else None
         return retrieve_response(request, store, kept, fused, rerank_scores, pipeline, terms)
-
-    def _matched_terms(self, store: Store, keyword: KeywordQuery, kept: list[ScoredChunk]) -> list[list[str]]:
-        """The words of each kept chunk that the keyword query matches (db/matched_terms.py)."""
-        positive = keyword.positive_text
-        if not kept or not positive:
-            return [[] for _ in kept]
-        text_search = store.source.text_search if store.source is not None else store.text_search
-        with database_errors("finding the matched terms"), self.database.connection() as conn:
-            return matched_terms(conn, text_search, positive, [c.content for c in kept])
 
     def _embed_query(self, query: str) -> Sequence[float]:
         return self.embedder.embed([query], "query")[0]
