@@ -322,6 +322,10 @@ def test_retrieve_by_text_with_a_threshold_mmr_and_a_filter(client: TestClient, 
     assert items[0]["response"]["results"][0]["id"] == "0" and items[1]["response"]["results"][0]["id"] == "5"
     hybrid = client.post(RETRIEVE, json={**query, "grade": 0.0, "useHybrid": True})
     assert hybrid.status_code == 422 and "useHybrid" in hybrid.json()["error"]["message"]
+    keyword = client.post(RETRIEVE, json={**query, "searchMode": "keyword"})
+    assert keyword.status_code == 422
+    assert keyword.json()["error"]["details"]["errors"][0]["field"] == "searchMode"
+    assert "without a full-text column, so it has no keyword search" in keyword.json()["error"]["message"]
 
 
 def test_text_queries_on_vectors_of_another_model_are_refused_with_the_way_out(
@@ -595,6 +599,21 @@ def _add_fulltext_as_owner(
     assert expected is not None and top["keywordScore"] == pytest.approx(expected[0])
     filtered = client.post(RETRIEVE, json={**query, "metadataFilter": {"topic": "k8s"}})
     assert {r["metadata"]["topic"] for r in filtered.json()["results"]} == {"k8s"}
+    assert top["matchedTerms"] == ["Sourdough", "yeast"]
+
+    # A keyword search alone: the same ts_rank_cd, only the rows the keyword query matches, no similarity.
+    keyword_query = {"query": "sourdough yeast", "store": name, "searchMode": "keyword", "cacheTTLms": 0}
+    keyword = client.post(RETRIEVE, json=keyword_query)
+    assert keyword.status_code == 200, keyword.text
+    assert keyword.json()["pipeline"]["keywordScorer"] == "ts_rank_cd"
+    [only] = keyword.json()["results"]
+    assert only["id"] == "5" and only["score"] is None
+    assert only["keywordScore"] == pytest.approx(expected[0]) and only["matchedTerms"] == [
+        "Sourdough",
+        "yeast",
+    ]
+    outside = client.post(RETRIEVE, json={**keyword_query, "metadataFilter": {"topic": "k8s"}})
+    assert outside.status_code == 200 and outside.json()["results"] == []
 
 
 def test_add_fulltext_refuses_a_view(client: TestClient, text_table: str, postgres_dsn: str) -> None:

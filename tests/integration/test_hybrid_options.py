@@ -31,9 +31,9 @@ def fused(body: dict[str, Any]) -> dict[str, float]:
 @pytest.mark.parametrize(
     ("options", "field", "says"),
     [
-        ({"vectorWeight": 0.2, "keywordWeight": 0.8}, "vectorWeight", "useHybrid true"),
+        ({"vectorWeight": 0.2, "keywordWeight": 0.8}, "vectorWeight", 'searchMode "hybrid"'),
         ({"useHybrid": True, "fusion": "rrf", "vectorWeight": 0.7}, "vectorWeight", 'fusion "weighted"'),
-        ({"fusion": "weighted"}, "fusion", "useHybrid true"),
+        ({"fusion": "weighted"}, "fusion", 'searchMode "hybrid"'),
         ({"mmrLambda": 0.3}, "mmrLambda", 'rerank.strategy "mmr"'),
         (
             {"engineName": "default", "rerank": {"enabled": False, "strategy": "mmr"}},
@@ -44,7 +44,7 @@ def fused(body: dict[str, Any]) -> dict[str, float]:
         ({"useHybrid": True, "fusion": "weighted", "rrfK": 10}, "rrfK", 'fusion "rrf"'),
         ({"useHybrid": True, "fusion": "rrf", "normalization": "max"}, "normalization", 'fusion "weighted"'),
         ({"useHybrid": True, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
-        ({"minFusedScore": 0.5}, "minFusedScore", "useHybrid true"),
+        ({"minFusedScore": 0.5}, "minFusedScore", 'searchMode "hybrid"'),
     ],
 )
 def test_an_option_that_would_do_nothing_is_a_422_naming_what_it_needs(
@@ -186,7 +186,8 @@ def test_batch_refuses_the_same_combinations_in_the_item_slot(client: TestClient
     refused, answered = response.json()["results"]
     assert refused["status"] == 422 and refused["error"]["code"] == "validation_error"
     assert (
-        refused["error"]["message"] == 'vectorWeight: applies only with useHybrid true and fusion "weighted"'
+        refused["error"]["message"]
+        == 'vectorWeight: applies only with searchMode "hybrid" and fusion "weighted"'
     )
     assert refused["error"]["details"]["errors"][0]["field"] == "vectorWeight"
     assert answered["status"] == 200

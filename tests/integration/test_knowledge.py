@@ -347,6 +347,7 @@ def test_retrieve_backend_gemini_resolves_a_display_name(client: TestClient, gem
     [
         ({"docIds": ["a"]}, "docIds"),
         ({"useHybrid": True}, "useHybrid"),
+        ({"searchMode": "hybrid"}, "searchMode"),
         ({"rerank": {"strategy": "mmr"}}, "rerank"),
         # Accepted before and ignored: the same Gemini call and the same answer with or without them.
         ({"rerank": {"enabled": False, "topK": 1}}, "rerank.topK"),
@@ -363,6 +364,18 @@ def test_retrieve_on_gemini_refuses_what_gemini_cannot_do(
     response = retrieve(client, **option)
     assert response.status_code == 422
     assert response.json()["error"]["details"]["errors"][0]["field"] == field
+    assert gemini.generate_calls() == []
+
+
+def test_retrieve_on_gemini_refuses_keyword_mode_naming_why(client: TestClient, gemini: FakeGemini) -> None:
+    response = client.post(RETRIEVE, json={"query": QUESTION, "store": HVAC_STORE, "searchMode": "keyword"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["details"]["errors"][0]["field"] == "searchMode"
+    assert (
+        error["message"]
+        == "searchMode: not supported for Gemini File Search stores; Gemini runs its own retrieval"
+    )
     assert gemini.generate_calls() == []
 
 

@@ -444,6 +444,17 @@ def test_retrieve_takes_the_full_request_and_list_stores_the_grant(url: str) -> 
             assert strict["results"] == []  # a threshold nothing meets: an empty answer, not an error
             invalid = await tool_error(reader, "retrieve", {"query": "pods", "grade": 2})
             assert invalid["message"].startswith("grade:")
+            keyword = await call(
+                reader,
+                "retrieve",
+                {"query": "liveness probes", "searchMode": "keyword", "engineName": "naive"},
+            )
+            assert keyword["pipeline"]["searchMode"] == "keyword" and keyword["results"]
+            assert all(r["score"] is None and r["matchedTerms"] for r in keyword["results"])
+            graded = await tool_error(
+                reader, "retrieve", {"query": "pods", "searchMode": "keyword", "grade": 0.1}
+            )
+            assert graded["message"].startswith('grade: does not apply with searchMode "keyword"')
 
             stores = await call(reader, "list_stores", {"prefix": MEMORY})
             assert [s["name"] for s in stores["stores"]] == [MEMORY] and stores["nextCursor"] is None

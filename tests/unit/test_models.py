@@ -87,9 +87,9 @@ MMR = {"rerank": {"strategy": "mmr"}}
     ("options", "field", "says"),
     [
         # Each was accepted and did nothing before: the answer was the same with or without it.
-        ({"fusion": "weighted"}, "fusion", "applies only with useHybrid true"),
-        ({"fusion": "rrf"}, "fusion", "applies only with useHybrid true"),
-        ({"vectorWeight": 0.1}, "vectorWeight", 'applies only with useHybrid true and fusion "weighted"'),
+        ({"fusion": "weighted"}, "fusion", 'applies only with searchMode "hybrid"'),
+        ({"fusion": "rrf"}, "fusion", 'applies only with searchMode "hybrid"'),
+        ({"vectorWeight": 0.1}, "vectorWeight", 'only with searchMode "hybrid" and fusion "weighted"'),
         ({**RRF, "vectorWeight": 0.1}, "vectorWeight", 'and fusion "weighted"'),
         ({**HYBRID, "fusion": "rrf", "keywordWeight": 0.9}, "keywordWeight", 'and fusion "weighted"'),
         ({"mmrLambda": 0.1}, "mmrLambda", 'applies only with rerank.strategy "mmr"'),
@@ -99,14 +99,14 @@ MMR = {"rerank": {"strategy": "mmr"}}
         ({"rerank": {"enabled": False, "strategy": "llm"}}, "rerank.strategy", "rerank.enabled true"),
         ({"rerank": {"enabled": False, "score": 0.5}}, "rerank.score", "rerank.enabled true"),
         # The options added with them.
-        ({"rrfK": 10}, "rrfK", 'applies only with useHybrid true and fusion "rrf"'),
+        ({"rrfK": 10}, "rrfK", 'applies only with searchMode "hybrid" and fusion "rrf"'),
         ({**WEIGHTED, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
         ({"normalization": "max"}, "normalization", 'fusion "weighted"'),
         ({**RRF, "normalization": "minmax"}, "normalization", 'fusion "weighted"'),
         # useHybrid alone is weighted fusion now: rrfK needs fusion "rrf" said out loud.
         ({**HYBRID, "rrfK": 10}, "rrfK", 'fusion "rrf"'),
-        ({"minFusedScore": 0.5}, "minFusedScore", "applies only with useHybrid true"),
-        ({"useHybrid": False, "minFusedScore": 0.5}, "minFusedScore", "useHybrid true"),
+        ({"minFusedScore": 0.5}, "minFusedScore", 'applies only with searchMode "hybrid"'),
+        ({"useHybrid": False, "minFusedScore": 0.5}, "minFusedScore", 'searchMode "hybrid"'),
     ],
 )
 def test_an_option_that_would_do_nothing_is_refused_naming_what_it_needs(
@@ -205,6 +205,7 @@ def test_response_serialises_camel_case() -> None:
         "reranked": False,
         "rerankStrategy": None,
         "candidatesConsidered": 3,
+        "searchMode": None,
         "hybrid": False,
         "fusion": None,
         "keywordScorer": None,

@@ -430,9 +430,16 @@ export interface components {
             query: string;
             /**
              * Grade
-             * @description Minimum vector similarity (0-1) a chunk must reach, in every engine.
+             * @description Minimum vector similarity (0-1) a chunk must reach, in every engine. Required with searchMode "vector" or "hybrid"; not accepted with searchMode "keyword", which computes no similarity (null is the same as leaving it out).
              */
-            grade: number;
+            grade?: number | null;
+            /**
+             * Searchmode
+             * @description vector: nearest chunks by embedding. hybrid: PostgreSQL full-text search fused with the vector search (what useHybrid true asks for; the default when it is sent). keyword: full-text search alone, ranked by the store's keyword score (BM25, or ts_rank_cd as pipeline.keywordScorer says); the query is not embedded, only chunks it matches are returned, and score is null.
+             * @default vector
+             * @enum {string}
+             */
+            searchMode?: "vector" | "hybrid" | "keyword";
             /**
              * Similaritytopk
              * @description Candidates taken from the search: default 20 for the default engine, 5 for naive.
@@ -461,45 +468,45 @@ export interface components {
             rerank?: components["schemas"]["RerankOptions"] | null;
             /**
              * Usehybrid
-             * @description Fuse PostgreSQL full-text search with the vector search.
+             * @description Fuse PostgreSQL full-text search with the vector search: true is searchMode "hybrid" (and conflicts with any other searchMode).
              * @default false
              */
             useHybrid?: boolean;
             /**
              * Fusion
-             * @description Needs useHybrid. How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) or weighted (a weighted sum of the similarity and the keyword score, each scaled to 0-1 by `normalization`).
+             * @description Needs searchMode "hybrid". How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) or weighted (a weighted sum of the similarity and the keyword score, each scaled to 0-1 by `normalization`).
              * @default weighted
              * @enum {string}
              */
             fusion?: "rrf" | "weighted";
             /**
              * Rrfk
-             * @description Needs useHybrid and fusion rrf. RRF's k in 1 / (k + rank): smaller lets the first ranks count more.
+             * @description Needs searchMode "hybrid" and fusion rrf. RRF's k in 1 / (k + rank): smaller lets the first ranks count more.
              * @default 60
              */
             rrfK?: number;
             /**
              * Normalization
-             * @description Needs useHybrid and fusion weighted. How each score is scaled to 0-1 before weighting: minmax ((s - lowest) / (highest - lowest) over the candidates) or max (s / highest, the lowest taken as 0).
+             * @description Needs searchMode "hybrid" and fusion weighted. How each score is scaled to 0-1 before weighting: minmax ((s - lowest) / (highest - lowest) over the candidates) or max (s / highest, the lowest taken as 0).
              * @default max
              * @enum {string}
              */
             normalization?: "minmax" | "max";
             /**
              * Vectorweight
-             * @description Needs useHybrid and fusion weighted. Weight of the vector similarity; the weights are relative (divided by their sum).
+             * @description Needs searchMode "hybrid" and fusion weighted. Weight of the vector similarity; the weights are relative (divided by their sum).
              * @default 0.7
              */
             vectorWeight?: number;
             /**
              * Keywordweight
-             * @description Needs useHybrid and fusion weighted. Weight of the keyword score; the weights are relative (divided by their sum).
+             * @description Needs searchMode "hybrid" and fusion weighted. Weight of the keyword score; the weights are relative (divided by their sum).
              * @default 0.3
              */
             keywordWeight?: number;
             /**
              * Minfusedscore
-             * @description Needs useHybrid. Minimum fusedScore (0-1) a chunk must reach, applied where grade is. Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.
+             * @description Needs searchMode "hybrid". Minimum fusedScore (0-1) a chunk must reach, applied where grade is. Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.
              */
             minFusedScore?: number | null;
             /**
@@ -681,7 +688,7 @@ export interface components {
             content: string;
             /**
              * Score
-             * @description Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. Never a distance. Null only for a Gemini File Search chunk Gemini gave no score.
+             * @description Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. Never a distance. Null in searchMode "keyword", which computes no similarity, and for a Gemini File Search chunk Gemini gave no score.
              */
             score: number | null;
             /**
@@ -693,7 +700,7 @@ export interface components {
             };
             /**
              * Keywordscore
-             * @description Hybrid only: the chunk's BM25 score for the query in its store's text search configuration (higher is better; null: the keyword query does not match the chunk).
+             * @description Hybrid and keyword modes only: the chunk's keyword score for the query in its store's text search configuration, BM25 or ts_rank_cd as pipeline.keywordScorer says (higher is better; null: the keyword query does not match the chunk, or vector mode).
              */
             keywordScore?: number | null;
             /**
@@ -706,6 +713,11 @@ export interface components {
              * @description Reranked only: the reranker's relevance score, higher is better.
              */
             rerankScore?: number | null;
+            /**
+             * Matchedterms
+             * @description searchMode "hybrid" or "keyword" only: the distinct words of `content`, as written there (e.g. "Refunds", "refunded" for a query "refund"), that the keyword query matches in the store's text search configuration, in the order they first occur; [] when it matches none. A client highlights whole-word, case-sensitive occurrences of each in `content`. Excluded (-word) terms are not listed; a quoted phrase's words are listed wherever they occur.
+             */
+            matchedTerms?: string[] | null;
             /**
              * Formattedcontent
              * @description returnFormatted only: `Source: <document>[ (<fileName>)][, page <n>][, section <s>]`, a newline, then the text.
@@ -1161,7 +1173,13 @@ export interface components {
             /** Candidatesconsidered */
             candidatesConsidered: number;
             /**
+             * Searchmode
+             * @description What ran: vector, hybrid or keyword (null for Gemini File Search, which runs its own).
+             */
+            searchMode?: ("vector" | "hybrid" | "keyword") | null;
+            /**
              * Hybrid
+             * @description searchMode "hybrid" ran (kept for older clients).
              * @default false
              */
             hybrid?: boolean;
@@ -1169,7 +1187,7 @@ export interface components {
             fusion?: string | null;
             /**
              * Keywordscorer
-             * @description Hybrid only: what keywordScore is. bm25; or ts_rank_cd while a store written before BM25 existed is still being indexed for it (retrieval migrate).
+             * @description Hybrid and keyword modes only: what keywordScore is. bm25; or ts_rank_cd on an attached table, or while a store written before BM25 existed is still being indexed for it (retrieval migrate).
              */
             keywordScorer?: ("bm25" | "ts_rank_cd") | null;
             timingsMs?: components["schemas"]["Timings"];
@@ -1264,9 +1282,16 @@ export interface components {
             query: string;
             /**
              * Grade
-             * @description Minimum vector similarity (0-1) a chunk must reach, in every engine.
+             * @description Minimum vector similarity (0-1) a chunk must reach, in every engine. Required with searchMode "vector" or "hybrid"; not accepted with searchMode "keyword", which computes no similarity (null is the same as leaving it out).
              */
-            grade: number;
+            grade?: number | null;
+            /**
+             * Searchmode
+             * @description vector: nearest chunks by embedding. hybrid: PostgreSQL full-text search fused with the vector search (what useHybrid true asks for; the default when it is sent). keyword: full-text search alone, ranked by the store's keyword score (BM25, or ts_rank_cd as pipeline.keywordScorer says); the query is not embedded, only chunks it matches are returned, and score is null.
+             * @default vector
+             * @enum {string}
+             */
+            searchMode?: "vector" | "hybrid" | "keyword";
             /**
              * Similaritytopk
              * @description Candidates taken from the search: default 20 for the default engine, 5 for naive.
@@ -1295,45 +1320,45 @@ export interface components {
             rerank?: components["schemas"]["RerankOptions"] | null;
             /**
              * Usehybrid
-             * @description Fuse PostgreSQL full-text search with the vector search.
+             * @description Fuse PostgreSQL full-text search with the vector search: true is searchMode "hybrid" (and conflicts with any other searchMode).
              * @default false
              */
             useHybrid?: boolean;
             /**
              * Fusion
-             * @description Needs useHybrid. How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) or weighted (a weighted sum of the similarity and the keyword score, each scaled to 0-1 by `normalization`).
+             * @description Needs searchMode "hybrid". How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) or weighted (a weighted sum of the similarity and the keyword score, each scaled to 0-1 by `normalization`).
              * @default weighted
              * @enum {string}
              */
             fusion?: "rrf" | "weighted";
             /**
              * Rrfk
-             * @description Needs useHybrid and fusion rrf. RRF's k in 1 / (k + rank): smaller lets the first ranks count more.
+             * @description Needs searchMode "hybrid" and fusion rrf. RRF's k in 1 / (k + rank): smaller lets the first ranks count more.
              * @default 60
              */
             rrfK?: number;
             /**
              * Normalization
-             * @description Needs useHybrid and fusion weighted. How each score is scaled to 0-1 before weighting: minmax ((s - lowest) / (highest - lowest) over the candidates) or max (s / highest, the lowest taken as 0).
+             * @description Needs searchMode "hybrid" and fusion weighted. How each score is scaled to 0-1 before weighting: minmax ((s - lowest) / (highest - lowest) over the candidates) or max (s / highest, the lowest taken as 0).
              * @default max
              * @enum {string}
              */
             normalization?: "minmax" | "max";
             /**
              * Vectorweight
-             * @description Needs useHybrid and fusion weighted. Weight of the vector similarity; the weights are relative (divided by their sum).
+             * @description Needs searchMode "hybrid" and fusion weighted. Weight of the vector similarity; the weights are relative (divided by their sum).
              * @default 0.7
              */
             vectorWeight?: number;
             /**
              * Keywordweight
-             * @description Needs useHybrid and fusion weighted. Weight of the keyword score; the weights are relative (divided by their sum).
+             * @description Needs searchMode "hybrid" and fusion weighted. Weight of the keyword score; the weights are relative (divided by their sum).
              * @default 0.3
              */
             keywordWeight?: number;
             /**
              * Minfusedscore
-             * @description Needs useHybrid. Minimum fusedScore (0-1) a chunk must reach, applied where grade is. Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.
+             * @description Needs searchMode "hybrid". Minimum fusedScore (0-1) a chunk must reach, applied where grade is. Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.
              */
             minFusedScore?: number | null;
             /**

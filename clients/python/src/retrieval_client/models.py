@@ -69,6 +69,7 @@ class ChunkResult(TypedDict):
     keywordScore: NotRequired[float | None]
     fusedScore: NotRequired[float | None]
     rerankScore: NotRequired[float | None]
+    matchedTerms: NotRequired[list[str] | None]
     formattedContent: NotRequired[str | None]
     citation: NotRequired[int | None]
 
@@ -369,7 +370,8 @@ class AnswerRequest(TypedDict, closed=True):
     """
 
     query: str
-    grade: float
+    grade: NotRequired[float | None]
+    searchMode: NotRequired[Literal['vector', 'hybrid', 'keyword']]
     similarityTopK: NotRequired[int | None]
     docIds: NotRequired[list[DocId] | None]
     metadataFilter: NotRequired[dict[str, str | int | float | bool] | dict[str, Any] | str | None]
@@ -466,6 +468,7 @@ class Pipeline(TypedDict):
     reranked: NotRequired[bool]
     rerankStrategy: NotRequired[str | None]
     candidatesConsidered: int
+    searchMode: NotRequired[Literal['vector', 'hybrid', 'keyword'] | None]
     hybrid: NotRequired[bool]
     fusion: NotRequired[str | None]
     keywordScorer: NotRequired[Literal['bm25', 'ts_rank_cd'] | None]
@@ -482,7 +485,8 @@ class RetrieveRequest(TypedDict, closed=True):
     """
 
     query: str
-    grade: float
+    grade: NotRequired[float | None]
+    searchMode: NotRequired[Literal['vector', 'hybrid', 'keyword']]
     similarityTopK: NotRequired[int | None]
     docIds: NotRequired[list[DocId] | None]
     metadataFilter: NotRequired[dict[str, str | int | float | bool] | dict[str, Any] | str | None]

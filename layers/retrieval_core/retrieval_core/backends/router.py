@@ -41,8 +41,9 @@ def backend_of(request: RetrieveRequest) -> BackendKind:
 
 
 def shares_query_embedding(request: RetrieveRequest) -> bool:
-    """Whether `request`'s query may go into a batch's one embedding call (its backend embeds it)."""
-    return CAPABILITIES[backend_of(request)].shared_query_embedding
+    """Whether `request`'s query may go into a batch's one embedding call (its backend embeds it, and a
+    keyword search embeds nothing)."""
+    return CAPABILITIES[backend_of(request)].shared_query_embedding and request.search_mode != "keyword"
 
 
 _NOT_SERVED = {

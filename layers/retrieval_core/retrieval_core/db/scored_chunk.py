@@ -20,7 +20,8 @@ class ScoredChunk:
     document_id: str
     chunk_index: int
     content: str
-    score: float
+    # None: a keyword search alone, which computes no similarity.
+    score: float | None
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding: Sequence[float] | None = None
     # Hybrid search: the full-text rank (None: not among the keyword hits), and whether the chunk is

@@ -331,17 +331,62 @@ def hybrid_chunks(
     return [_scored(r) for r in rows]
 
 
+def keyword_only_chunks_query(
+    store: Store, where: Predicate, with_content_hash: bool = False
+) -> sql.Composed:
+    """The `limit` best keyword matches with their content, best first: a keyword search alone."""
+    return _keyword_only_chunks_query(store, where.sql, with_content_hash)
+
+
+@lru_cache(maxsize=256)
+def _keyword_only_chunks_query(store: Store, where_sql: str, with_content_hash: bool) -> sql.Composed:
+    return sql.SQL(
+        """WITH {keyword_hits}
+           SELECT c.document_id, c.chunk_index, c.content, c.metadata, k.keyword_score{content_hash}
+           FROM keyword_hits k JOIN chunks c ON c.store_id = {store_id}
+               AND c.document_id = k.document_id AND c.chunk_index = k.chunk_index
+           ORDER BY k.keyword_score DESC, c.document_id, c.chunk_index"""
+    ).format(
+        keyword_hits=keyword_hits_cte(store, where_sql),
+        store_id=sql.Literal(store.id),
+        content_hash=_content_hash_column(store, with_content_hash, "c.document_id"),
+    )
+
+
+def keyword_only_chunks(
+    conn: Connection,
+    store: Store,
+    query_text: str,
+    limit: int,
+    where: Predicate,
+    with_content_hash: bool = False,
+) -> list[ScoredChunk]:
+    """The `limit` best keyword matches of `query_text` that satisfy `where`, best first, with no similarity.
+
+    Run inside a transaction whose search options are set; bitmap scans are turned on for the inline
+    keyword statement, as in `hybrid_chunks`.
+    """
+    if inline_keywords(store, where.sql):
+        allow_bitmap_scans(conn)
+    params = keyword_params(store, query_text, limit, where)
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(keyword_only_chunks_query(store, where, with_content_hash), params).fetchall()
+    return [_scored(r) for r in rows]
+
+
 def _scored(row: dict[str, Any]) -> ScoredChunk:
     embedding = row.get("embedding")
+    distance = row.get("distance")
     return ScoredChunk(
         document_id=row["document_id"],
         chunk_index=row["chunk_index"],
         content=row["content"],
-        score=similarity_from_distance(row["distance"]),
+        # A keyword search alone computes no distance.
+        score=similarity_from_distance(distance) if distance is not None else None,
         metadata=row["metadata"],
         embedding=as_floats(embedding) if embedding is not None else None,
         keyword_score=row.get("keyword_score"),
-        vector_hit=row.get("vector_hit", True),
+        vector_hit=row.get("vector_hit", distance is not None),
         content_sha256=row.get("content_sha256"),
     )
 

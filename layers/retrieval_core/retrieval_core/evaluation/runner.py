@@ -58,12 +58,10 @@ class Method:
 
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
-    """A retrieve request's options (camelCase, as over HTTP). `keyword_hits_only` keeps only the
-    chunks the keyword search matched, so that a keyword-only ranking is not padded with vector hits."""
+    """A retrieve request's options (camelCase, as over HTTP)."""
 
     name: str
     options: Mapping[str, Any]
-    keyword_hits_only: bool = False
 
 
 WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -71,11 +69,7 @@ MMR_LAMBDA = 0.7
 HYBRID: dict[str, Any] = {"engineName": "naive", "useHybrid": True}
 DEFAULT_METHODS: tuple[MethodSpec, ...] = (
     MethodSpec(BASELINE, {"engineName": "naive"}),
-    MethodSpec(
-        "keyword only",
-        {**HYBRID, "fusion": "weighted", "vectorWeight": 0.0, "keywordWeight": 1.0},
-        keyword_hits_only=True,
-    ),
+    MethodSpec("keyword only", {"engineName": "naive", "searchMode": "keyword"}),
     MethodSpec("hybrid RRF (k=60)", {**HYBRID, "fusion": "rrf"}),
     *(
         MethodSpec(
@@ -108,19 +102,19 @@ def service_method(service: RetrievalService, store: str, spec: MethodSpec, dept
     from retrieval_core.schemas.common import validation_error
     from retrieval_core.schemas.retrieve import RetrieveRequest
 
+    # grade 0: every candidate the search returns; keyword mode takes no grade (it computes no similarity).
+    grade = {} if spec.options.get("searchMode") == "keyword" else {"grade": 0.0}
     try:
-        RetrieveRequest.model_validate({**spec.options, "query": "check", "grade": 0.0})
+        RetrieveRequest.model_validate({**spec.options, "query": "check", **grade})
     except ValidationError as exc:
         raise validation_error(exc) from None
 
     def rank(query: Query) -> list[str]:
         request = RetrieveRequest.model_validate(
-            {**spec.options, "query": query.text, "grade": 0.0, "store": store, "cacheTTLms": 0}
+            {**spec.options, "query": query.text, **grade, "store": store, "cacheTTLms": 0}
         )
         response, _ = service.retrieve(request, lambda _: query.vector, grant=OPEN_GRANT, depth=depth)
         results = response.results
-        if spec.keyword_hits_only:
-            results = [r for r in results if r.keyword_score is not None]
         # A naive hybrid answer is the union of both lists (up to twice `depth`): every method is
         # scored on its first `depth` chunks.
         return documents_of(str(r.metadata["documentId"]) for r in results[:depth])

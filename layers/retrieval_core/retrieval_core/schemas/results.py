@@ -12,6 +12,13 @@ SIMILARITY_NOTE = (
     "Similarity, higher is better: 1 - cosine distance between the query and chunk embeddings. "
     "Never a distance."
 )
+MATCHED_TERMS_NOTE = (
+    'searchMode "hybrid" or "keyword" only: the distinct words of `content`, as written there (e.g. '
+    '"Refunds", "refunded" for a query "refund"), that the keyword query matches in the store\'s text '
+    "search configuration, in the order they first occur; [] when it matches none. A client highlights "
+    "whole-word, case-sensitive occurrences of each in `content`. Excluded (-word) terms are not listed; "
+    "a quoted phrase's words are listed wherever they occur."
+)
 
 
 class ChunkResult(ResponseModel):
@@ -20,15 +27,18 @@ class ChunkResult(ResponseModel):
     id: str = Field(description="Stable chunk id: documentId#chunkIndex.")
     content: str
     score: float | None = Field(
-        description=SIMILARITY_NOTE + " Null only for a Gemini File Search chunk Gemini gave no score."
+        description=SIMILARITY_NOTE
+        + ' Null in searchMode "keyword", which computes no similarity, and for a Gemini File Search chunk '
+        "Gemini gave no score."
     )
     metadata: dict[str, Any] = Field(
         description="Stored chunk metadata plus documentId and chunkIndex; always travels with the text."
     )
     keyword_score: float | None = Field(
         default=None,
-        description="Hybrid only: the chunk's BM25 score for the query in its store's text search "
-        "configuration (higher is better; null: the keyword query does not match the chunk).",
+        description="Hybrid and keyword modes only: the chunk's keyword score for the query in its store's "
+        "text search configuration, BM25 or ts_rank_cd as pipeline.keywordScorer says (higher is better; "
+        "null: the keyword query does not match the chunk, or vector mode).",
     )
     fused_score: float | None = Field(
         default=None,
@@ -38,6 +48,9 @@ class ChunkResult(ResponseModel):
     )
     rerank_score: float | None = Field(
         default=None, description="Reranked only: the reranker's relevance score, higher is better."
+    )
+    matched_terms: list[str] | None = Field(
+        default=None, exclude_if=absent_when_none, description=MATCHED_TERMS_NOTE
     )
     formatted_content: str | None = Field(
         default=None,

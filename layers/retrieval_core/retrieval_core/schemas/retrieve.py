@@ -36,6 +36,7 @@ from retrieval_core.schemas.search_options import (
 from retrieval_core.search.fusion import RRF_K, RRF_K_MAX, RRF_K_MIN, Fusion, Normalization
 
 EngineName = Literal["default", "naive"]
+SearchMode = Literal["vector", "hybrid", "keyword"]
 RerankStrategyName = Literal["bge", "llm", "bedrock", "mmr"]
 # Candidates fetched when `similarityTopK` is unset: the advanced engine reranks a wider pool.
 DEFAULT_CANDIDATES = {"default": 20, "naive": 5}
@@ -72,8 +73,23 @@ class RetrieveRequest(RequestModel):
     """
 
     query: Text = Field(min_length=1, max_length=8000, description="Natural-language query.")
-    grade: float = Field(
-        ge=0.0, le=1.0, description="Minimum vector similarity (0-1) a chunk must reach, in every engine."
+    # Optional in the schema only because keyword mode computes no similarity: the validator below
+    # makes it required in the other modes.
+    grade: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Minimum vector similarity (0-1) a chunk must reach, in every engine. Required with "
+        'searchMode "vector" or "hybrid"; not accepted with searchMode "keyword", which computes no '
+        "similarity (null is the same as leaving it out).",
+    )
+    search_mode: SearchMode = Field(
+        default="vector",
+        description="vector: nearest chunks by embedding. hybrid: PostgreSQL full-text search fused with "
+        "the vector search (what useHybrid true asks for; the default when it is sent). keyword: "
+        "full-text search alone, ranked by the store's keyword score (BM25, or ts_rank_cd as "
+        "pipeline.keywordScorer says); the query is not embedded, only chunks it matches are returned, "
+        "and score is null.",
     )
     similarity_top_k: int | None = Field(
         default=None,
@@ -93,14 +109,17 @@ class RetrieveRequest(RequestModel):
     )
     rerank: RerankOptions | None = None
     use_hybrid: bool = Field(
-        default=False, description="Fuse PostgreSQL full-text search with the vector search."
+        default=False,
+        description='Fuse PostgreSQL full-text search with the vector search: true is searchMode "hybrid" '
+        "(and conflicts with any other searchMode).",
     )
     # The hybrid defaults (weighted, max-scaled, 0.7 / 0.3) are the fusion measured best on the dev sets
     # together and never more than 0.005 below dense search on any (docs/quality.md); RRF k = 60 was
     # 0.012 below it on one.
     fusion: Fusion = Field(
         default="weighted",
-        description="Needs useHybrid. How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) "
+        description='Needs searchMode "hybrid". '
+        "How the two lists are fused: rrf (reciprocal rank fusion, k = rrfK) "
         "or weighted (a weighted sum of the similarity and the keyword score, each scaled to 0-1 by "
         "`normalization`).",
     )
@@ -108,12 +127,14 @@ class RetrieveRequest(RequestModel):
         default=RRF_K,
         ge=RRF_K_MIN,
         le=RRF_K_MAX,
-        description="Needs useHybrid and fusion rrf. RRF's k in 1 / (k + rank): smaller lets the first "
+        description='Needs searchMode "hybrid" and fusion rrf. '
+        "RRF's k in 1 / (k + rank): smaller lets the first "
         "ranks count more.",
     )
     normalization: Normalization = Field(
         default="max",
-        description="Needs useHybrid and fusion weighted. How each score is scaled to 0-1 before "
+        description='Needs searchMode "hybrid" and fusion weighted. '
+        "How each score is scaled to 0-1 before "
         "weighting: minmax ((s - lowest) / (highest - lowest) over the candidates) or max (s / highest, "
         "the lowest taken as 0).",
     )
@@ -121,21 +142,24 @@ class RetrieveRequest(RequestModel):
         default=0.7,
         ge=0.0,
         le=1.0,
-        description="Needs useHybrid and fusion weighted. Weight of the vector similarity; the weights "
+        description='Needs searchMode "hybrid" and fusion weighted. '
+        "Weight of the vector similarity; the weights "
         "are relative (divided by their sum).",
     )
     keyword_weight: float = Field(
         default=0.3,
         ge=0.0,
         le=1.0,
-        description="Needs useHybrid and fusion weighted. Weight of the keyword score; the weights are "
+        description='Needs searchMode "hybrid" and fusion weighted. '
+        "Weight of the keyword score; the weights are "
         "relative (divided by their sum).",
     )
     min_fused_score: float | None = Field(
         default=None,
         ge=0.0,
         le=1.0,
-        description="Needs useHybrid. Minimum fusedScore (0-1) a chunk must reach, applied where grade is. "
+        description='Needs searchMode "hybrid". '
+        "Minimum fusedScore (0-1) a chunk must reach, applied where grade is. "
         "Unlike grade (minimum vector similarity), it keeps a keyword-only hit that ranks well.",
     )
     mmr_lambda: float = Field(
@@ -162,9 +186,15 @@ class RetrieveRequest(RequestModel):
 
     @model_validator(mode="after")
     def _every_option_applies(self) -> RetrieveRequest:
+        sent = self.model_fields_set
+        if self.use_hybrid and "search_mode" not in sent:
+            # Set without marking it sent: the body stays what the caller wrote (an answer's retrieve
+            # is rebuilt from it), and the two spellings of hybrid share one cache key.
+            object.__setattr__(self, "search_mode", "hybrid")
         errors = inapplicable_options(self)
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
+        object.__setattr__(self, "use_hybrid", self.search_mode == "hybrid")
         return self
 
     @property
@@ -211,22 +241,45 @@ def inapplicable_options(request: RetrieveRequest) -> list[InitErrorDetails]:
     (`useHybrid: false`, `rerank: {"enabled": false}`) are accepted.
     """
     sent = request.model_fields_set
+    mode = request.search_mode
     errors: list[InitErrorDetails] = []
 
     def refuse(field: str, message: str, kind: str = "not_applicable") -> None:
         name = RetrieveRequest.model_fields[field].alias or field
         errors.append(not_applicable((name,), message, getattr(request, field), kind))
 
+    if request.use_hybrid and mode != "hybrid":
+        refuse(
+            "search_mode",
+            f'"{mode}" conflicts with useHybrid true, which asks for searchMode "hybrid": send one of them',
+        )
+    # null is the same as leaving grade out, as for the other optional numbers.
+    if mode == "keyword" and request.grade is not None:
+        refuse("grade", 'does not apply with searchMode "keyword": a keyword search computes no similarity')
+    if mode != "keyword" and request.grade is None:
+        errors.append(InitErrorDetails(type="missing", loc=("grade",), input=request.grade))
     for field, fusion in _HYBRID_OPTIONS.items():
-        if field in sent and not (request.use_hybrid and fusion in (None, request.fusion)):
-            refuse(field, "applies only with useHybrid true" + (f' and fusion "{fusion}"' if fusion else ""))
-    weighted = request.use_hybrid and request.fusion == "weighted"
+        if field in sent and not (mode == "hybrid" and fusion in (None, request.fusion)):
+            refuse(
+                field, 'applies only with searchMode "hybrid"' + (f' and fusion "{fusion}"' if fusion else "")
+            )
+    weighted = mode == "hybrid" and request.fusion == "weighted"
     if weighted and request.vector_weight + request.keyword_weight == 0:
         refuse("vector_weight", "vectorWeight and keywordWeight cannot both be 0", "value_error")
     rerank = request.rerank
     uses_mmr = rerank is not None and rerank.enabled and rerank.strategy == "mmr"
     if "mmr_lambda" in sent and not uses_mmr:
         refuse("mmr_lambda", 'applies only with rerank.strategy "mmr" (enabled, default engine)')
+    if uses_mmr and mode == "keyword" and request.engine_name == "default":
+        assert rerank is not None
+        errors.append(
+            not_applicable(
+                ("rerank", "strategy"),
+                'mmr does not apply with searchMode "keyword": it ranks by similarity to the query\'s '
+                "embedding, which a keyword search does not compute",
+                rerank.strategy,
+            )
+        )
     if "max_context_tokens" in sent and not request.return_formatted and request.context_needs_formatting:
         refuse("max_context_tokens", "applies only with returnFormatted true")
     if rerank is not None:
@@ -275,12 +328,17 @@ class Pipeline(ResponseModel):
     reranked: bool = False
     rerank_strategy: str | None = None
     candidates_considered: int
-    hybrid: bool = False
+    search_mode: SearchMode | None = Field(
+        default=None,
+        description="What ran: vector, hybrid or keyword (null for Gemini File Search, which runs its own).",
+    )
+    hybrid: bool = Field(default=False, description='searchMode "hybrid" ran (kept for older clients).')
     fusion: str | None = None
     keyword_scorer: Literal["bm25", "ts_rank_cd"] | None = Field(
         default=None,
-        description="Hybrid only: what keywordScore is. bm25; or ts_rank_cd while a store written before "
-        "BM25 existed is still being indexed for it (retrieval migrate).",
+        description="Hybrid and keyword modes only: what keywordScore is. bm25; or ts_rank_cd on an "
+        "attached table, or while a store written before BM25 existed is still being indexed for it "
+        "(retrieval migrate).",
     )
     timings_ms: Timings = Field(default_factory=Timings)
     warnings: list[str] = Field(

@@ -129,7 +129,7 @@ def fuse(
         scores = unit_reciprocal_rank_fusion([by_vector, by_keyword], rrf_k)
         return {c.key: scores.get(c.key, 0.0) for c in candidates}
     return weighted_fusion(
-        {c.key: c.score for c in candidates},
+        {c.key: c.score for c in candidates if c.score is not None},
         {c.key: c.keyword_score or 0.0 for c in candidates},
         vector_weight,
         keyword_weight,

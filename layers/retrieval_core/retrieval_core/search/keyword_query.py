@@ -17,13 +17,17 @@ phrases", `-word` / `-"phrase"` exclusions, and `or` between terms. Two things a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MAX_KEYWORD_TERMS = 64
 CUT_PREFIX = "the keyword search used the first"
 NO_KEYWORD_TERM = (
     "the query has no word to search for by keyword (only exclusions, stopwords or punctuation): the "
     "keyword list is empty, so the results are the vector search's"
+)
+NO_KEYWORD_TO_SEARCH = (
+    "the query has no word to search for by keyword (only exclusions, stopwords or punctuation): a "
+    "keyword search finds nothing"
 )
 
 # A quoted phrase (an unclosed quote runs to the end, as in websearch_to_tsquery), else a run of
@@ -87,6 +91,22 @@ def normalise_keyword_query(query: str, max_terms: int = MAX_KEYWORD_TERMS) -> K
     return KeywordQuery(" ".join(kept), terms, warning)
 
 
+def keyword_query_for(query: str, search_mode: str) -> KeywordQuery:
+    """What a search of `search_mode` sends to the keyword side: nothing in vector mode; a query with no
+    positive term carries the note of what the mode then returns."""
+    if search_mode == "vector":
+        return KeywordQuery(None)
+    keyword = normalise_keyword_query(query)
+    if keyword.text is None:
+        return replace(keyword, warning=no_keyword_note(search_mode == "keyword"))
+    return keyword
+
+
 def is_keyword_note(warning: str) -> bool:
     """Whether `warning` only says how the keyword query was bounded (the same every time, not a failure)."""
-    return warning == NO_KEYWORD_TERM or warning.startswith(CUT_PREFIX)
+    return warning in (NO_KEYWORD_TERM, NO_KEYWORD_TO_SEARCH) or warning.startswith(CUT_PREFIX)
+
+
+def no_keyword_note(keyword_only: bool) -> str:
+    """The note of a query with no word to search for: a hybrid search is then the vector search's."""
+    return NO_KEYWORD_TO_SEARCH if keyword_only else NO_KEYWORD_TERM

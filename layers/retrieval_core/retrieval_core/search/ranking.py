@@ -14,7 +14,7 @@ from retrieval_core.db.scored_chunk import ScoredChunk
 
 def apply_threshold(chunks: Iterable[ScoredChunk], grade: float) -> list[ScoredChunk]:
     """Keep chunks whose similarity is at least `grade`, in their given order. None met it: empty list."""
-    return [c for c in chunks if c.score >= grade]
+    return [c for c in chunks if c.score is not None and c.score >= grade]
 
 
 def at_least(

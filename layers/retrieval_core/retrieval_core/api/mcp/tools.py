@@ -333,10 +333,12 @@ TOOLS: dict[str, Tool] = {
             name="retrieve",
             title="Retrieve chunks (full request)",
             description="The service's full retrieval request (the HTTP API's POST /api/v1/rag/retrieve): "
-            "`query` and `grade` (minimum similarity 0-1) are required; options include similarityTopK, "
-            'metadataFilter (equalities, or an expression such as "year >= 2023 AND NOT draft = true"), '
-            "docIds, useHybrid (keyword + vector), rerank, store. Returns ranked chunks with scores "
-            "(similarities, higher is better) and the pipeline that produced them.",
+            "`query` is required, and `grade` (minimum similarity 0-1) except in keyword mode; options "
+            "include searchMode (vector, hybrid: keyword + vector, keyword: full-text alone, no grade), "
+            'similarityTopK, metadataFilter (equalities, or an expression such as "year >= 2023 AND NOT '
+            'draft = true"), docIds, rerank, store. Returns ranked chunks with scores (similarities, '
+            "higher is better; keywordScore and matchedTerms in hybrid and keyword modes) and the pipeline "
+            "that produced them.",
             scope="read",
             arguments=RetrieveRequest,
             run=_retrieve,
@@ -345,11 +347,12 @@ TOOLS: dict[str, Tool] = {
             name="answer",
             title="Answer from the documents, with citations",
             description="The HTTP API's POST /api/v1/rag/answer: retrieves as `retrieve` does (`query` and "
-            "`grade` required; similarityTopK, metadataFilter, docIds, useHybrid, rerank, store) and writes "
-            "an answer from the chunks found. Returns text, citations (each a span of text with the chunk "
-            "and document ids it stands on), sources (the chunks given to the model), grounded (false when "
-            "nothing passed `grade`, in which case no model is called and text is empty, or when the answer "
-            "cites nothing) and the pipeline. systemInstruction, maxOutputTokens and model shape the answer.",
+            "`grade` required but in keyword mode; searchMode, similarityTopK, metadataFilter, docIds, "
+            "rerank, store) and writes an answer from the chunks found. Returns text, citations (each a "
+            "span of text with the chunk and document ids it stands on), sources (the chunks given to the "
+            "model), grounded (false when nothing passed `grade`, in which case no model is called and text "
+            "is empty, or when the answer cites nothing) and the pipeline. systemInstruction, "
+            "maxOutputTokens and model shape the answer.",
             scope="read",
             arguments=AnswerRequest,
             run=_answer,

@@ -114,15 +114,17 @@ def _hybrid(source: AttachedSource) -> Feature:
         "hybrid",
         fulltext is not None,
         f"keywords match the tsvector column {fulltext} ({source.text_search}), ranked by ts_rank_cd (no "
-        "BM25: the service does not write the table, so it keeps no term statistics)"
+        "BM25: the service does not write the table, so it keeps no term statistics), in hybrid and "
+        "keyword search"
         + (
             f", through GIN index {source.fulltext_index}"
             if source.fulltext_index
             else ", without a GIN index"
         )
         if fulltext is not None
-        else "no full-text column: useHybrid answers 422. Map a tsvector column as columns.fulltext, or "
-        "attach with addFulltext (--add-fulltext), which adds one to the table",
+        else "no full-text column: hybrid and keyword search (searchMode, useHybrid) answer 422. Map a "
+        "tsvector column as columns.fulltext, or attach with addFulltext (--add-fulltext), which adds one "
+        "to the table",
     )
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from psycopg import errors
 
@@ -14,7 +15,7 @@ from retrieval_core.backends.attached.exceptions import (
 )
 from retrieval_core.backends.attached.features import no_index_reason, relation_name
 from retrieval_core.backends.attached.live import LiveSources
-from retrieval_core.backends.attached.search import count_matching, hybrid, nearest
+from retrieval_core.backends.attached.search import count_matching, hybrid, keyword_only, nearest
 from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.scored_chunk import ScoredChunk
@@ -27,7 +28,7 @@ from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 def search_attached(
     conn: Connection,
     store: Store,
-    vector: Sequence[float],
+    vector: Sequence[float] | None,
     limit: int,
     where: Predicate,
     *,
@@ -39,7 +40,8 @@ def search_attached(
     live: LiveSources,
 ) -> list[ScoredChunk]:
     """The `limit` rows of the store's relation nearest to `vector` that satisfy `where`, nearest first;
-    with `query_text`, joined by the best keyword matches of its fulltext column (hybrid).
+    with `query_text`, joined by the best keyword matches of its fulltext column (hybrid). No `vector`:
+    the best keyword matches of `query_text` alone (none without it), best first.
 
     `embedded_by`: the model that embedded a text query (None for a caller's own vector). Run in the
     search transaction, whose options are set. A table that changed under the store: SourceUnavailableError.
@@ -47,26 +49,38 @@ def search_attached(
     """
     assert store.source is not None
     source = live.current(conn, store)
-    if query_text is not None and source.columns.fulltext is None:
+    if (query_text is not None or vector is None) and source.columns.fulltext is None:
         raise InvalidRequestError.for_field(
-            "useHybrid",
-            f"store '{store.name}' is attached to a table without a full-text column: map a tsvector column "
-            "as columns.fulltext, or attach with addFulltext (docs/existing-tables.md)",
+            "useHybrid" if vector is not None else "searchMode",
+            f"store '{store.name}' is attached to a table without a full-text column, so it has no keyword "
+            'search (searchMode "hybrid" or "keyword", useHybrid): map a tsvector column as '
+            "columns.fulltext, or attach with addFulltext (docs/existing-tables.md)",
             "unsupported",
         )
+    relation = relation_name(source)
+    if vector is None:
+        if query_text is None:
+            return []
+        with _source_errors(store, relation):
+            return keyword_only(conn, source, query_text, limit, where)
     if embedded_by is not None and not source.accepts_text_queries:
         raise VectorQueriesOnlyError(
             store.name, source.dimension, source.embedding_model, embedded_by, len(vector)
         )
     if len(vector) != source.dimension:
         raise DimensionMismatchError(store.name, source.dimension, len(vector), "query")
-    relation = relation_name(source)
-    # The table is not ours: it may have changed since it was attached. Said so, not as a database outage.
-    try:
+    with _source_errors(store, relation):
         exact = _scans_exactly(conn, store, source, where, limit, filter_sizes, exact_max_rows)
         if query_text is not None:
             return hybrid(conn, source, vector, query_text, limit, where, exact, with_embeddings)
         return nearest(conn, source, vector, limit, where, exact, with_embeddings)
+
+
+@contextmanager
+def _source_errors(store: Store, relation: str) -> Iterator[None]:
+    # The table is not ours: it may have changed since it was attached. Said so, not as a database outage.
+    try:
+        yield
     except (errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedObject) as exc:
         reason = (
             "no longer exists or lost a mapped column: create it again, or DELETE the store and attach again"

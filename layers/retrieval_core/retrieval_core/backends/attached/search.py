@@ -245,6 +245,39 @@ def hybrid(
     return [_scored(row) for row in rows]
 
 
+@lru_cache(maxsize=256)
+def keyword_only_query(source: AttachedSource, where_sql: str) -> sql.Composed:
+    """The `limit` best keyword matches (ts_rank_cd on the mapped tsvector column), best first."""
+    template = """WITH keyword_query AS MATERIALIZED (SELECT {keyword_query} AS q)
+           SELECT id, document_id, content, metadata, title, ts_rank_cd(fulltext, kq.q) AS keyword_score
+           FROM {relation}, keyword_query kq
+           WHERE fulltext @@ kq.q{and_filters}
+           ORDER BY keyword_score DESC, id
+           LIMIT %(limit)s"""
+    return sql.SQL(template).format(
+        keyword_query=sql.SQL(_KEYWORD_QUERY),
+        relation=relation(source),
+        and_filters=sql.SQL(" AND ({})").format(sql.SQL(where_sql)) if where_sql else sql.SQL(""),
+    )
+
+
+def keyword_only(
+    conn: Connection, source: AttachedSource, query_text: str, limit: int, where: Predicate
+) -> list[ScoredChunk]:
+    """The `limit` best keyword matches of `query_text` under `where`, best first, with no similarity."""
+    _allow_bitmap_scans(conn)
+    params = {
+        **relation_params(source),
+        **where.params,
+        "limit": limit,
+        "query_text": query_text,
+        "text_search": source.text_search,
+    }
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(keyword_only_query(source, where.sql), params).fetchall()
+    return [_scored(row) for row in rows]
+
+
 def count_matching(conn: Connection, source: AttachedSource, where: Predicate, up_to: int) -> int:
     """How many rows satisfy `where`, counting no further than `up_to`."""
     conn.execute(
@@ -275,14 +308,16 @@ def _scored(row: dict[str, Any]) -> ScoredChunk:
     if row["title"] is not None:
         metadata.setdefault("title", row["title"])
     embedding = row.get("embedding")
+    distance = row.get("distance")
     return ScoredChunk(
         document_id=row["document_id"],
         chunk_index=0,
         content=row["content"] or "",
-        score=similarity_from_distance(row["distance"]),
+        # A keyword search alone computes no distance.
+        score=similarity_from_distance(distance) if distance is not None else None,
         metadata=metadata,
         embedding=as_floats(embedding) if embedding is not None else None,
         keyword_score=row.get("keyword_score"),
-        vector_hit=row.get("vector_hit", True),
+        vector_hit=row.get("vector_hit", distance is not None),
         row_id=row["id"],
     )

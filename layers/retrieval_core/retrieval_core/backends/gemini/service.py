@@ -169,6 +169,7 @@ class KnowledgeService:
                 max_output_tokens=RETRIEVE_MAX_OUTPUT_TOKENS,
             )
             sources = extract_sources(grounding)
+            assert request.grade is not None  # searchMode "keyword", which takes none, is refused above
             kept = graded(sources, request.grade)
             if request.collapse_duplicates:  # File Search keeps no content hash: same text, same chunk
                 kept = first_of_each_text(kept, lambda s: s.chunk)
@@ -353,9 +354,12 @@ def refuse_unsupported_options(request: RetrieveRequest) -> None:
     """Refuse (422 `unsupported`) each retrieve option that Gemini File Search would ignore."""
     sent = request.model_fields_set
     rerank = request.rerank
-    # Each option Gemini would ignore; hybrid and MMR options are refused with useHybrid and rerank.
+    # Each option Gemini would ignore; hybrid and MMR options are refused with searchMode, useHybrid, rerank.
     unsupported = {
         "docIds": "use metadataFilter" if request.doc_ids else None,
+        "searchMode": "Gemini runs its own retrieval"
+        if "search_mode" in sent and request.search_mode != "vector"
+        else None,
         "useHybrid": "Gemini runs its own retrieval" if request.use_hybrid else None,
         "rerank": "Gemini ranks its own chunks" if rerank is not None and rerank.enabled else None,
         "rerank.topK": "every graded chunk is returned"

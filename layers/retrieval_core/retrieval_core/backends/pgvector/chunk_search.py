@@ -9,18 +9,21 @@ from typing import Any
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.attached.plan import search_attached
 from retrieval_core.db import search_sql
-from retrieval_core.db.connection import Connection
+from retrieval_core.db.connection import Connection, Database
+from retrieval_core.db.errors import database_errors
+from retrieval_core.db.matched_terms import matched_terms
 from retrieval_core.db.scored_chunk import ScoredChunk
 from retrieval_core.db.stores import Store
 from retrieval_core.exceptions import DimensionMismatchError, EmbeddingModelMismatchError
 from retrieval_core.filters.predicate import Predicate
+from retrieval_core.search.keyword_query import KeywordQuery
 from retrieval_core.search.plan import FilterSizes, exact_scan_limit
 
 
 def search_store(
     conn: Connection,
     store: Store,
-    query_vector: Sequence[float],
+    query_vector: Sequence[float] | None,
     limit: int,
     where: Predicate,
     *,
@@ -37,7 +40,8 @@ def search_store(
     An attached table is searched by its own plan. With `query_text`, a hybrid search; otherwise a store
     without an HNSW index of its own, or a filter matching few enough chunks, is answered by an exact
     scan (`scans_exactly`). `with_content_hash`: each chunk of our own stores carries its document's
-    content_sha256 (an attached table keeps none).
+    content_sha256 (an attached table keeps none). No `query_vector`: a keyword search alone, the best
+    matches of `query_text` first (none without it).
     """
     if store.source is not None:
         return search_attached(
@@ -53,6 +57,10 @@ def search_store(
             exact_max_rows=exact_max_rows,
             live=live_sources,
         )
+    if query_vector is None:
+        if query_text is None:
+            return []
+        return search_sql.keyword_only_chunks(conn, store, query_text, limit, where, with_content_hash)
     if embedded_by is not None and store.embedding_model != embedded_by:
         raise EmbeddingModelMismatchError(store.name, store.embedding_model, embedded_by)
     if len(query_vector) != store.dimension:
@@ -65,6 +73,19 @@ def search_store(
     return search_sql.nearest_chunks(
         conn, store, query_vector, limit, where, exact, with_embeddings, with_content_hash
     )
+
+
+def matched_terms_of(
+    database: Database, store: Store, keyword: KeywordQuery, kept: Sequence[ScoredChunk]
+) -> list[list[str]]:
+    """The words of each of `kept` that the keyword query's positive terms match, in one statement
+    (db/matched_terms.py); [] for each when the query has none."""
+    positive = keyword.positive_text
+    if not kept or not positive:
+        return [[] for _ in kept]
+    text_search = store.source.text_search if store.source is not None else store.text_search
+    with database_errors("finding the matched terms"), database.connection() as conn:
+        return matched_terms(conn, text_search, positive, [c.content for c in kept])
 
 
 def scans_exactly(

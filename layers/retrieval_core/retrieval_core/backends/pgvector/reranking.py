@@ -40,7 +40,7 @@ def rerank_strategy(request: RetrieveRequest, rerankers: Rerankers | None) -> st
 def reranked(
     request: RetrieveRequest,
     strategy: str,
-    query_vector: Sequence[float],
+    query_vector: Sequence[float] | None,
     chunks: list[ScoredChunk],
     pipeline: Pipeline,
     scores: dict[tuple[str, int], float],
@@ -57,6 +57,7 @@ def reranked(
 
         vectors = [c.embedding for c in chunks if c.embedding is not None]
         assert len(vectors) == len(chunks), "mmr needs the stored embeddings"
+        assert query_vector is not None, "mmr needs the query's embedding (refused in keyword mode)"
         order = maximal_marginal_relevance(
             query_vector, vectors, depth or request.result_count, request.mmr_lambda
         )

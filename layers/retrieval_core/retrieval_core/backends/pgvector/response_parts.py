@@ -54,12 +54,13 @@ def search_pipeline(
 
     return Pipeline(
         candidates_considered=len(candidates),
+        search_mode=request.search_mode,
         hybrid=request.use_hybrid,
         fusion=request.fusion if request.use_hybrid else None,
         # An attached table's own text column: ts_rank_cd (no IDF statistics of a table we do not write).
         keyword_scorer=(
             ("bm25" if store.keyword_ready and store.source is None else "ts_rank_cd")
-            if request.use_hybrid
+            if request.search_mode != "vector"
             else None
         ),
         timings_ms=timings,
@@ -74,12 +75,20 @@ def retrieve_response(
     fused: dict[Key, float],
     rerank_scores: dict[Key, float],
     pipeline: Pipeline,
+    matched_terms: list[list[str]] | None = None,
 ) -> RetrieveResponse:
-    """The answer to a retrieve: the kept chunks with their scores, and what the pipeline did."""
+    """The answer to a retrieve: the kept chunks with their scores, and what the pipeline did.
+
+    `matched_terms`: each kept chunk's matched words, in the order of `kept` (keyword and hybrid modes).
+    """
     from retrieval_core.schemas.retrieve import RetrieveResponse
 
+    terms: list[list[str] | None] = list(matched_terms) if matched_terms is not None else [None] * len(kept)
     return RetrieveResponse(
-        results=[chunk_result(c, fused.get(c.key), rerank_scores.get(c.key)) for c in kept],
+        results=[
+            chunk_result(c, fused.get(c.key), rerank_scores.get(c.key), words)
+            for c, words in zip(kept, terms, strict=True)
+        ],
         query=request.query,
         total_results=len(kept),
         engine_used="advanced" if request.engine_name == "default" else "naive",
@@ -108,9 +117,12 @@ def similarity_search_response(store: Store, found: list[ScoredChunk]) -> Simila
 
 
 def chunk_result(
-    chunk: ScoredChunk, fused_score: float | None = None, rerank_score: float | None = None
+    chunk: ScoredChunk,
+    fused_score: float | None = None,
+    rerank_score: float | None = None,
+    matched_terms: list[str] | None = None,
 ) -> ChunkResult:
-    """A chunk as a result, with its fused and rerank scores when it has them."""
+    """A chunk as a result, with its keyword, fused and rerank scores and matched words when it has them."""
     from retrieval_core.schemas.results import ChunkResult
 
     # A row of an attached table has its own id and no chunk index.
@@ -124,9 +136,10 @@ def chunk_result(
         content=chunk.content,
         score=chunk.score,
         metadata={**chunk.metadata, **place},
-        keyword_score=chunk.keyword_score if fused_score is not None else None,
+        keyword_score=chunk.keyword_score,
         fused_score=fused_score,
         rerank_score=rerank_score,
+        matched_terms=matched_terms,
     )
 
 

@@ -42,7 +42,7 @@ from retrieval_core.grants import Grant
 from retrieval_core.observability.debug import DebugLog
 from retrieval_core.search.concurrency import ExpensiveSlots, is_expensive
 from retrieval_core.search.duplicates import distinct_candidates
-from retrieval_core.search.keyword_query import NO_KEYWORD_TERM, KeywordQuery, normalise_keyword_query
+from retrieval_core.search.keyword_query import KeywordQuery, keyword_query_for, no_keyword_note
 from retrieval_core.search.plan import FilterSizes
 from retrieval_core.search.ranking import apply_threshold, at_least, unit_vector
 from retrieval_core.search.reply_size import LAMBDA_PAYLOAD_BYTES, RESPONSE_ENVELOPE_BYTES, lambda_body_bytes
@@ -173,7 +173,9 @@ class RetrievalService:
     def _retrieve_batch(
         self, requests: list[RetrieveRequest | InvalidRequestError], grant: Grant
     ) -> list[BatchItem]:
-        vectors = QueryVectors([r.query for r in requests if not isinstance(r, InvalidRequestError)])
+        # A keyword search embeds nothing: its query stays out of the batch's embedding call.
+        valid = [r for r in requests if not isinstance(r, InvalidRequestError)]
+        vectors = QueryVectors([r.query for r in valid if r.search_mode != "keyword"])
 
         def embed(query: str) -> list[float]:
             return vectors.vector_for(query, self.embedder)
@@ -287,20 +289,18 @@ class RetrievalService:
         from retrieval_core.schemas.retrieve import Timings
 
         timings = Timings()
-        warnings: list[str] = []
-        keyword = normalise_keyword_query(request.query) if request.use_hybrid else KeywordQuery(None)
-        if keyword.warning is not None:
-            warnings.append(keyword.warning)
+        keyword = keyword_query_for(request.query, request.search_mode)
+        warnings = [keyword.warning] if keyword.warning is not None else []
         strategy = rerank_strategy(request, self.rerankers)
         mmr_depth = (depth or request.result_count) if strategy == "mmr" else None
         expensive = is_expensive(len(request.query), keyword.terms, mmr_depth)
         with self.expensive_slots.hold() if expensive else nullcontext():
-            # Embed before touching the database, so a pooled connection is never held during a provider call.
-            with stopwatch(timings, "embed"):
-                query_vector = (embed_query or self._embed_query)(request.query)
-            debug(
-                "embed: %d dimensions (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed
-            )
+            query_vector: Sequence[float] | None = None  # a keyword search embeds nothing
+            if request.search_mode != "keyword":
+                # Embed before touching the database: no pooled connection is held during a provider call.
+                with stopwatch(timings, "embed"):
+                    query_vector = (embed_query or self._embed_query)(request.query)
+                debug("embed: %d dims (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed)
             searched: list[Store] = []
 
             def search(limit: int) -> list[ScoredChunk]:
@@ -327,30 +327,33 @@ class RetrievalService:
                     distinct_candidates(search, count) if request.collapse_duplicates else search(count)
                 )
                 store = searched[-1]
-            return self._ranked(request, strategy, query_vector, store, candidates, timings, warnings, depth)
+            return self._ranked(
+                request, strategy, query_vector, store, candidates, timings, warnings, depth, keyword
+            )
 
     def _ranked(
         self,
         request: RetrieveRequest,
         strategy: str | None,
-        query_vector: Sequence[float],
+        query_vector: Sequence[float] | None,
         store: Store,
         candidates: list[ScoredChunk],
         timings: Timings,
         warnings: list[str],
         depth: int | None,
+        keyword: KeywordQuery,
     ) -> RetrieveResponse:
-        """Fuse, threshold and rerank the candidates of a search into the response."""
+        """Fuse, threshold (not in keyword mode: no similarity) and rerank the candidates into the answer."""
         fused = fused_scores(request, candidates)
         debug(
             "search %s: %d candidates (%s) in %.1f ms",
             store.name,
             len(candidates),
-            request.fusion if request.use_hybrid else "vector only",
+            request.fusion if request.use_hybrid else f"{request.search_mode} only",
             timings.search,
         )
         ranked = sorted(candidates, key=lambda c: -fused[c.key]) if fused else candidates
-        kept = apply_threshold(ranked, request.grade)
+        kept = apply_threshold(ranked, request.grade) if request.grade is not None else ranked
         if request.min_fused_score is not None:
             kept = at_least(kept, fused, request.min_fused_score)
         pipeline = search_pipeline(request, store, candidates, timings, warnings)
@@ -366,7 +369,10 @@ class RetrievalService:
                 debug("rerank: none (%s)", "no strategy" if strategy is None else "nothing to rerank")
             kept = kept[: depth or request.result_count]
         pipeline.timings_ms = timings
-        return retrieve_response(request, store, kept, fused, rerank_scores, pipeline)
+        # The words each returned chunk matched: one statement, over the answer's chunks only.
+        keyword_mode = request.search_mode != "vector"
+        terms = chunk_search.matched_terms_of(self.database, store, keyword, kept) if keyword_mode else None
+        return retrieve_response(request, store, kept, fused, rerank_scores, pipeline, terms)
 
     def _embed_query(self, query: str) -> Sequence[float]:
         return self.embedder.embed([query], "query")[0]
@@ -390,7 +396,7 @@ class RetrievalService:
     def search_chunks(
         self,
         store_name: str | None,
-        query_vector: Sequence[float],
+        query_vector: Sequence[float] | None,
         limit: int,
         where: Predicate = TRUE,
         *,
@@ -410,7 +416,8 @@ class RetrievalService:
 
         With `query_text`, a hybrid search: the full-text hits of `query_text` join the vector hits (a
         text of stopwords only is not searched: a note goes to `warnings`). Otherwise a filter matching
-        few enough chunks is answered by an exact scan (`scans_exactly`).
+        few enough chunks is answered by an exact scan (`scans_exactly`). No `query_vector`: a keyword
+        search of `query_text` alone, best first, each chunk without a similarity.
 
         An `expensive` search (cost.py) runs with the shorter statement timeout, in one of the
         process's few expensive slots (none free within the wait: 503 `overloaded`). `with_content_hash`:
@@ -436,7 +443,7 @@ class RetrievalService:
     def _search_chunks(
         self,
         store_name: str | None,
-        query_vector: Sequence[float],
+        query_vector: Sequence[float] | None,
         limit: int,
         where: Predicate,
         grant: Grant,
@@ -466,7 +473,7 @@ class RetrievalService:
             if query_text is not None and not has_lexemes:
                 query_text = None
                 if warnings is not None:
-                    warnings.append(NO_KEYWORD_TERM)
+                    warnings.append(no_keyword_note(query_vector is None))
             found = chunk_search.search_store(
                 conn,
                 store,
