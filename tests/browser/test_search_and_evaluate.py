@@ -34,13 +34,14 @@ def test_the_playground_shows_dense_keyword_and_hybrid_side_by_side(console: Con
     expect(keyword.locator(".scores").first).not_to_contain_text("similarity")
     expect(keyword.locator(".facts")).to_contain_text("embed 0.0 ms")
     expect(hybrid.locator(".scores").first).to_contain_text("fused")
-    # The words PostgreSQL matched, highlighted where they stand in the text: "autoscaling" as written.
-    marked = keyword.locator(".result").first.locator("mark")
-    expect(marked.first).to_be_visible()
-    assert {text.lower() for text in marked.all_inner_texts()} >= {"autoscaling"}
+    # The words PostgreSQL matched, highlighted where they stand in the text, as written there.
+    first = keyword.locator(".result").first
+    expect(first.locator("mark").first).to_be_visible()
+    assert set(first.locator("mark").all_inner_texts()) >= {"replicas"}
+    expect(first.locator(".muted")).to_contain_text("replicas")
     assert dense.locator("mark").count() == 0
     hybrid.locator("details.context summary").click()
-    expect(hybrid.locator("details.context pre")).to_contain_text("[1] Source: k8s-autoscaling")
+    expect(hybrid.locator("details.context pre")).to_contain_text("[1] Source: Horizontal pod autoscaling")
     console.screenshot("search")
 
     page.get_by_role("button", name="Answer with the hybrid results").click()

@@ -114,18 +114,13 @@ async function deleteDocument(store, documentId, reload) {
 
 function uploader(store, reload) {
   const log = h("ul", { class: "upload-log", "aria-live": "polite" });
-  const input = h("input", { type: "file", multiple: true, class: "visually-hidden", id: "upload-input" });
+  // The file input stays hidden; a plain button opens its chooser, so the control is one tab stop.
+  const input = h("input", { type: "file", multiple: true, hidden: true, id: "upload-input" });
   const zone = h(
     "div",
     { class: "dropzone" },
-    h("p", {}, "Drop files here to add them to the store, or "),
-    h("label", { for: "upload-input", class: "button", tabindex: "0", role: "button",
-      onkeydown: (event) => {
-        if (event.key === "Enter" || event.key === " ") {
-          event.preventDefault();
-          input.click();
-        }
-      } }, "choose files"),
+    h("p", {}, "Drop files here to add them to the store, or"),
+    h("button", { type: "button", onclick: () => input.click() }, "Choose files"),
     input,
     h("p", { class: "muted" }, "Each file's name becomes its document id; a file already there is replaced."),
   );
