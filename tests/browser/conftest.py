@@ -93,10 +93,10 @@ class Console:
         self.page.get_by_role("button", name="Use", exact=True).click()
         self.page.get_by_text("Key set for this tab").wait_for()
 
-    def screenshot(self, name: str) -> None:
+    def screenshot(self, name: str, full_page: bool = True) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         width = self.page.viewport_size["width"] if self.page.viewport_size else 0
-        self.page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
+        self.page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=full_page)
 
     def axe_violations(self) -> list[dict[str, Any]]:
         """axe-core's serious and critical violations on the page as it is now (WCAG 2.1 A and AA)."""

@@ -40,6 +40,10 @@ def test_the_playground_shows_dense_keyword_and_hybrid_side_by_side(console: Con
     assert set(first.locator("mark").all_inner_texts()) >= {"replicas"}
     expect(first.locator(".muted")).to_contain_text("replicas")
     assert dense.locator("mark").count() == 0
+    # The README's picture of the playground (docs/images/console-playground.png is a copy of this one),
+    # without the status line's passing message.
+    page.evaluate("() => { document.getElementById('status').textContent = ''; }")
+    console.screenshot("playground", full_page=False)
     hybrid.locator("details.context summary").click()
     expect(hybrid.locator("details.context pre")).to_contain_text("[1] Source: Horizontal pod autoscaling")
     console.screenshot("search")
