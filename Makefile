@@ -225,7 +225,7 @@ $(CLIENTS_MIN_VENV)/.installed: ci/clients-min.txt
 # Every venv of `.ci/run`'s steps, built before the first step, two at a time: pip spends an install on
 # one core (resolving, unpacking, byte-compiling), so two side by side take about the time of the longer.
 # Nothing else runs meanwhile, so no test is timed on a machine busy with an install.
-ci-venvs: $(VENV)/.dev-installed $(MIN_VENV)/.installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_VENV)/.installed
+ci-venvs: $(VENV)/.dev-installed $(MIN_VENV)/.installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_VENV)/.installed ## every venv of .ci/run (`make -j2 ci-venvs`: two installs at a time)
 
 # The clients against a live `retrieval serve` with API keys (tests/client_server.py). The Python client is
 # installed by path, without the service, into .venv-clients and .venv-clients-min; the TypeScript
