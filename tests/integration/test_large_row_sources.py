@@ -44,6 +44,7 @@ def document_count(store: str) -> int:
     return get_document_service().get_store(store).document_count
 
 
+@pytest.mark.heavy
 def test_a_csv_of_100000_rows_loads_over_the_cli(hashing: Any, unhurried: None, tmp_path: Path) -> None:
     store = f"rows-{uuid.uuid4().hex[:8]}"
     path = tmp_path / "export.csv"
@@ -52,6 +53,7 @@ def test_a_csv_of_100000_rows_loads_over_the_cli(hashing: Any, unhurried: None, 
     assert document_count(store) == ROWS
 
 
+@pytest.mark.heavy
 def test_a_csv_of_100000_rows_loads_over_http(hashing: Any, unhurried: None) -> None:
     from retrieval_core.api.app import create_app
 

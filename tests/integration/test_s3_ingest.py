@@ -292,6 +292,7 @@ def test_a_put_object_becomes_searchable_and_its_delete_removes_it(sync: Sync) -
     assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0
 
 
+@pytest.mark.heavy
 def test_a_csv_of_100000_rows_put_in_s3_loads(sync: Sync, configure: Any) -> None:
     from retrieval_core import container
 

@@ -1,4 +1,4 @@
-"""The real-writers tier runs only under `make check-writers`, which builds .venv-writers and names its
+"""The real-writers tier runs only under `make check-writers`, which builds .venv-clients and names its
 python in WRITERS_PYTHON. Without it, as in `make test`'s plain `pytest`, this folder's tests are not
 collected: they need that venv, and take minutes."""
 
@@ -13,5 +13,5 @@ collect_ignore_glob = [] if os.environ.get("WRITERS_PYTHON") else ["test_*.py"]
 
 @pytest.fixture(scope="session")
 def writers_python() -> str:
-    """The python of .venv-writers (langchain-postgres, LlamaIndex), from `make check-writers`."""
+    """The python of .venv-clients (langchain-postgres, LlamaIndex), from `make check-writers`."""
     return os.environ["WRITERS_PYTHON"]

@@ -1,6 +1,6 @@
 """Attached stores with the real writers: tables written by langchain-postgres and LlamaIndex themselves.
 
-Each library, in .venv-writers (ci/writers.txt) and with no network but loopback (guard/sitecustomize.py),
+Each library, in .venv-clients (ci/writers.txt) and with no network but loopback (guard/sitecustomize.py),
 writes 3,000 synthetic rows (384 dimensions, tenant `one` on 1% of them, ten rows per document) through
 its public API into the embedded PostgreSQL of this session: writer.py, run as a subprocess. The table is
 then attached with its preset over HTTP. With no vector index every search is an exact scan: ids and

@@ -1,4 +1,4 @@
-"""Write a table the way a team using langchain-postgres or LlamaIndex does: run in .venv-writers.
+"""Write a table the way a team using langchain-postgres or LlamaIndex does: run in .venv-clients.
 
     python tests/writers/writer.py LIBRARY ACTION --dsn DSN --rows ROWS.npz [--start N --stop M]
 
