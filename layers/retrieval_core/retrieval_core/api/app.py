@@ -19,13 +19,23 @@ from retrieval_core.settings import get_settings
 def create_app(*routers: APIRouter) -> FastAPI:
     """An app serving `routers` (all of them when none are given)."""
     if not routers:
-        from retrieval_core.api.routers import answer, chunks, documents, health, knowledge, retrieve, stores
+        from retrieval_core.api.routers import (
+            answer,
+            chunks,
+            documents,
+            evaluate,
+            health,
+            knowledge,
+            retrieve,
+            stores,
+        )
 
         # documents after stores: GET /api/v1/stores/resolve must win over GET /api/v1/stores/{store}.
         routers = (
             retrieve.router,
             answer.router,
             chunks.router,
+            evaluate.router,
             health.router,
             knowledge.router,
             stores.router,
