@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from retrieval_core.schemas.common import RequestModel, ResponseModel, Text, document_id, not_applicable
+from retrieval_core.schemas.common import RequestModel, ResponseModel, Text, document_id
 
 # The bounds keep an evaluation within the function's time-out (docs/api.md "Evaluation"): measured at
 # 100 queries x 3 methods on a 5,000-document store in docs/benchmarks.md "Evaluation".
@@ -152,14 +152,16 @@ def method_option_errors(index: int, method: EvaluationMethod) -> list[InitError
     at = ("methods", index, "options")
     named = f"method '{method.name}': "
     errors = [
-        not_applicable((*at, key), f"{named}{key} {why}", method.options[key])
+        _error((*at, key), f"{named}{key} {why}", method.options[key], "not_applicable")
         for key, why in SET_BY_EVALUATION.items()
         if key in method.options
     ]
     rerank = method.options.get("rerank")
     if isinstance(rerank, dict) and "topK" in rerank:
         errors.append(
-            not_applicable((*at, "rerank", "topK"), f"{named}rerank.topK {RERANK_TOP_K_NOTE}", rerank)
+            _error(
+                (*at, "rerank", "topK"), f"{named}rerank.topK {RERANK_TOP_K_NOTE}", rerank, "not_applicable"
+            )
         )
     if errors:
         return errors
@@ -220,7 +222,6 @@ class EvaluateResponse(ResponseModel):
         description="false: stopped early (see stoppedBy); the scores cover the queries done."
     )
     stopped_by: StoppedBy | None = Field(
-        default=None,
         description="Why the evaluation stopped early: deadline (the request's time ran short) or "
         "responseSize (the answer would outgrow one Lambda response). None when complete.",
     )
