@@ -1008,7 +1008,7 @@ export interface components {
              * Stoppedby
              * @description Why the evaluation stopped early: deadline (the request's time ran short) or responseSize (the answer would outgrow one Lambda response). None when complete.
              */
-            stoppedBy?: ("deadline" | "responseSize") | null;
+            stoppedBy: ("deadline" | "responseSize") | null;
             /** Scoredqueries */
             scoredQueries: number;
             /**

@@ -504,7 +504,7 @@ class EvaluateResponse(TypedDict):
     store: str
     k: int
     complete: bool
-    stoppedBy: NotRequired[Literal['deadline', 'responseSize'] | None]
+    stoppedBy: Literal['deadline', 'responseSize'] | None
     scoredQueries: int
     skippedQueries: int
     methods: list[MethodScore]
