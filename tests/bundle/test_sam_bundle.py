@@ -505,6 +505,16 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
         ),
     ),
     "retrieve-batch-too-many.json": (422, lambda b: b["error"]["message"].startswith("requests")),
+    # Three judged queries scored with the default methods; the fourth, judged only not relevant, skipped.
+    "evaluate.json": (
+        200,
+        lambda b: (
+            b["complete"] is True
+            and (b["scoredQueries"], b["skippedQueries"]) == (3, 1)
+            and [m["name"] for m in b["methods"]] == ["dense", "hybrid", "keyword"]
+            and b["queries"][0]["scores"]["dense"]["topDocuments"][0] == "k8s-scheduling"
+        ),
+    ),
     "list-chunks.json": (
         200,
         lambda b: (

@@ -229,6 +229,20 @@ def check_retrieve_batch_too_many(status: int, body: dict[str, Any]) -> None:
     assert body["error"]["code"] == "validation_error" and body["error"]["message"].startswith("requests")
 
 
+def check_evaluate(status: int, body: dict[str, Any]) -> None:
+    assert status == 200, body
+    assert body["store"] == "sample" and body["k"] == 5 and body["complete"] is True
+    # q4 has only a judgment of relevance 0: skipped, as BEIR's tools do.
+    assert (body["scoredQueries"], body["skippedQueries"]) == (3, 1)
+    assert [m["name"] for m in body["methods"]] == ["dense", "hybrid", "keyword"]
+    dense = body["methods"][0]
+    assert dense["ndcg"] > 0.8 and dense["recall"] == 1.0 and dense["medianLatencyMs"] > 0
+    first = body["queries"][0]
+    assert first["id"] == "q1" and first["relevantDocuments"] == 1
+    assert first["scores"]["dense"]["topDocuments"][0] == "k8s-scheduling"
+    assert len(first["scores"]["dense"]["topDocuments"]) == 5
+
+
 def check_similarity_search(status: int, body: dict[str, Any]) -> None:
     assert status == 200, body
     assert_ranked_chunks(body, "k8s-scheduling")
@@ -421,6 +435,7 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve-hybrid-mmr.json": check_retrieve_hybrid_mmr,
     "retrieve-batch.json": check_retrieve_batch,
     "retrieve-batch-too-many.json": check_retrieve_batch_too_many,
+    "evaluate.json": check_evaluate,
     "similarity-search.json": check_similarity_search,
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,

@@ -29,6 +29,7 @@ PARALLEL_ROLES = {
     "debug.py",
     "documents.py",
     "errors.py",
+    "evaluate.py",
     "exceptions.py",
     "gemini.py",
     "health.py",

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from retrieval_client import AsyncRetrievalClient, DocumentNotFoundError, ForbiddenError
+from retrieval_client.models import EvaluationQuery, Judgment
 
 pytestmark = pytest.mark.anyio
 
@@ -42,6 +43,12 @@ async def test_documents_search_answers_and_errors(
                 )
             ]
             assert events[-1].event == "done" and events[-1].data["grounded"]
+
+            judged: list[EvaluationQuery] = [{"id": "q1", "text": "booking flights"}]
+            judgment: list[Judgment] = [{"queryId": "q1", "documentId": "a/travel.md", "relevance": 1}]
+            scored = await client.evaluate(store, judged, judgment, k=1)
+            assert scored["queries"][0]["scores"]["dense"]["topDocuments"] == ["a/travel.md"]
+            assert [m["ndcg"] for m in scored["methods"]][0] == 1.0
 
             await client.delete_document(store, "b#visitors")
             with pytest.raises(DocumentNotFoundError):

@@ -16,6 +16,7 @@ from retrieval_client import (
     StoreNotFoundError,
     UnauthorizedError,
 )
+from retrieval_client.models import EvaluationMethod, EvaluationQuery, Judgment
 
 ODD_ID = "policies/a b#c?d%e ü"
 
@@ -169,3 +170,40 @@ def test_a_missing_key_and_a_missing_scope_are_named(url: str, read_key: str) ->
         with pytest.raises(ForbiddenError) as forbidden:
             reader.put_store("client-forbidden")
     assert forbidden.value.details["requiredScope"] == "admin"
+
+
+def test_evaluate_scores_each_method_on_judged_queries(
+    client: RetrievalClient, handbook: str, url: str, read_key: str
+) -> None:
+    queries: list[EvaluationQuery] = [
+        {"id": "flights", "text": "How far ahead must flights be booked?"},
+        {"id": "badges", "text": "What do visitors wear?"},
+    ]
+    judgments: list[Judgment] = [
+        {"queryId": "flights", "documentId": "travel", "relevance": 1},
+        {"queryId": "badges", "documentId": "visitors", "relevance": 0},
+    ]
+    methods: list[EvaluationMethod] = [
+        {"name": "dense", "options": {"engineName": "naive"}},
+        {"name": "rrf", "options": {"engineName": "naive", "useHybrid": True, "fusion": "rrf"}},
+    ]
+    with RetrievalClient(url, read_key) as reader:
+        scored = reader.evaluate(handbook, queries, judgments, methods=methods, k=2)
+    assert scored["complete"] is True and (scored["scoredQueries"], scored["skippedQueries"]) == (1, 1)
+    assert [m["name"] for m in scored["methods"]] == ["dense", "rrf"]
+    (flights,) = scored["queries"]
+    assert (
+        flights["scores"]["dense"]["topDocuments"][0] == "travel"
+        and flights["scores"]["dense"]["ndcg"] == 1.0
+    )
+
+    defaults = client.evaluate(handbook, queries, judgments)
+    assert defaults["k"] == 10 and [m["name"] for m in defaults["methods"]] == ["dense", "hybrid", "keyword"]
+
+    with pytest.raises(RetrievalApiError) as refused:
+        client.evaluate(
+            handbook, queries, [*judgments, {"queryId": "q9", "documentId": "travel", "relevance": 1}]
+        )
+    assert refused.value.status == 422 and "q9" in str(refused.value)
+    with pytest.raises(StoreNotFoundError):
+        client.evaluate("no-such-store", queries, judgments)

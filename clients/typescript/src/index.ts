@@ -17,6 +17,8 @@ export type DocumentPutRequest = Schemas["DocumentPutRequest"];
 export type DocumentResponse = Schemas["DocumentResponse"];
 export type DocumentWriteResponse = Schemas["DocumentWriteResponse"];
 export type ErrorResponse = Schemas["ErrorResponse"];
+export type EvaluateRequest = Schemas["EvaluateRequest"];
+export type EvaluateResponse = Schemas["EvaluateResponse"];
 export type HealthResponse = Schemas["HealthResponse"];
 export type RetrieveRequest = Schemas["RetrieveRequest"];
 export type RetrieveResponse = Schemas["RetrieveResponse"];
@@ -229,6 +231,14 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
     listChunks: (store: string, query: OperationQuery<"listChunks">) =>
       call("listChunks", true, (signal) =>
         api.GET("/api/v1/stores/{store}/chunks", { params: { path: { store }, query }, signal }),
+      ),
+    /**
+     * Score judged queries against a store: each method's mean nDCG@k and recall@k, and every query's
+     * scores and first k documents. `complete` is false when the service stopped early (its deadline).
+     */
+    evaluate: (store: string, body: OperationBody<"evaluate">) =>
+      call("evaluate", true, (signal) =>
+        api.POST("/api/v1/stores/{store}/evaluate", { params: { path: { store } }, body, signal }),
       ),
     /** Write a document (`text`, or base64 `content`); `columns` names a table file's columns. */
     putDocument: (

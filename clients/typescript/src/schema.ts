@@ -97,6 +97,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/stores/{store}/evaluate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate
+         * @description Score judged queries against the store with each method: mean nDCG@k and recall@k per method, and
+         *     every query's scores and first k documents (any key that may search the store).
+         *
+         *     Stops early with `complete: false` when the request's time runs short: the scores cover the
+         *     queries done.
+         */
+        post: operations["evaluate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/health": {
         parameters: {
             query?: never;
@@ -954,6 +978,89 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /**
+         * EvaluateRequest
+         * @description POST /api/v1/stores/{store}/evaluate.
+         */
+        EvaluateRequest: {
+            /** Queries */
+            queries: components["schemas"]["EvaluationQuery"][];
+            /**
+             * Judgments
+             * @description Queries with no judgment of relevance 1 or more are skipped and counted, as BEIR's tools do.
+             */
+            judgments: components["schemas"]["Judgment"][];
+            /**
+             * Methods
+             * @description Default: dense (naive engine), hybrid (naive engine, useHybrid) and keyword.
+             */
+            methods?: components["schemas"]["EvaluationMethod"][] | null;
+            /**
+             * K
+             * @description The cut of nDCG@k, recall@k and topDocuments.
+             * @default 10
+             */
+            k?: number;
+        };
+        /**
+         * EvaluateResponse
+         * @description Every method's means, then every scored query in request order.
+         */
+        EvaluateResponse: {
+            /** Store */
+            store: string;
+            /** K */
+            k: number;
+            /**
+             * Complete
+             * @description false: stopped early (see stoppedBy); the scores cover the queries done.
+             */
+            complete: boolean;
+            /**
+             * Stoppedby
+             * @description Why the evaluation stopped early: deadline (the request's time ran short) or responseSize (the answer would outgrow one Lambda response). None when complete.
+             */
+            stoppedBy: ("deadline" | "responseSize") | null;
+            /** Scoredqueries */
+            scoredQueries: number;
+            /**
+             * Skippedqueries
+             * @description Queries without any judgment of relevance 1 or more: not scored.
+             */
+            skippedQueries: number;
+            /** Methods */
+            methods: components["schemas"]["MethodScore"][];
+            /** Queries */
+            queries: components["schemas"]["QueryScore"][];
+        };
+        /**
+         * EvaluationMethod
+         * @description A named retrieve configuration to score.
+         */
+        EvaluationMethod: {
+            /** Name */
+            name: string;
+            /**
+             * Options
+             * @description POST /rag/retrieve options (camelCase), without query, store and grade, e.g. {"engineName": "naive", "useHybrid": true}. Validated as a retrieve request is.
+             */
+            options?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * EvaluationQuery
+         * @description One query of the set.
+         */
+        EvaluationQuery: {
+            /** Id */
+            id: string;
+            /**
+             * Text
+             * @description The query, as a retrieve query.
+             */
+            text: string;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -1036,6 +1143,24 @@ export interface components {
             nowFailed: number;
             /** Nowskipped */
             nowSkipped: number;
+        };
+        /**
+         * Judgment
+         * @description How relevant one document is to one query (a line of a BEIR qrels file).
+         */
+        Judgment: {
+            /** Queryid */
+            queryId: string;
+            /**
+             * Documentid
+             * @description The store's documentId (a BEIR corpus-id as loaded).
+             */
+            documentId: string;
+            /**
+             * Relevance
+             * @description 0: judged not relevant; 1 and above: relevant, graded (nDCG gains 2^relevance - 1).
+             */
+            relevance: number;
         };
         /**
          * KnowledgeAnswer
@@ -1137,6 +1262,36 @@ export interface components {
             pageNumber?: number | null;
         };
         /**
+         * MethodScore
+         * @description One method's means over the scored queries (None when no query was scored).
+         */
+        MethodScore: {
+            /** Name */
+            name: string;
+            /**
+             * Options
+             * @description The retrieve options the method ran with.
+             */
+            options: {
+                [key: string]: unknown;
+            };
+            /**
+             * Ndcg
+             * @description Mean nDCG@k.
+             */
+            ndcg: number | null;
+            /**
+             * Recall
+             * @description Mean recall@k: the share of relevant documents in the first k.
+             */
+            recall: number | null;
+            /**
+             * Medianlatencyms
+             * @description Median time of one query's search, embedding excluded.
+             */
+            medianLatencyMs: number | null;
+        };
+        /**
          * PgvectorCheck
          * @description The installed `vector` extension: 0.8 or newer (iterative index scans).
          */
@@ -1196,6 +1351,40 @@ export interface components {
              * @description Why a requested stage was skipped, e.g. the reranker failed.
              */
             warnings?: string[];
+        };
+        /**
+         * QueryMethodScore
+         * @description One query ranked by one method.
+         */
+        QueryMethodScore: {
+            /** Ndcg */
+            ndcg: number;
+            /** Recall */
+            recall: number;
+            /**
+             * Topdocuments
+             * @description The first k documentIds the method ranked, best first.
+             */
+            topDocuments: string[];
+        };
+        /**
+         * QueryScore
+         * @description One scored query: its scores under every method, keyed by method name.
+         */
+        QueryScore: {
+            /** Id */
+            id: string;
+            /** Text */
+            text: string;
+            /**
+             * Relevantdocuments
+             * @description Documents judged with relevance 1 or more.
+             */
+            relevantDocuments: number;
+            /** Scores */
+            scores: {
+                [key: string]: components["schemas"]["QueryMethodScore"];
+            };
         };
         /**
          * RerankOptions
@@ -2221,6 +2410,113 @@ export interface operations {
                 };
             };
             /** @description API keys could not be read */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    evaluate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                store: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluateRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluateResponse"];
+                };
+            };
+            /** @description Missing or invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Over the credential's rate limit; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Service Unavailable */
             503: {
                 headers: {
                     [name: string]: unknown;

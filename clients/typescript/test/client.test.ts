@@ -235,6 +235,39 @@ describe("a document's chunks", () => {
   });
 });
 
+describe("evaluate", () => {
+  const queries = [
+    { id: "q1", text: "How does the Kubernetes scheduler pick a node for a pod?" },
+    { id: "q2", text: "How often are API keys rotated?" },
+  ];
+
+  it("evaluate scores each default method and every judged query on the sample store", async () => {
+    const judgments = [
+      { queryId: "q1", documentId: "k8s-scheduling", relevance: 2 },
+      { queryId: "q2", documentId: "security-keys", relevance: 0 },
+    ];
+    const scored = await client.evaluate("sample", { queries, judgments, k: 3 });
+    assert.equal(scored.complete, true);
+    assert.deepEqual([scored.scoredQueries, scored.skippedQueries], [1, 1]);
+    assert.deepEqual(
+      scored.methods.map((method) => method.name),
+      ["dense", "hybrid", "keyword"],
+    );
+    const dense = scored.queries[0]?.scores["dense"];
+    assert.equal(dense?.topDocuments[0], "k8s-scheduling");
+    assert.equal(dense?.topDocuments.length, 3);
+    assert.equal(dense?.ndcg, 1);
+  });
+
+  it("a judgment of a query not in queries is a validation_error naming it", async () => {
+    const judgments = [{ queryId: "q9", documentId: "k8s-scheduling", relevance: 1 }];
+    const error = await rejection(client.evaluate("sample", { queries, judgments }));
+    assert.equal(error.status, 422);
+    assert.equal(error.code, "validation_error");
+    assert.match(error.message, /q9/);
+  });
+});
+
 describe("answers", () => {
   const question = { query: "How does Kubernetes decide which node runs a pod?", grade: 0.1, store: "sample" };
 

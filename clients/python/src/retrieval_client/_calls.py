@@ -102,6 +102,14 @@ def list_documents(
     return Call("GET", f"{store_path(store)}/documents", params=params)
 
 
+def evaluate(store: str, queries: Any, judgments: Any, methods: Any | None, k: int | None) -> Call:
+    """POST /stores/{store}/evaluate; `methods` and `k` only when given (the service's defaults otherwise)."""
+    body = {"queries": queries, "judgments": judgments, "methods": methods, "k": k}
+    return Call(
+        "POST", f"{store_path(store)}/evaluate", body={n: v for n, v in body.items() if v is not None}
+    )
+
+
 def list_chunks(store: str, document_id: str, limit: int | None, cursor: str | None) -> Call:
     """GET /stores/{store}/chunks?documentId=, one page of the document's chunks."""
     params = query(documentId=document_id, limit=limit, cursor=cursor)

@@ -36,7 +36,11 @@ from retrieval_client.models import (
     DocumentResponse,
     DocumentStatusListResponse,
     DocumentWriteResponse,
+    EvaluateResponse,
+    EvaluationMethod,
+    EvaluationQuery,
     HealthResponse,
+    Judgment,
     KnowledgeAnswer,
     KnowledgeSearchRequest,
     ResolvedStore,
@@ -259,6 +263,20 @@ class AsyncRetrievalClient:
                 yield document
             if not (cursor := page["nextCursor"]):
                 return
+
+    async def evaluate(
+        self,
+        store: str,
+        queries: list[EvaluationQuery],
+        judgments: list[Judgment],
+        methods: list[EvaluationMethod] | None = None,
+        k: int | None = None,
+    ) -> EvaluateResponse:
+        """POST /stores/{store}/evaluate: each method's mean nDCG@k and recall@k over the judged queries,
+        and every query's scores and first k documents. Without `methods`: dense, hybrid and keyword;
+        `complete` is false when the service stopped early (its deadline), with the queries done."""
+        call = calls.evaluate(store, queries, judgments, methods, k)
+        return cast(EvaluateResponse, await self._json(call))
 
     async def list_chunks(
         self, store: str, document_id: str, *, limit: int | None = None, cursor: str | None = None

@@ -155,6 +155,24 @@ class EmbedderCheck(TypedDict):
     loaded: NotRequired[bool | None]
 
 
+class EvaluationMethod(TypedDict, closed=True):
+    """
+    A named retrieve configuration to score.
+    """
+
+    name: str
+    options: NotRequired[dict[str, Any]]
+
+
+class EvaluationQuery(TypedDict, closed=True):
+    """
+    One query of the set.
+    """
+
+    id: str
+    text: str
+
+
 class HealthCheck(TypedDict):
     """
     One check of GET /api/v1/health.
@@ -182,6 +200,16 @@ class IngestionStatistics(TypedDict):
     nowOk: int
     nowFailed: int
     nowSkipped: int
+
+
+class Judgment(TypedDict, closed=True):
+    """
+    How relevant one document is to one query (a line of a BEIR qrels file).
+    """
+
+    queryId: str
+    documentId: str
+    relevance: int
 
 
 class KnowledgeSearchRequest(TypedDict, closed=True):
@@ -214,6 +242,18 @@ class KnowledgeSource(TypedDict):
     pageNumber: NotRequired[int | None]
 
 
+class MethodScore(TypedDict):
+    """
+    One method's means over the scored queries (None when no query was scored).
+    """
+
+    name: str
+    options: dict[str, Any]
+    ndcg: float | None
+    recall: float | None
+    medianLatencyMs: float | None
+
+
 class PgvectorCheck(TypedDict):
     """
     The installed `vector` extension: 0.8 or newer (iterative index scans).
@@ -222,6 +262,27 @@ class PgvectorCheck(TypedDict):
     status: Literal['ok', 'failed', 'overloaded', 'skipped']
     reason: NotRequired[str | None]
     version: NotRequired[str | None]
+
+
+class QueryMethodScore(TypedDict):
+    """
+    One query ranked by one method.
+    """
+
+    ndcg: float
+    recall: float
+    topDocuments: list[str]
+
+
+class QueryScore(TypedDict):
+    """
+    One scored query: its scores under every method, keyed by method name.
+    """
+
+    id: str
+    text: str
+    relevantDocuments: int
+    scores: dict[str, QueryMethodScore]
 
 
 class RerankOptions(TypedDict, closed=True):
@@ -424,6 +485,32 @@ class ErrorBody(TypedDict):
     code: ErrorCode
     message: str
     details: NotRequired[dict[str, Any]]
+
+
+class EvaluateRequest(TypedDict, closed=True):
+    """
+    POST /api/v1/stores/{store}/evaluate.
+    """
+
+    queries: list[EvaluationQuery]
+    judgments: list[Judgment]
+    methods: NotRequired[list[EvaluationMethod] | None]
+    k: NotRequired[int]
+
+
+class EvaluateResponse(TypedDict):
+    """
+    Every method's means, then every scored query in request order.
+    """
+
+    store: str
+    k: int
+    complete: bool
+    stoppedBy: Literal['deadline', 'responseSize'] | None
+    scoredQueries: int
+    skippedQueries: int
+    methods: list[MethodScore]
+    queries: list[QueryScore]
 
 
 class HTTPValidationError(TypedDict):

@@ -22,8 +22,13 @@ def create_app(*routers: APIRouter) -> FastAPI:
         from retrieval_core.api.routers import (
             answer,
             chunks,
+<<<<<<< HEAD
             console,
             documents,
+=======
+            documents,
+            evaluate,
+>>>>>>> evaluate-api
             health,
             knowledge,
             retrieve,
@@ -35,6 +40,7 @@ def create_app(*routers: APIRouter) -> FastAPI:
             retrieve.router,
             answer.router,
             chunks.router,
+            evaluate.router,
             health.router,
             knowledge.router,
             stores.router,

@@ -22,7 +22,7 @@ from retrieval_core.evaluation.ranking_metrics import (
     percentile,
     recall_at,
 )
-from retrieval_core.grants import OPEN_GRANT
+from retrieval_core.grants import OPEN_GRANT, Grant
 
 if TYPE_CHECKING:
     from retrieval_core.backends.pgvector.service import RetrievalService
@@ -92,8 +92,10 @@ DEFAULT_METHODS: tuple[MethodSpec, ...] = (
 )
 
 
-def service_method(service: RetrievalService, store: str, spec: MethodSpec, depth: int = DEPTH) -> Method:
-    """`spec` as a method: one `retrieve` per query, with the query's precomputed vector.
+def service_method(
+    service: RetrievalService, store: str, spec: MethodSpec, depth: int = DEPTH, grant: Grant = OPEN_GRANT
+) -> Method:
+    """`spec` as a method: one `retrieve` per query, with the query's precomputed vector, as `grant`.
 
     Options a retrieve request refuses are an InvalidRequestError now, before any query runs.
     """
@@ -113,7 +115,7 @@ def service_method(service: RetrievalService, store: str, spec: MethodSpec, dept
         request = RetrieveRequest.model_validate(
             {**spec.options, "query": query.text, **grade, "store": store, "cacheTTLms": 0}
         )
-        response, _ = service.retrieve(request, lambda _: query.vector, grant=OPEN_GRANT, depth=depth)
+        response, _ = service.retrieve(request, lambda _: query.vector, grant=grant, depth=depth)
         results = response.results
         # A naive hybrid answer is the union of both lists (up to twice `depth`): every method is
         # scored on its first `depth` chunks.
