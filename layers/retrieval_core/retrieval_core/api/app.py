@@ -22,13 +22,9 @@ def create_app(*routers: APIRouter) -> FastAPI:
         from retrieval_core.api.routers import (
             answer,
             chunks,
-<<<<<<< HEAD
             console,
             documents,
-=======
-            documents,
             evaluate,
->>>>>>> evaluate-api
             health,
             knowledge,
             retrieve,
