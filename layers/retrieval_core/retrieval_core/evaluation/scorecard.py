@@ -37,14 +37,8 @@ if TYPE_CHECKING:
     from retrieval_core.clients.retry import Deadline
     from retrieval_core.grants import Grant
 
-# Keyword ranking as `retrieval eval` measures it: the keyword hits of a hybrid search, weighted 0 / 1.
-# Once retrieve takes searchMode, this is
-# KEYWORD = MethodSpec("keyword", {"engineName": "naive", "searchMode": "keyword"})
-KEYWORD = MethodSpec(
-    "keyword",
-    {**HYBRID, "fusion": "weighted", "vectorWeight": 0.0, "keywordWeight": 1.0},
-    keyword_hits_only=True,
-)
+# The keyword search alone (no embedding, only the chunks the keyword query matches).
+KEYWORD = MethodSpec("keyword", {"engineName": "naive", "searchMode": "keyword"})
 DEFAULT_METHODS: tuple[MethodSpec, ...] = (
     MethodSpec("dense", {"engineName": "naive"}),
     MethodSpec("hybrid", HYBRID),
