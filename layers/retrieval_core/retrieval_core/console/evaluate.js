@@ -117,7 +117,7 @@ function report(result) {
   );
 }
 
-const CHART = { width: 640, height: 240, left: 40, bottom: 40, top: 10 };
+const CHART = { width: 640, height: 250, left: 40, bottom: 40, top: 20 };
 
 /** Bars of nDCG and recall per method, 0 to 1 (an SVG drawn from data: no markup is parsed). */
 function chart(methods, k) {
@@ -149,7 +149,7 @@ function chart(methods, k) {
 function comparison(result, names) {
   const a = h("select", { name: "a" }, names.map((name, i) => h("option", { value: name, selected: i === names.length - 1 }, name)));
   const b = h("select", { name: "b" }, names.map((name, i) => h("option", { value: name, selected: i === 0 }, name)));
-  const table = h("div", {});
+  const differences = h("div", {});
   const draw = () => {
     const rows = result.queries
       .map((query) => ({ query, difference: query.scores[a.value].ndcg - query.scores[b.value].ndcg }))
@@ -157,9 +157,9 @@ function comparison(result, names) {
       .sort((x, y) => y.difference - x.difference);
     const wins = rows.filter((row) => row.difference > 0).length;
     replace(
-      table,
+      differences,
       h("p", {}, `${a.value} beats ${b.value} on ${wins} queries, loses on ${rows.length - wins}, ties on ${result.queries.length - rows.length}.`),
-      table(
+      rows.length === 0 ? null : table(
         "Per-query differences",
         [{ name: "Query" }, { name: a.value, numeric: true }, { name: b.value, numeric: true }, { name: "Difference", numeric: true }, { name: `${a.value}'s first documents` }],
         rows.map(({ query, difference }) => ({
@@ -179,5 +179,5 @@ function comparison(result, names) {
   b.addEventListener("change", draw);
   draw();
   return h("section", { "aria-labelledby": "wins-title" }, h("h2", { id: "wins-title" }, "Wins and losses per query"),
-    h("div", { class: "row" }, field("Method", a), field("against", b)), table);
+    h("div", { class: "row" }, field("Method", a), field("against", b)), differences);
 }

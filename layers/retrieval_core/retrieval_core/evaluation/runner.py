@@ -102,10 +102,9 @@ def service_method(
     from pydantic import ValidationError
 
     from retrieval_core.schemas.common import validation_error
-    from retrieval_core.schemas.retrieve import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest, no_threshold
 
-    # grade 0: every candidate the search returns; keyword mode takes no grade (it computes no similarity).
-    grade = {} if spec.options.get("searchMode") == "keyword" else {"grade": 0.0}
+    grade = no_threshold(spec.options)
     try:
         RetrieveRequest.model_validate({**spec.options, "query": "check", **grade})
     except ValidationError as exc:

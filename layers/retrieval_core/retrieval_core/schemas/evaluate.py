@@ -147,7 +147,7 @@ def _repeated_judgments(request: EvaluateRequest) -> list[InitErrorDetails]:
 def method_option_errors(index: int, method: EvaluationMethod) -> list[InitErrorDetails]:
     """Why method `index`'s options are refused, each error at `methods.{index}.options.{option}` and
     naming the method; none when a retrieve request would accept them."""
-    from retrieval_core.schemas.retrieve import RetrieveRequest
+    from retrieval_core.schemas.retrieve import RetrieveRequest, no_threshold
 
     at = ("methods", index, "options")
     named = f"method '{method.name}': "
@@ -166,7 +166,7 @@ def method_option_errors(index: int, method: EvaluationMethod) -> list[InitError
     if errors:
         return errors
     try:
-        RetrieveRequest.model_validate({**method.options, "query": "check", "grade": 0.0})
+        RetrieveRequest.model_validate({**method.options, "query": "check", **no_threshold(method.options)})
     except ValidationError as exc:
         return [
             _error((*at, *e["loc"]), f"{named}{e['msg']}", e.get("input"), e["type"])

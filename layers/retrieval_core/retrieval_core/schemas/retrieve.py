@@ -3,6 +3,7 @@ refusal of options that would have no effect, and the ranked answer with what th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -220,6 +221,12 @@ class RetrieveRequest(RequestModel):
         return bool(self.store and self.store.startswith(GEMINI_STORE_PREFIX))
 
     search: SearchOverride = None
+
+
+def no_threshold(options: Mapping[str, Any]) -> dict[str, float]:
+    """The `grade` that keeps every candidate of a request with `options` (camelCase): 0, or none in keyword
+    mode, which computes no similarity to compare it with."""
+    return {} if options.get("searchMode") == "keyword" else {"grade": 0.0}
 
 
 # Each hybrid option and the fusion it needs (None: either).
