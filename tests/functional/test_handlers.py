@@ -243,6 +243,11 @@ def check_evaluate(status: int, body: dict[str, Any]) -> None:
     assert len(first["scores"]["dense"]["topDocuments"]) == 5
 
 
+def check_evaluate_unknown_query(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["code"] == "validation_error" and "q9" in body["error"]["message"]
+
+
 def check_similarity_search(status: int, body: dict[str, Any]) -> None:
     assert status == 200, body
     assert_ranked_chunks(body, "k8s-scheduling")
@@ -436,6 +441,7 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve-batch.json": check_retrieve_batch,
     "retrieve-batch-too-many.json": check_retrieve_batch_too_many,
     "evaluate.json": check_evaluate,
+    "evaluate-unknown-query.json": check_evaluate_unknown_query,
     "similarity-search.json": check_similarity_search,
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,
@@ -568,7 +574,7 @@ GOOD_EVENTS |= {
     "stores-13-refresh.json",
     "stores-15-delete-attached.json",
 }
-GOOD_EVENTS |= {"console.json", "console-file.json"}
+GOOD_EVENTS |= {"console.json", "console-file.json", "evaluate.json"}
 GOOD_EVENTS |= {"mcp-01-initialize.json", "mcp-02-tools-list.json", "mcp-03-memory-search.json"}
 
 
