@@ -243,6 +243,13 @@ def check_evaluate(status: int, body: dict[str, Any]) -> None:
     assert len(first["scores"]["dense"]["topDocuments"]) == 5
 
 
+def check_evaluate_unknown_query(status: int, body: dict[str, Any]) -> None:
+    assert status == 422, body
+    assert body["error"]["code"] == "validation_error"
+    assert body["error"]["details"]["errors"][0]["field"] == "judgments.0.queryId"
+    assert "'q2'" in body["error"]["message"]
+
+
 def check_similarity_search(status: int, body: dict[str, Any]) -> None:
     assert status == 200, body
     assert_ranked_chunks(body, "k8s-scheduling")
@@ -421,6 +428,7 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "retrieve-batch.json": check_retrieve_batch,
     "retrieve-batch-too-many.json": check_retrieve_batch_too_many,
     "evaluate.json": check_evaluate,
+    "evaluate-unknown-query.json": check_evaluate_unknown_query,
     "similarity-search.json": check_similarity_search,
     "similarity-search-wrong-dimension.json": check_similarity_search_wrong_dimension,
     "health.json": check_health,
@@ -531,6 +539,7 @@ GOOD_EVENTS = {
 }
 GOOD_EVENTS |= {"knowledge-search.json", "resolve-store.json"}
 GOOD_EVENTS |= {
+    "evaluate.json",
     "list-chunks.json",
     "stores-01-put.json",
     "stores-02-documents-put-text.json",
