@@ -515,6 +515,10 @@ EXPECTED: dict[str, tuple[int, Callable[[dict[str, Any]], bool]]] = {
             and b["queries"][0]["scores"]["dense"]["topDocuments"][0] == "k8s-scheduling"
         ),
     ),
+    "evaluate-unknown-query.json": (
+        422,
+        lambda b: b["error"]["details"]["errors"][0]["field"] == "judgments.0.queryId",
+    ),
     "list-chunks.json": (
         200,
         lambda b: (

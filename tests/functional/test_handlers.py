@@ -245,7 +245,9 @@ def check_evaluate(status: int, body: dict[str, Any]) -> None:
 
 def check_evaluate_unknown_query(status: int, body: dict[str, Any]) -> None:
     assert status == 422, body
-    assert body["error"]["code"] == "validation_error" and "q9" in body["error"]["message"]
+    assert body["error"]["code"] == "validation_error"
+    assert body["error"]["details"]["errors"][0]["field"] == "judgments.0.queryId"
+    assert "'q2'" in body["error"]["message"]
 
 
 def check_similarity_search(status: int, body: dict[str, Any]) -> None:
@@ -560,6 +562,7 @@ GOOD_EVENTS = {
 }
 GOOD_EVENTS |= {"knowledge-search.json", "resolve-store.json"}
 GOOD_EVENTS |= {
+    "evaluate.json",
     "list-chunks.json",
     "stores-01-put.json",
     "stores-02-documents-put-text.json",
@@ -574,7 +577,7 @@ GOOD_EVENTS |= {
     "stores-13-refresh.json",
     "stores-15-delete-attached.json",
 }
-GOOD_EVENTS |= {"console.json", "console-file.json", "evaluate.json"}
+GOOD_EVENTS |= {"console.json", "console-file.json"}
 GOOD_EVENTS |= {"mcp-01-initialize.json", "mcp-02-tools-list.json", "mcp-03-memory-search.json"}
 
 
