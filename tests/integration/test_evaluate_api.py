@@ -203,7 +203,7 @@ def test_twice_the_same_query_id_or_method_name_is_a_422(client: TestClient, jud
 @pytest.mark.parametrize(
     ("options", "field", "words"),
     [
-        ({"engineName": "naive", "vectorWeight": 0.5}, "methods.0.options.vectorWeight", "useHybrid"),
+        ({"engineName": "naive", "vectorWeight": 0.5}, "methods.0.options.vectorWeight", "searchMode"),
         ({"engineName": "fast"}, "methods.0.options.engineName", "'default' or 'naive'"),
         ({"topK": 5}, "methods.0.options.topK", "Extra inputs"),
         ({"store": "sample"}, "methods.0.options.store", "store in the path"),

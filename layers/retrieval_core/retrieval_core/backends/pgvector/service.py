@@ -300,7 +300,8 @@ class RetrievalService:
                 # Embed before touching the database: no pooled connection is held during a provider call.
                 with stopwatch(timings, "embed"):
                     query_vector = (embed_query or self._embed_query)(request.query)
-                debug("embed: %d dims (%s) in %.1f ms", len(query_vector), self.embedder.model, timings.embed)
+                model = self.embedder.model
+                debug("embed: %d dimensions (%s) in %.1f ms", len(query_vector), model, timings.embed)
             searched: list[Store] = []
 
             def search(limit: int) -> list[ScoredChunk]:
