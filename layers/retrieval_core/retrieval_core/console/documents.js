@@ -2,7 +2,7 @@
 // delete; #/stores/<store>/documents/<id>: one document's chunks as the parser and chunker made them.
 
 import { call, consoleConfig, documentPath, segment } from "/console/api.js";
-import { announce, bytes, confirmDialog, count, errorMessage, field, h, replace, table } from "/console/dom.js";
+import { announce, bytes, confirmDialog, count, errorMessage, h, prefixFilter, replace, table } from "/console/dom.js";
 import { pager, sourceLabel } from "/console/stores.js";
 
 const PAGE = 25;
@@ -21,7 +21,7 @@ export async function storeView(view, params, store) {
     h("p", {}, h("a", { href: `#/search?store=${segment(store)}` }, "Search this store")),
     uploader(store, () => loadPage(null)),
     h("h2", {}, "Documents"),
-    prefixForm(prefix, (value) => {
+    prefixFilter("Document id starts with", "e.g. handbook/", prefix, (value) => {
       window.location.hash = `#/stores/${segment(store)}` + (value ? `?prefix=${encodeURIComponent(value)}` : "");
     }),
     list,
@@ -60,22 +60,6 @@ function storeSummary(info) {
   return h("dl", { class: "summary" }, rows.map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
 }
 
-function prefixForm(prefix, onFilter) {
-  const input = h("input", { type: "search", name: "prefix", value: prefix, placeholder: "e.g. handbook/" });
-  return h(
-    "form",
-    {
-      class: "row",
-      role: "search",
-      onsubmit: (event) => {
-        event.preventDefault();
-        onFilter(input.value);
-      },
-    },
-    field("Document id starts with", input),
-    h("button", { type: "submit" }, "Filter"),
-  );
-}
 
 function documentsTable(store, documents, reload) {
   const columns = ["Document", "Type", "Chunks", "Updated", "Written by", "Actions"].map((name) => ({ name, numeric: name === "Chunks" }));

@@ -112,6 +112,16 @@ export function field(label, control, hint) {
   return h("div", { class: "field" }, h("label", { class: "label", for: control.id }, label), control, hintElement);
 }
 
+/** A search form of one prefix field; `onFilter` gets what was typed, trimmed. */
+export function prefixFilter(label, placeholder, value, onFilter) {
+  const input = h("input", { type: "search", name: "prefix", value, placeholder });
+  const submit = (event) => {
+    event.preventDefault();
+    onFilter(input.value.trim());
+  };
+  return h("form", { class: "row", role: "search", onsubmit: submit }, field(label, input), h("button", { type: "submit" }, "Filter"));
+}
+
 /** A modal question; resolves true when the user confirms. */
 export function confirmDialog(title, message, confirmLabel) {
   return new Promise((resolve) => {

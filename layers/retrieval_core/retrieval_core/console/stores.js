@@ -1,7 +1,7 @@
 // #/stores: every store a page at a time, with its counts and settings; create and drop (admin keys).
 
 import { call, segment } from "/console/api.js";
-import { announce, confirmDialog, count, errorMessage, field, h, replace, table } from "/console/dom.js";
+import { announce, confirmDialog, count, errorMessage, field, h, prefixFilter, replace, table } from "/console/dom.js";
 
 const PAGE = 20;
 
@@ -13,7 +13,7 @@ export async function storesView(view, params) {
     h("h1", {}, "Stores"),
     createForm(() => loadPage(null)),
     h("h2", {}, "All stores"),
-    filterForm(params.get("prefix") ?? "", (prefix) => {
+    prefixFilter("Name starts with", "name prefix", params.get("prefix") ?? "", (prefix) => {
       window.location.hash = prefix ? `#/stores?prefix=${encodeURIComponent(prefix)}` : "#/stores";
     }),
     list,
@@ -36,22 +36,6 @@ export async function storesView(view, params) {
   await loadPage(null);
 }
 
-function filterForm(prefix, onFilter) {
-  const input = h("input", { type: "search", name: "prefix", value: prefix, placeholder: "name prefix" });
-  return h(
-    "form",
-    {
-      class: "row",
-      role: "search",
-      onsubmit: (event) => {
-        event.preventDefault();
-        onFilter(input.value.trim());
-      },
-    },
-    field("Name starts with", input),
-    h("button", { type: "submit" }, "Filter"),
-  );
-}
 
 /** Previous and next page buttons over a cursor-paged list; `cursors` remembers the pages before. */
 export function pager(cursors, cursor, nextCursor, load) {
