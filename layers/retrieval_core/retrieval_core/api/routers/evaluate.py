@@ -10,7 +10,6 @@ from fastapi.concurrency import run_in_threadpool
 from retrieval_core.api.dependencies import GrantDep, ServiceDep
 from retrieval_core.api.docs import error_responses
 from retrieval_core.clients.deadline import request_deadline
-from retrieval_core.evaluation.scorecard import scorecard
 from retrieval_core.schemas.common import Text
 from retrieval_core.schemas.evaluate import EvaluateRequest, EvaluateResponse
 
@@ -29,4 +28,7 @@ async def evaluate(
     Stops early with `complete: false` when the request's time runs short: the scores cover the
     queries done.
     """
+    # On first use: the retrieve function's cold start does not pay for the evaluation package.
+    from retrieval_core.evaluation.scorecard import scorecard
+
     return await run_in_threadpool(partial(scorecard, service, store, body, grant, request_deadline()))
