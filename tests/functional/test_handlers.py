@@ -486,13 +486,18 @@ def answer_body(event: Event, response: Response) -> dict[str, Any]:
         assert response["body"] == "" and response["headers"]["content-type"] == "application/json"
         return {}
     if event["rawPath"].startswith("/console") and response["statusCode"] == 200:
-        headers = response["headers"]
-        return {
-            "type": headers["content-type"],
-            "csp": headers["content-security-policy"],
-            "text": response["body"],
-        }
+        return console_answer(response)
     return body_of(response)
+
+
+def console_answer(response: Response) -> dict[str, Any]:
+    """One of the console's files as the checks read it: its type, its Content-Security-Policy, its text."""
+    headers = response["headers"]
+    return {
+        "type": headers["content-type"],
+        "csp": headers["content-security-policy"],
+        "text": response["body"],
+    }
 
 
 @pytest.mark.parametrize(
