@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.client_server import api_keys_setting
-from tests.doc_examples import served_app
+from tests.doc_examples import ServedApp, served_app
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -44,11 +44,17 @@ PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="session")
-def console_url() -> Iterator[str]:
-    """`retrieval serve` with an admin and a read-only key, its sample store loaded; the console's URL."""
+def served() -> Iterator[ServedApp]:
+    """`retrieval serve` with an admin and a read-only key, its sample store loaded."""
     env = {"API_KEYS": api_keys_setting(), "DOCUMENTS_MAX_BODY_BYTES": str(MAX_DOCUMENT_BODY)}
     with served_app(env) as app:
-        yield f"http://{app.address}/console"
+        yield app
+
+
+@pytest.fixture(scope="session")
+def console_url(served: ServedApp) -> str:
+    """The console's URL."""
+    return f"http://{served.address}/console"
 
 
 @pytest.fixture(scope="session")

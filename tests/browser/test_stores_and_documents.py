@@ -9,7 +9,9 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.browser.conftest import MAX_DOCUMENT_BODY, READ_KEY, Console
+from tests.doc_examples import ServedApp
 from tests.files import pdf_bytes
+from tests.legacy_rows import embedded_owner_dsn, rename_document
 
 
 def test_an_admin_creates_a_store_and_drops_it_only_after_confirming(
@@ -136,3 +138,37 @@ def test_documents_are_paged_filtered_by_prefix_and_deleted_after_confirming(
     page.get_by_role("dialog").get_by_role("button", name="Delete document").click()
     expect(documents).to_have_count(2)
     assert api.get("/api/v1/stores/console-paging/documents/notes/01").status_code == 404
+
+
+def test_deleting_a_stored_id_that_climbs_deletes_that_document_and_no_other_store(
+    console: Console, api: httpx.Client, served: ServedApp
+) -> None:
+    # A writer of `console-alpha` planted `../../console-bravo` before such ids were refused.
+    _new_store(api, "console-alpha")
+    _new_store(api, "console-bravo")
+    assert api.put("/api/v1/stores/console-bravo/documents/plans", json={"text": "Bravo's plans."}).is_success
+    for name in ("planted", "dot"):
+        assert api.put(
+            f"/api/v1/stores/console-alpha/documents/{name}", json={"text": f"A {name}."}
+        ).is_success
+    owner = embedded_owner_dsn(served.pgdata)
+    rename_document(owner, "console-alpha", "planted", "../../console-bravo")
+    rename_document(owner, "console-alpha", "dot", "..")
+    page = console.page
+    console.open("#/stores/console-alpha")
+    documents = page.locator("tbody tr")
+    expect(documents).to_have_count(2)
+
+    page.get_by_role("link", name="../../console-bravo").click()
+    expect(page.get_by_role("heading", name="../../console-bravo")).to_be_visible()
+    expect(page.locator("ol.chunks li")).to_have_count(1)
+    console.open("#/stores/console-alpha")
+    page.get_by_role("button", name="Delete ../../console-bravo").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete document").click()
+    expect(documents).to_have_count(1)
+    page.get_by_role("button", name="Delete ..", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete document").click()
+    expect(documents).to_have_count(0)
+
+    assert api.get("/api/v1/stores/console-alpha").json()["documentCount"] == 0
+    assert api.get("/api/v1/stores/console-bravo").json()["documentCount"] == 1

@@ -316,6 +316,19 @@ def check_documents_put_bad_base64(status: int, body: dict[str, Any]) -> None:
     assert body["error"]["details"]["errors"][0]["field"] == "content"
 
 
+def check_documents_put_notes(status: int, body: dict[str, Any]) -> None:
+    assert status == 201, body
+    assert body["documentId"] == "notes/faq.txt" and body["status"] == "created"
+
+
+def check_documents_put_dot_segment(status: int, body: dict[str, Any]) -> None:
+    # A path resolves `..`: the id would climb out of store `handbook`, so no write takes it.
+    assert status == 422, body
+    error = body["error"]["details"]["errors"][0]
+    assert error["field"] == "documentId" and error["type"] == "dot_segment", body
+    assert "'..' path segment" in error["message"]
+
+
 def check_documents_get(status: int, body: dict[str, Any]) -> None:
     assert status == 200, body
     assert body["documentId"] == "policies/visitors#2026"
@@ -452,11 +465,14 @@ EXPECTED: dict[str, Callable[[int, dict[str, Any]], None]] = {
     "stores-01-put.json": check_stores_put,
     "stores-02-documents-put-text.json": check_documents_put_text,
     "stores-03-documents-put-markdown.json": check_documents_put_markdown,
+    "stores-03a-documents-put-notes.json": check_documents_put_notes,
     "stores-04-documents-put-unsupported.json": check_documents_put_unsupported,
     "stores-05-documents-put-bad-base64.json": check_documents_put_bad_base64,
+    "stores-05a-documents-put-dot-segment.json": check_documents_put_dot_segment,
     "stores-06-documents-get.json": check_documents_get,
     "stores-07-documents-list.json": check_documents_list,
     "stores-08-documents-delete.json": check_documents_delete,
+    "stores-08a-documents-delete-by-query.json": check_documents_delete,
     "stores-09-get.json": check_stores_get,
     "stores-10-list.json": check_stores_list,
     "stores-11-delete.json": check_documents_delete,
@@ -572,9 +588,11 @@ GOOD_EVENTS |= {
     "stores-01-put.json",
     "stores-02-documents-put-text.json",
     "stores-03-documents-put-markdown.json",
+    "stores-03a-documents-put-notes.json",
     "stores-06-documents-get.json",
     "stores-07-documents-list.json",
     "stores-08-documents-delete.json",
+    "stores-08a-documents-delete-by-query.json",
     "stores-09-get.json",
     "stores-10-list.json",
     "stores-11-delete.json",

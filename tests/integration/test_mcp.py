@@ -372,6 +372,12 @@ def test_tool_errors_name_the_missing_scope_the_store_the_field_and_the_allowed_
             assert invalid["code"] == "validation_error" and invalid["message"].startswith("limit:")
             invalid = await tool_error(writer, "memory_store", {"text": "x", "colour": "red"})
             assert invalid["details"]["errors"][0]["field"] == "colour"
+            # An id a URL would read as a step up the path is refused, as on every other way in.
+            climbing = await tool_error(
+                writer, "memory_store", {"text": "x", "id": "../sample", "store": MEMORY}
+            )
+            assert climbing["code"] == "validation_error" and climbing["status"] == 422
+            assert climbing["details"]["errors"][0]["type"] == "dot_segment"
 
             # A tool this server does not have is a protocol error (JSON-RPC invalid params).
             with pytest.raises(MCPError) as raised:

@@ -727,3 +727,19 @@ def test_time_from_put_to_searchable(sync: Sync) -> None:
         print(
             f"\n{kind}: put -> searchable median {timings[2] * 1000:.0f} ms, max {timings[-1] * 1000:.0f} ms"
         )
+
+
+def test_an_object_whose_key_climbs_out_of_its_store_is_acknowledged_and_written_nowhere(
+    sync: Sync, ingest_log: list[logging.LogRecord]
+) -> None:
+    # S3 keeps `..` in a key as it is; as a document id it would address another store in a URL.
+    sync.put("../sample/notes.txt", b"Written under another store's name.", "text/plain")
+    sync.put("notes/./today.txt", b"A step that goes nowhere.", "text/plain")
+    sync.sync()
+    codes = {
+        getattr(r, "key", None): getattr(r, "code", None) for r in ingest_log if r.levelno >= logging.WARNING
+    }
+    assert codes.get(f"{sync.store}/../sample/notes.txt") == "validation_error", codes
+    assert codes.get(f"{sync.store}/notes/./today.txt") == "validation_error", codes
+    assert sync.document_ids() == set()
+    assert sync.depth(sync.queue) == 0 and sync.depth(sync.dead_letters) == 0

@@ -109,6 +109,34 @@ function retryableStatus(error: RetrievalApiError): boolean {
   return error.status === 429 || error.status === 503 || (error.status === 500 && error.retryAfterS !== null);
 }
 
+/**
+ * False for a document id a URL path cannot carry: one with a `.` or `..` segment (between `/` or `\\`,
+ * also percent-encoded as `%2e`, tabs and newlines dropped), which `fetch` and proxies resolve as a step
+ * up the path. The service stores no such id; one stored before is deleted with `deleteDocumentByQuery`.
+ */
+export function pathSafe(documentId: string): boolean {
+  let text = documentId;
+  for (let round = 0; round < 8; round += 1) {
+    // Only ASCII escapes can spell a dot or a separator.
+    const decoded = text
+      .replace(/[\t\n\r]/g, "")
+      .replace(/%([0-7][0-9a-f])/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    if (decoded === text) break;
+    text = decoded;
+  }
+  return !text.split(/[/\\]/).some((part) => part === "." || part === "..");
+}
+
+/** The refusal of an id that would name another route if it were sent in a path. */
+function unsafePath(documentId: string): Promise<never> {
+  return Promise.reject(
+    new TypeError(
+      `document id ${JSON.stringify(documentId)} holds a '.' or '..' segment, which a URL reads as a step up ` +
+        "the path: list one stored before with listDocuments, delete it with deleteDocument",
+    ),
+  );
+}
+
 export function createRetrievalClient(options: RetrievalClientOptions) {
   const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
   const deadlineMs = options.deadlineMs ?? DEFAULTS.deadlineMs;
@@ -167,6 +195,15 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
     const { result } = await send(operation, networkRetrySafe, attempt);
     return result.data as OperationResult<K>;
   }
+
+  /** Delete the document named by the `documentId` query parameter: any id, also `..`. */
+  const deleteDocumentByQuery = (store: string, documentId: string) =>
+    call("deleteDocumentByQuery", true, (signal) =>
+      api.DELETE("/api/v1/stores/{store}/documents", {
+        params: { path: { store }, query: { documentId } },
+        signal,
+      }),
+    );
 
   // Network errors and time-outs are retried for GET, HEAD, PUT and DELETE (idempotent) and for
   // the POSTs that only search (retrieve, retrieveBatch, answer, similaritySearch,
@@ -247,27 +284,35 @@ export function createRetrievalClient(options: RetrievalClientOptions) {
       body: OperationBody<"putDocument">,
       columns: OperationQuery<"putDocument"> = {},
     ) =>
-      call("putDocument", true, (signal) =>
-        api.PUT("/api/v1/stores/{store}/documents/{document_id}", {
-          params: { path: { store, document_id: documentId }, query: columns },
-          body,
-          signal,
-        }),
-      ),
+      pathSafe(documentId)
+        ? call("putDocument", true, (signal) =>
+            api.PUT("/api/v1/stores/{store}/documents/{document_id}", {
+              params: { path: { store, document_id: documentId }, query: columns },
+              body,
+              signal,
+            }),
+          )
+        : unsafePath(documentId),
     getDocument: (store: string, documentId: string) =>
-      call("getDocument", true, (signal) =>
-        api.GET("/api/v1/stores/{store}/documents/{document_id}", {
-          params: { path: { store, document_id: documentId } },
-          signal,
-        }),
-      ),
+      pathSafe(documentId)
+        ? call("getDocument", true, (signal) =>
+            api.GET("/api/v1/stores/{store}/documents/{document_id}", {
+              params: { path: { store, document_id: documentId } },
+              signal,
+            }),
+          )
+        : unsafePath(documentId),
+    /** Delete a document; an id a URL path cannot carry (`pathSafe`) goes as a query parameter instead. */
     deleteDocument: (store: string, documentId: string) =>
-      call("deleteDocument", true, (signal) =>
-        api.DELETE("/api/v1/stores/{store}/documents/{document_id}", {
-          params: { path: { store, document_id: documentId } },
-          signal,
-        }),
-      ),
+      pathSafe(documentId)
+        ? call("deleteDocument", true, (signal) =>
+            api.DELETE("/api/v1/stores/{store}/documents/{document_id}", {
+              params: { path: { store, document_id: documentId } },
+              signal,
+            }),
+          )
+        : deleteDocumentByQuery(store, documentId),
+    deleteDocumentByQuery,
   } satisfies OperationMethods;
 
   /** Every store the key may read, following `nextCursor` page after page. */

@@ -287,7 +287,15 @@ export interface paths {
         get: operations["listDocuments"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete Document By Query
+         * @description Delete the document `documentId`, as DELETE /{store}/documents/{documentId} does (scope write); 404
+         *     when absent.
+         *
+         *     The id travels as a query parameter, which no URL resolves: the route for ids a path cannot carry,
+         *     such as `..`, stored before such ids were refused.
+         */
+        delete: operations["deleteDocumentByQuery"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3276,6 +3284,91 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["DocumentListResponse"] | components["schemas"]["DocumentStatusListResponse"];
                 };
+            };
+            /** @description Missing or invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Over the credential's rate limit; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description API keys could not be read */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteDocumentByQuery: {
+        parameters: {
+            query: {
+                documentId: string;
+            };
+            header?: never;
+            path: {
+                store: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Missing or invalid API key */
             401: {

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval_client._http import API, document_path, query, store_path
+from retrieval_client._http import API, document_path, path_safe, query, store_path
 
 # Types the service reads that Python's mimetypes table lacks or names otherwise.
 CONTENT_TYPES = {
@@ -127,8 +127,16 @@ def get_document(store: str, document_id: str) -> Call:
 
 
 def delete_document(store: str, document_id: str) -> Call:
-    """DELETE /stores/{store}/documents/{documentId}."""
+    """DELETE /stores/{store}/documents/{documentId}; for an id a path cannot carry, the same delete with
+    the id as a query parameter."""
+    if not path_safe(document_id):
+        return delete_document_by_query(store, document_id)
     return Call("DELETE", document_path(store, document_id), ok=NO_CONTENT)
+
+
+def delete_document_by_query(store: str, document_id: str) -> Call:
+    """DELETE /stores/{store}/documents?documentId=."""
+    return Call("DELETE", f"{store_path(store)}/documents", params={"documentId": document_id}, ok=NO_CONTENT)
 
 
 def content_type_of(path: Path) -> str | None:

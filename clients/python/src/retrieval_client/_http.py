@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -60,8 +61,34 @@ def store_path(store: str) -> str:
     return f"{API}/stores/{segment(store)}"
 
 
+# As the service judges ids: `.` and `..` segments, also percent-encoded or between backslashes, with the
+# tabs and newlines a URL drops left out, are steps up a path that HTTP libraries and proxies resolve.
+_SEPARATORS = re.compile(r"[/\\]")
+_DROPPED = str.maketrans("", "", "\t\n\r")
+
+
+def path_safe(document_id: str) -> bool:
+    """False for an id a URL path cannot carry: one with a `.` or `..` segment in any spelling. The
+    service refuses to store such ids; ones stored before are deleted with `delete_document_by_query`."""
+    text = document_id
+    for _ in range(8):
+        decoded = unquote(text.translate(_DROPPED))
+        if decoded == text:
+            break
+        text = decoded
+    return not any(part in {".", ".."} for part in _SEPARATORS.split(text))
+
+
 def document_path(store: str, document_id: str) -> str:
-    """The path of a document: its id percent-encoded whole, so an id may hold `/`, `#` or `?`."""
+    """The path of a document: its id percent-encoded whole, so an id may hold `/`, `#` or `?`.
+
+    Raises ValueError for an id a path cannot carry (`path_safe`): sent, it would name another route."""
+    if not path_safe(document_id):
+        raise ValueError(
+            f"document id {document_id!r} holds a '.' or '..' segment, which a URL reads as a step up the "
+            "path: the service stores no such id; list one stored before with list_documents(store, "
+            "prefix=...), read its chunks with list_chunks, delete it with delete_document"
+        )
     return f"{store_path(store)}/documents/{segment(document_id)}"
 
 

@@ -337,6 +337,10 @@ class AsyncRetrievalClient:
         """DELETE a document (a CSV or JSON Lines file's id: all its records)."""
         await self._send(calls.delete_document(store, document_id))
 
+    async def delete_document_by_query(self, store: str, document_id: str) -> None:
+        """DELETE a document named by a query parameter: any id, also one a URL path cannot carry (`..`)."""
+        await self._send(calls.delete_document_by_query(store, document_id))
+
     async def sync_folder(
         self,
         store: str,

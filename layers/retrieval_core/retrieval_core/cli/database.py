@@ -45,6 +45,14 @@ def _migrate(args: argparse.Namespace) -> int:
         print(f"applied migrations {', '.join(map(str, result.applied))}: {state}")
     else:
         print(f"schema is up to date: {state}")
+    if result.unsafe_ids.count:
+        print(
+            f"{result.unsafe_ids.count} document ids hold a '.' or '..' segment, which no write accepts any "
+            "more (a URL reads it as a step up the path); delete each with "
+            "`retrieval delete --store STORE ID` or DELETE /api/v1/stores/{store}/documents?documentId=ID:"
+        )
+        for store, document_id in result.unsafe_ids.listed:
+            print(f"  {store}: {document_id!r}")
     with database_errors("indexing older chunks for keyword search"):
         backfill = run_keyword_backfill(conninfo, settings.db_connect_timeout_s, time_budget_s=None)
     if backfill.chunks:

@@ -83,9 +83,46 @@ export function segment(value) {
   return encodeURIComponent(value);
 }
 
-/** A document id as its route takes it: the id's own slashes stay path separators. */
+/**
+ * False for a document id a URL path cannot carry: one with a `.` or `..` segment (between `/` or `\\`,
+ * also percent-encoded as `%2e`, tabs and newlines dropped), which the browser resolves as a step up the
+ * path before the request leaves. The service stores no such id; ones stored before are reached by the
+ * routes that take the id as a query parameter.
+ */
+export function pathSafe(documentId) {
+  let text = documentId;
+  for (let round = 0; round < 8; round += 1) {
+    // Only ASCII escapes can spell a dot or a separator.
+    const decoded = text
+      .replace(/[\t\n\r]/g, "")
+      .replace(/%([0-7][0-9a-f])/gi, (_, hex) => String.fromCharCode(parseInt(hex, 16)));
+    if (decoded === text) break;
+    text = decoded;
+  }
+  return !text.split(/[/\\]/).some((part) => part === "." || part === "..");
+}
+
+/** A document's route: the id encoded whole as one segment, so that none of its characters is a step. */
 export function documentPath(store, documentId) {
-  return `/api/v1/stores/${segment(store)}/documents/${documentId.split("/").map(segment).join("/")}`;
+  if (!pathSafe(documentId)) throw new Error(`The document id ${documentId} cannot travel in a path.`);
+  return `/api/v1/stores/${segment(store)}/documents/${segment(documentId)}`;
+}
+
+/** One document without its chunks; an id a path cannot carry is looked up in the store's list. */
+export async function getDocument(store, documentId) {
+  if (pathSafe(documentId)) return call("GET", documentPath(store, documentId));
+  const page = await call("GET", `/api/v1/stores/${segment(store)}/documents`, { query: { prefix: documentId, limit: 1 } });
+  const item = page.documents[0];
+  if (item?.documentId !== documentId) {
+    throw new ApiError(404, "document_not_found", `Store ${store} has no document ${documentId}.`, null, {});
+  }
+  return item;
+}
+
+/** Delete a document; an id a path cannot carry goes as the documentId query parameter. */
+export function deleteDocument(store, documentId) {
+  if (pathSafe(documentId)) return call("DELETE", documentPath(store, documentId));
+  return call("DELETE", `/api/v1/stores/${segment(store)}/documents`, { query: { documentId } });
 }
 
 let config = null;

@@ -1,7 +1,7 @@
 // #/stores/<store>: the store's documents, a page at a time with a prefix filter, upload by drag and drop,
 // delete; #/stores/<store>/documents/<id>: one document's chunks as the parser and chunker made them.
 
-import { call, consoleConfig, documentPath, segment } from "/console/api.js";
+import { call, consoleConfig, deleteDocument, documentPath, getDocument, segment } from "/console/api.js";
 import { announce, bytes, confirmDialog, count, errorMessage, h, prefixFilter, replace, table } from "/console/dom.js";
 import { pager, sourceLabel } from "/console/stores.js";
 
@@ -73,7 +73,7 @@ function documentsTable(store, documents, reload) {
       count(item.chunkCount),
       new Date(item.updatedAt).toLocaleString(),
       item.writtenBy ?? "—",
-      h("button", { type: "button", class: "danger", "aria-label": `Delete ${item.documentId}`, onclick: () => deleteDocument(store, item.documentId, reload) }, "Delete"),
+      h("button", { type: "button", class: "danger", "aria-label": `Delete ${item.documentId}`, onclick: () => confirmAndDelete(store, item.documentId, reload) }, "Delete"),
     ],
   })));
 }
@@ -84,11 +84,11 @@ function titleOf(item) {
   return typeof title === "string" ? title : "";
 }
 
-async function deleteDocument(store, documentId, reload) {
+async function confirmAndDelete(store, documentId, reload) {
   const confirmed = await confirmDialog(`Delete ${documentId}?`, "Its chunks leave the store at once.", "Delete document");
   if (!confirmed) return;
   try {
-    await call("DELETE", documentPath(store, documentId));
+    await deleteDocument(store, documentId);
     announce(`Deleted ${documentId}.`);
     await reload();
   } catch (error) {
@@ -167,7 +167,7 @@ function base64(buffer) {
 }
 
 export async function documentView(view, params, store, documentId) {
-  const item = await call("GET", documentPath(store, documentId));
+  const item = await getDocument(store, documentId);
   const list = h("ol", { class: "chunks" });
   const more = h("div", { class: "row" });
   replace(

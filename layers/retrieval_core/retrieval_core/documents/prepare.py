@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from retrieval_core.documents.chunking import Chunk, chunk_blocks
 from retrieval_core.documents.models import SourceInput
 from retrieval_core.exceptions import InvalidRequestError
+from retrieval_core.names import DOT_SEGMENT_RULE, holds_dot_segment
 from retrieval_core.parsers import DEFAULT_BUDGET, PARSER_VERSION, ParseBudget, ParseMeter, parse
 from retrieval_core.parsers.base import ParsedDocument
 from retrieval_core.parsers.detect import CSV, JSONL
@@ -191,7 +192,8 @@ def check_store_name(name: str) -> None:
 
 
 def check_document_id(document_id: str) -> None:
-    """A 422 unless `document_id` is 1 to 1,024 bytes of UTF-8 without NUL."""
+    """A 422 unless `document_id` is 1 to 1,024 bytes of UTF-8 without NUL and without a `.` or `..` path
+    segment (`names.py`)."""
     try:
         size = len(document_id.encode("utf-8"))
     except UnicodeEncodeError:
@@ -201,6 +203,10 @@ def check_document_id(document_id: str) -> None:
             "documentId",
             f"must be 1 to {MAX_DOCUMENT_ID_BYTES} bytes of UTF-8 without NUL (got {size} bytes)",
             "value_error",
+        )
+    if holds_dot_segment(document_id):
+        raise InvalidRequestError.for_field(
+            "documentId", DOT_SEGMENT_RULE, "dot_segment", f"document id {document_id!r} {DOT_SEGMENT_RULE}"
         )
 
 

@@ -312,6 +312,23 @@ async def delete_document(
     return Response(status_code=204)
 
 
+@router.delete("/{store}/documents", status_code=204, openapi_extra=_errors(422))
+async def delete_document_by_query(
+    store: Text,
+    documents: DocumentsDep,
+    grant: GrantDep,
+    actor: ActorDep,
+    document_id: Annotated[Text, Query(alias="documentId", min_length=1, max_length=1024)],
+) -> Response:
+    """Delete the document `documentId`, as DELETE /{store}/documents/{documentId} does (scope write); 404
+    when absent.
+
+    The id travels as a query parameter, which no URL resolves: the route for ids a path cannot carry,
+    such as `..`, stored before such ids were refused.
+    """
+    return await delete_document(store, document_id, documents, grant, actor)
+
+
 async def _cancel_when_gone(request: Request, cancelled: threading.Event) -> None:
     """Set `cancelled` once the client has disconnected (the write's checkpoints then stop it)."""
     while not await request.is_disconnected():

@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 from retrieval_core.clients.retry import Deadline, backoff_delay
 from retrieval_core.db.keywords import Backfill, backfill_keywords
 from retrieval_core.db.migrations import bookkeeping
+from retrieval_core.db.migrations.id_check import UnsafeIds, unsafe_document_ids
 from retrieval_core.db.migrations.roles import RoleSetup, missing_roles_message, set_up_roles
 from retrieval_core.db.migrations.statements import split_statements
 from retrieval_core.db.migrations.steps import MIGRATIONS, Migration, as_migrations
@@ -48,6 +49,8 @@ class Migrated:
     applied: list[int]  # the versions this run applied, in order ([] when the schema was up to date)
     schema_version: int  # the database's afterwards; newer than SCHEMA_VERSION after a code rollback
     pgvector_version: str
+    # The stored document ids a URL would read as a path step (the check after migrating).
+    unsafe_ids: UnsafeIds = field(default_factory=lambda: UnsafeIds([], 0))
 
 
 @dataclass
@@ -117,6 +120,7 @@ def run_migrations(
     try:
         with conn:
             pgvector, version_after = _migrate(conn, as_migrations(migrations), run, roles)
+            unsafe = _unsafe_ids(conn, run)
     except psycopg.errors.QueryCanceled as exc:
         if run.deadline.budget_s is None:
             raise MigrationError(
@@ -148,7 +152,7 @@ def run_migrations(
             version_after,
             pgvector,
         )
-    return Migrated(run.applied, version_after, pgvector)
+    return Migrated(run.applied, version_after, pgvector, unsafe)
 
 
 def run_keyword_backfill(
@@ -184,6 +188,27 @@ def _migrate(
         if outside is None:
             return pgvector, version_after
         _apply_outside_transaction(conn, outside, run)
+
+
+def _unsafe_ids(conn: psycopg.Connection[Any], run: _Run) -> UnsafeIds:
+    """The stored ids with dot segments, for the log; a check that fails or runs out of time is logged
+    and fails nothing, since the schema is migrated by then."""
+    run.step = "looking for document ids with '.' or '..' segments"
+    try:
+        with conn.transaction():
+            _bound_next_statement(conn, run)
+            unsafe = unsafe_document_ids(conn)
+    except (psycopg.Error, MigrationTimeoutError) as exc:
+        logger.warning("document ids were not checked for dot segments (%s)", type(exc).__name__)
+        return UnsafeIds([], 0)
+    if unsafe.count:
+        logger.warning(
+            "%d stored document ids hold a '.' or '..' segment, which no write accepts any more; delete them "
+            "with DELETE /api/v1/stores/{store}/documents?documentId=... (docs/migrations.md): %s",
+            unsafe.count,
+            ", ".join(f"{store}: {document_id!r}" for store, document_id in unsafe.listed),
+        )
+    return unsafe
 
 
 def _apply_in_transaction(
