@@ -122,6 +122,11 @@ eval: $(VENV)/.dev-installed ## retrieval quality on one BEIR folder (DATASET=..
 eval-all: $(VENV)/.dev-installed ## retrieval quality on every folder under ../shared/eval (writes docs/quality.md)
 	$(BIN)/python -m bench.eval --all $(ARGS)
 
+# Long documents (../shared/eval-long): each set synced as a folder, then chunk hits, document hits and the
+# answer in the packed context at 500 to 4,000 tokens per method (docs/quality.md "Long documents").
+eval-long: $(VENV)/.dev-installed ## where the answer gets to in long documents, on every set under ../shared/eval-long (writes docs/quality.md)
+	$(BIN)/python -m bench.eval_long $(ARGS)
+
 # Grounded answers on every folder under ../shared/eval (stores loaded as eval-all loads them), at
 # grades 0.2 and 0.4, with the configured generator (extractive by default); then the service's
 # overhead through the HTTP app. Writes the "Grounded answers" block of docs/quality.md.

@@ -116,17 +116,17 @@ def evaluate(folder: Path, fresh: bool, command: str) -> str:
     )
 
 
-def write_block(folder_name: str, block: str) -> None:
-    """Replace the set's block of docs/quality.md (between its markers), or add it before the notes."""
-    start, end = f"<!-- eval:{folder_name}:start -->", f"<!-- eval:{folder_name}:end -->"
-    text = OUT.read_text() if OUT.exists() else f"# Retrieval quality\n\n{NOTES}\n"
+def write_block(folder_name: str, block: str, kind: str = "eval", anchor: str = NOTES) -> None:
+    """Replace the set's block of docs/quality.md (between its `kind` markers), or add it before `anchor`."""
+    start, end = f"<!-- {kind}:{folder_name}:start -->", f"<!-- {kind}:{folder_name}:end -->"
+    text = OUT.read_text() if OUT.exists() else f"# Retrieval quality\n\n{anchor}\n"
     marked = f"{start}\n{block}\n{end}"
     if start in text and end in text:
         before, rest = text.split(start, 1)
         text = before + marked + rest.split(end, 1)[1]
-    elif NOTES in text:
-        before, after = text.split(NOTES, 1)
-        text = f"{before}{marked}\n\n{NOTES}{after}"
+    elif anchor in text:
+        before, after = text.split(anchor, 1)
+        text = f"{before}{marked}\n\n{anchor}{after}"
     else:
         text = f"{text.rstrip()}\n\n{marked}\n"
     OUT.write_text(text)

@@ -175,8 +175,8 @@ def test_create_on_an_empty_database_migrates_it_whole(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS" and "Reason" not in body and body["NoEcho"] is False
-    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "18"
-    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"
+    assert body["Data"]["SchemaVersion"] == str(SCHEMA_VERSION) == "19"
+    assert body["Data"]["Applied"] == ALL_VERSIONS == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19"
     assert body["Data"]["PgvectorVersion"].startswith("0.8.")
     assert summary == {
         "Status": "SUCCESS",
@@ -199,7 +199,7 @@ def test_an_update_on_a_current_schema_changes_nothing(
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["SchemaVersion"] == "18" and body["Data"]["Applied"] == ""
+    assert body["Data"]["SchemaVersion"] == "19" and body["Data"]["Applied"] == ""
     assert fingerprint(dsn) == before
     assert before["chunks"][1] == 1  # the fingerprint saw the data
 
@@ -215,8 +215,8 @@ def test_an_update_on_an_older_schema_applies_what_is_missing_and_keeps_the_data
 
     body = the_answer(s3, sent)
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"
-    assert body["Data"]["SchemaVersion"] == "18"
+    assert body["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19"
+    assert body["Data"]["SchemaVersion"] == "19"
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT d.id, d.source, c.content FROM documents d JOIN chunks c ON c.document_id = d.id"
@@ -390,7 +390,7 @@ def test_a_migration_that_would_outlast_the_function_is_answered_failed_and_roll
     # Once the other migrator is done, the same request succeeds.
     s3.reset()
     handler(sent, migrate_context())
-    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"
+    assert the_answer(s3, sent)["Data"]["Applied"] == "4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19"
 
 
 def test_an_applied_migration_edited_since_is_answered_failed_and_nothing_is_applied(

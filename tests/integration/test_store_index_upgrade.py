@@ -72,9 +72,11 @@ def _documents(dimension: int, seed: int) -> list[DocumentRow]:
 
 
 def _store_11(conn: Any, name: str) -> Store:
-    """A store's row as schema 11 holds it: its own HNSW index, no shared indexes."""
-    row = conn.execute(f"SELECT {ROW_COLUMNS} FROM stores WHERE name = %s", (name,)).fetchone()
-    return store_from_row((*row, True, False))
+    """A store's row as schema 11 holds it: its own HNSW index, no shared indexes, no chunking of its own
+    (migration 19)."""
+    columns = ROW_COLUMNS.removesuffix(", chunking")
+    row = conn.execute(f"SELECT {columns} FROM stores WHERE name = %s", (name,)).fetchone()
+    return store_from_row((*row, None, True, False))
 
 
 def _build_schema_11(dsn: str) -> None:
@@ -185,7 +187,7 @@ def test_an_upgraded_database_answers_alike_before_during_and_after_the_index_ch
     old_objects = _per_store_objects(dsn)
     assert len(old_objects) == 2 * 4 + 1  # three indexes and a function a store, and the function making them
 
-    assert run_migrations(dsn).applied == [12, 13, 14, 15, 16, 17, 18]
+    assert run_migrations(dsn).applied == [12, 13, 14, 15, 16, 17, 18, 19]
     with psycopg.connect(dsn) as conn:
         store = find_store(conn, "docs-en")
     assert store is not None and not store.scoped_indexes and store.vector_index

@@ -44,6 +44,10 @@ def test_put_creates_then_the_same_definition_is_a_no_op(client: TestClient, ser
         "textSearch": "english",
         "documentCount": 0,
         "chunkCount": 0,
+        "pipeline": {
+            "embedder": {"model": service.embedder.model, "dimension": service.embedder.dimension},
+            "chunking": {"strategy": "fixed", "size": 1000, "overlap": 150, "own": False},
+        },
     }
     version = service.get_store(name).version
     again = client.put(f"{STORES}/{name}", json=body)

@@ -135,3 +135,28 @@ def test_an_empty_source_is_refused() -> None:
 )
 def test_cursors_round_trip_any_id(doc_id: str) -> None:
     assert decode_cursor(encode_cursor(doc_id)) == doc_id
+
+
+def test_contextual_chunks_are_embedded_after_their_section_or_page_and_keep_their_text() -> None:
+    from retrieval_core.documents.chunking import Chunk
+    from retrieval_core.documents.prepare import PreparedDocument
+
+    chunks = [
+        Chunk("Stop the writers.", {"section": "Ops > Restoring"}),
+        Chunk("Totals.", {"pageNumber": 60}),
+    ]
+    fixed = PreparedDocument("d", "Annual report", "h", {}, chunks)
+    contextual = PreparedDocument("d", "Annual report", "h", {}, chunks, contextual=True)
+    assert fixed.embedding_texts() == ["Annual report\n\nStop the writers.", "Annual report\n\nTotals."]
+    assert contextual.embedding_texts() == [
+        "Annual report\nOps > Restoring\n\nStop the writers.",
+        "Annual report\npage 60\n\nTotals.",
+    ]
+    untitled = PreparedDocument("d", "", "h", {}, [Chunk("Plain.", {})], contextual=True)
+    assert untitled.embedding_texts() == ["Plain."]
+
+
+def test_the_contextual_strategy_changes_the_fingerprint_and_fixed_keeps_the_old_one() -> None:
+    old = fingerprint("text/plain", 1000, 150, "m")
+    assert fingerprint("text/plain", 1000, 150, "m", strategy="fixed") == old
+    assert fingerprint("text/plain", 1000, 150, "m", strategy="contextual") != old

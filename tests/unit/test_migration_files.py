@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_shipped_versions_are_consecutive_files_each_described_by_its_first_line() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
-    assert SCHEMA_VERSION == 18
+    assert SCHEMA_VERSION == 19
     assert MIGRATIONS[0].description == "stores, documents, chunks"
     assert (
         MIGRATIONS[10].description

@@ -547,6 +547,8 @@ export interface components {
              * @default 0.7
              */
             mmrLambda?: number;
+            /** @description Return each chunk with its neighbours: up to `before` chunks before it and `after` after it, of the same block (page or section) of its document, joined into its content with each overlap once; `expanded` then says which chunks the content spans and where the matched chunk sits in it. A chunk already inside an earlier result's window is not returned again. Works on every store of the service's own, without writing anything again; attached stores and Gemini File Search: 422. */
+            expand?: components["schemas"]["ExpandOptions"] | null;
             /**
              * Collapseduplicates
              * @description Show documents with the same content once: of documents with the same contentSha256 (the same file under two ids), only the best-ranked one's chunks are returned; chunks without a hash (attached tables, Gemini File Search) are compared by their text. The candidates are taken after collapsing, so the answer is as long as it would be without the copies. false: every copy.
@@ -750,6 +752,8 @@ export interface components {
              * @description searchMode "hybrid" or "keyword" only: the distinct words of `content`, as written there (e.g. "Refunds", "refunded" for a query "refund"), that the keyword query matches in the store's text search configuration, in the order they first occur; [] when it matches none. A client highlights whole-word, case-sensitive occurrences of each in `content`. Excluded (-word) terms are not listed; a quoted phrase's words are listed wherever they occur.
              */
             matchedTerms?: string[] | null;
+            /** @description expand only: the chunks content spans and the matched chunk's place in it. */
+            expanded?: components["schemas"]["ExpandedSpan"] | null;
             /**
              * Formattedcontent
              * @description returnFormatted only: `Source: <document>[ (<fileName>)][, page <n>][, section <s>]`, a newline, then the text.
@@ -760,6 +764,51 @@ export interface components {
              * @description returnFormatted only: this chunk's number [n] in `context`; absent when it was left out (a near-duplicate of an earlier chunk, or over maxContextTokens).
              */
             citation?: number | null;
+        };
+        /**
+         * ChunkingOptions
+         * @description How a store cuts each block (a PDF page, a heading's section) into chunks.
+         */
+        ChunkingOptions: {
+            /**
+             * Strategy
+             * @description fixed: each chunk embedded and keyword-indexed as its document title and its text. contextual: the same chunks, each embedded and keyword-indexed after a header with its section path or page; the text returned is the chunk's own either way.
+             * @default fixed
+             * @enum {string}
+             */
+            strategy?: "fixed" | "contextual";
+            /**
+             * Size
+             * @description The most characters a chunk holds.
+             * @default 1000
+             */
+            size?: number;
+            /**
+             * Overlap
+             * @description Characters the next chunk of a block repeats; at most size / 2.
+             * @default 150
+             */
+            overlap?: number;
+        };
+        /**
+         * ChunkingSettings
+         * @description A store's chunking as it applies.
+         */
+        ChunkingSettings: {
+            /**
+             * Strategy
+             * @enum {string}
+             */
+            strategy: "fixed" | "contextual";
+            /** Size */
+            size: number;
+            /** Overlap */
+            overlap: number;
+            /**
+             * Own
+             * @description true: the store's own; false: the deployment's CHUNK_SIZE and CHUNK_OVERLAP, which the store follows until it is given its own.
+             */
+            own: boolean;
         };
         /**
          * DocumentListResponse
@@ -974,6 +1023,16 @@ export interface components {
             loaded?: boolean | null;
         };
         /**
+         * EmbedderSettings
+         * @description The model that embedded the store's chunks and embeds its queries.
+         */
+        EmbedderSettings: {
+            /** Model */
+            model: string;
+            /** Dimension */
+            dimension: number;
+        };
+        /**
          * ErrorBody
          * @description The error object.
          */
@@ -1068,6 +1127,48 @@ export interface components {
              * @description The query, as a retrieve query.
              */
             text: string;
+        };
+        /**
+         * ExpandOptions
+         * @description How many neighbours of the same block join each returned chunk.
+         */
+        ExpandOptions: {
+            /**
+             * Before
+             * @default 1
+             */
+            before?: number;
+            /**
+             * After
+             * @default 1
+             */
+            after?: number;
+        };
+        /**
+         * ExpandedSpan
+         * @description Where a result expanded with its neighbours comes from (request option `expand`).
+         */
+        ExpandedSpan: {
+            /**
+             * Firstchunk
+             * @description chunkIndex of the first chunk joined into content.
+             */
+            firstChunk: number;
+            /**
+             * Lastchunk
+             * @description chunkIndex of the last chunk joined into content.
+             */
+            lastChunk: number;
+            /**
+             * Matchstart
+             * @description Offset in content (characters) where the matched chunk starts.
+             */
+            matchStart: number;
+            /**
+             * Matchend
+             * @description Offset in content where the matched chunk ends.
+             */
+            matchEnd: number;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -1361,6 +1462,22 @@ export interface components {
             warnings?: string[];
         };
         /**
+         * PipelineOptions
+         * @description How the store turns documents into chunks. Absent parts: the deployment's for a new store,
+         *     unchanged for an existing one.
+         */
+        PipelineOptions: {
+            chunking?: components["schemas"]["ChunkingOptions"] | null;
+        };
+        /**
+         * PipelineSettings
+         * @description How the store turns documents into chunks.
+         */
+        PipelineSettings: {
+            embedder: components["schemas"]["EmbedderSettings"];
+            chunking: components["schemas"]["ChunkingSettings"];
+        };
+        /**
          * QueryMethodScore
          * @description One query ranked by one method.
          */
@@ -1564,6 +1681,8 @@ export interface components {
              * @default 0.7
              */
             mmrLambda?: number;
+            /** @description Return each chunk with its neighbours: up to `before` chunks before it and `after` after it, of the same block (page or section) of its document, joined into its content with each overlap once; `expanded` then says which chunks the content spans and where the matched chunk sits in it. A chunk already inside an earlier result's window is not returned again. Works on every store of the service's own, without writing anything again; attached stores and Gemini File Search: 422. */
+            expand?: components["schemas"]["ExpandOptions"] | null;
             /**
              * Collapseduplicates
              * @description Show documents with the same content once: of documents with the same contentSha256 (the same file under two ids), only the best-ranked one's chunks are returned; chunks without a hash (attached tables, Gemini File Search) are compared by their text. The candidates are taken after collapsing, so the answer is as long as it would be without the copies. false: every copy.
@@ -1888,6 +2007,8 @@ export interface components {
             textSearch?: string | null;
             /** @description Attach the store to an existing table or view (read-only unless `writable`; docs/existing-tables.md). */
             source?: components["schemas"]["SourceBlock"] | null;
+            /** @description How documents become chunks (docs/documents-api.md, 'Pipeline'). A store that holds chunks keeps its chunking: another one is a 409. */
+            pipeline?: components["schemas"]["PipelineOptions"] | null;
         };
         /**
          * StoreResponse
@@ -1918,6 +2039,8 @@ export interface components {
             documentCount: number;
             /** Chunkcount */
             chunkCount: number;
+            /** @description How documents become chunks (absent for an attached store, whose rows are its own). */
+            pipeline?: components["schemas"]["PipelineSettings"] | null;
             /**
              * Source
              * @description An attached store's table and mapping (absent for the service's own stores).

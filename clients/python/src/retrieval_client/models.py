@@ -57,21 +57,25 @@ class ChunkListResponse(TypedDict):
     nextCursor: str | None
 
 
-class ChunkResult(TypedDict):
+class ChunkingOptions(TypedDict, closed=True):
     """
-    One retrieved chunk, with its metadata.
+    How a store cuts each block (a PDF page, a heading's section) into chunks.
     """
 
-    id: str
-    content: str
-    score: float | None
-    metadata: dict[str, Any]
-    keywordScore: NotRequired[float | None]
-    fusedScore: NotRequired[float | None]
-    rerankScore: NotRequired[float | None]
-    matchedTerms: NotRequired[list[str] | None]
-    formattedContent: NotRequired[str | None]
-    citation: NotRequired[int | None]
+    strategy: NotRequired[Literal['fixed', 'contextual']]
+    size: NotRequired[int]
+    overlap: NotRequired[int]
+
+
+class ChunkingSettings(TypedDict):
+    """
+    A store's chunking as it applies.
+    """
+
+    strategy: Literal['fixed', 'contextual']
+    size: int
+    overlap: int
+    own: bool
 
 
 class DocumentPutRequest(TypedDict, closed=True):
@@ -155,6 +159,15 @@ class EmbedderCheck(TypedDict):
     loaded: NotRequired[bool | None]
 
 
+class EmbedderSettings(TypedDict):
+    """
+    The model that embedded the store's chunks and embeds its queries.
+    """
+
+    model: str
+    dimension: int
+
+
 class EvaluationMethod(TypedDict, closed=True):
     """
     A named retrieve configuration to score.
@@ -171,6 +184,26 @@ class EvaluationQuery(TypedDict, closed=True):
 
     id: str
     text: str
+
+
+class ExpandOptions(TypedDict, closed=True):
+    """
+    How many neighbours of the same block join each returned chunk.
+    """
+
+    before: NotRequired[int]
+    after: NotRequired[int]
+
+
+class ExpandedSpan(TypedDict):
+    """
+    Where a result expanded with its neighbours comes from (request option `expand`).
+    """
+
+    firstChunk: int
+    lastChunk: int
+    matchStart: int
+    matchEnd: int
 
 
 class HealthCheck(TypedDict):
@@ -264,6 +297,24 @@ class PgvectorCheck(TypedDict):
     version: NotRequired[str | None]
 
 
+class PipelineOptions(TypedDict, closed=True):
+    """
+    How the store turns documents into chunks. Absent parts: the deployment's for a new store,
+    unchanged for an existing one.
+    """
+
+    chunking: NotRequired[ChunkingOptions | None]
+
+
+class PipelineSettings(TypedDict):
+    """
+    How the store turns documents into chunks.
+    """
+
+    embedder: EmbedderSettings
+    chunking: ChunkingSettings
+
+
 class QueryMethodScore(TypedDict):
     """
     One query ranked by one method.
@@ -352,19 +403,6 @@ class SimilaritySearchRequest(TypedDict, closed=True):
     maxContextTokens: NotRequired[int | None]
 
 
-class SimilaritySearchResponse(TypedDict):
-    """
-    Nearest chunks to the given embedding, highest similarity first.
-    """
-
-    results: list[ChunkResult]
-    totalResults: int
-    store: str
-    context: NotRequired[str | None]
-    contextTokens: NotRequired[int | None]
-    contextTokenizer: NotRequired[str | None]
-
-
 class SourceColumns(TypedDict, closed=True):
     """
     Which column of the table holds what; a preset fills in its library's names.
@@ -396,6 +434,7 @@ class StoreResponse(TypedDict):
     textSearch: str
     documentCount: int
     chunkCount: int
+    pipeline: NotRequired[PipelineSettings | None]
     source: NotRequired[dict[str, Any] | None]
     features: NotRequired[list[dict[str, Any]] | None]
 
@@ -447,6 +486,7 @@ class AnswerRequest(TypedDict, closed=True):
     keywordWeight: NotRequired[float]
     minFusedScore: NotRequired[float | None]
     mmrLambda: NotRequired[float]
+    expand: NotRequired[ExpandOptions | None]
     collapseDuplicates: NotRequired[bool]
     cacheTTLms: NotRequired[int | None]
     backend: NotRequired[Literal['pgvector', 'gemini'] | None]
@@ -456,6 +496,24 @@ class AnswerRequest(TypedDict, closed=True):
     systemInstruction: NotRequired[str | None]
     maxOutputTokens: NotRequired[int]
     model: NotRequired[str | None]
+
+
+class ChunkResult(TypedDict):
+    """
+    One retrieved chunk, with its metadata.
+    """
+
+    id: str
+    content: str
+    score: float | None
+    metadata: dict[str, Any]
+    keywordScore: NotRequired[float | None]
+    fusedScore: NotRequired[float | None]
+    rerankScore: NotRequired[float | None]
+    matchedTerms: NotRequired[list[str] | None]
+    expanded: NotRequired[ExpandedSpan | None]
+    formattedContent: NotRequired[str | None]
+    citation: NotRequired[int | None]
 
 
 class DocumentListResponse(TypedDict):
@@ -588,6 +646,7 @@ class RetrieveRequest(TypedDict, closed=True):
     keywordWeight: NotRequired[float]
     minFusedScore: NotRequired[float | None]
     mmrLambda: NotRequired[float]
+    expand: NotRequired[ExpandOptions | None]
     collapseDuplicates: NotRequired[bool]
     cacheTTLms: NotRequired[int | None]
     backend: NotRequired[Literal['pgvector', 'gemini'] | None]
@@ -609,6 +668,19 @@ class RetrieveResponse(TypedDict):
     engineUsed: str
     store: str
     pipeline: Pipeline
+    context: NotRequired[str | None]
+    contextTokens: NotRequired[int | None]
+    contextTokenizer: NotRequired[str | None]
+
+
+class SimilaritySearchResponse(TypedDict):
+    """
+    Nearest chunks to the given embedding, highest similarity first.
+    """
+
+    results: list[ChunkResult]
+    totalResults: int
+    store: str
     context: NotRequired[str | None]
     contextTokens: NotRequired[int | None]
     contextTokenizer: NotRequired[str | None]
@@ -651,6 +723,7 @@ class StorePutRequest(TypedDict, closed=True):
     allowedMetadataKeys: NotRequired[list[AllowedMetadataKey] | None]
     textSearch: NotRequired[str | None]
     source: NotRequired[SourceBlock | None]
+    pipeline: NotRequired[PipelineOptions | None]
 
 
 class ErrorResponse(TypedDict):

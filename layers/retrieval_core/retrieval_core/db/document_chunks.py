@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from retrieval_core.db.connection import Connection
@@ -27,3 +28,15 @@ def document_exists(conn: Connection, store: Store, document_id: str) -> bool:
         "SELECT 1 FROM documents WHERE store_id = %s AND id = %s", (store.id, document_id)
     ).fetchone()
     return row is not None
+
+
+def chunks_at(conn: Connection, store: Store, keys: Sequence[tuple[str, int]]) -> list[tuple[Any, ...]]:
+    """The chunks of `store` at `keys` (document id, chunk index) that exist, one probe of the primary
+    key each. Rows: document_id, chunk_index, content, metadata."""
+    return conn.execute(
+        """SELECT c.document_id, c.chunk_index, c.content, c.metadata
+           FROM unnest(%s::text[], %s::int[]) AS k (document_id, chunk_index)
+               JOIN chunks c ON c.store_id = %s AND c.document_id = k.document_id
+                   AND c.chunk_index = k.chunk_index""",
+        ([k[0] for k in keys], [k[1] for k in keys], store.id),
+    ).fetchall()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from retrieval_core.db.attached_source import AttachedSource
 from retrieval_core.db.connection import Connection
@@ -48,6 +49,9 @@ class Store:
     # The shared keyword and metadata indexes are valid (false only while an upgraded database builds
     # them: searches then read the per-store indexes the database still has).
     scoped_indexes: bool = True
+    # The store's own chunking as (strategy, size, overlap) (stored as JSON, migration 19); None: the
+    # deployment's. A tuple, so that the row stays hashable (search plans are cached by it).
+    chunking: tuple[str, int, int] | None = None
 
 
 # The row of `stores`, then INDEX_COLUMNS: whether the store's HNSW index exists (a name lookup in the
@@ -55,7 +59,7 @@ class Store:
 # search is exact all the same), and shared_indexes_ready(), a constant (migration 14).
 ROW_COLUMNS = (
     "id, name, display_name, embedding_model, dimension, version, storage, allowed_metadata_keys,"
-    " chunk_count, text_search::text, keyword_ready, source"
+    " chunk_count, text_search::text, keyword_ready, source, chunking"
 )
 INDEX_COLUMNS = (
     "to_regclass('chunks_embedding_hnsw_store_' || id) IS NOT NULL AS vector_index,"
@@ -83,6 +87,7 @@ def store_from_row(row: tuple[Any, ...]) -> Store:
         text_search,
         ready,
         source,
+        chunking,
         vector_index,
         scoped_indexes,
     ) = row
@@ -102,6 +107,7 @@ def store_from_row(row: tuple[Any, ...]) -> Store:
         AttachedSource.from_json(source) if source is not None else None,
         bool(vector_index),
         bool(scoped_indexes),
+        (chunking["strategy"], int(chunking["size"]), int(chunking["overlap"])) if chunking else None,
     )
 
 
@@ -191,6 +197,7 @@ def create_store(
     storage: Storage = "vector",
     allowed_metadata_keys: Sequence[str] | None = None,
     text_search: str = "english",
+    chunking: dict[str, Any] | None = None,
 ) -> Store:
     """Create a store (one row, no DDL); return the existing one if it already exists.
 
@@ -206,10 +213,19 @@ def create_store(
         check_names_free(conn, name, display_name)
         row = conn.execute(
             f"""INSERT INTO stores (name, display_name, embedding_model, dimension, storage,
-                    allowed_metadata_keys, text_search)
-                VALUES (%s, %s, %s, %s, %s, %s, %s::regconfig) ON CONFLICT (name) DO NOTHING
+                    allowed_metadata_keys, text_search, chunking)
+                VALUES (%s, %s, %s, %s, %s, %s, %s::regconfig, %s) ON CONFLICT (name) DO NOTHING
                 RETURNING {STORE_COLUMNS}""",  # noqa: S608
-            (name, display_name, embedding_model, dimension, storage, keys, text_search),
+            (
+                name,
+                display_name,
+                embedding_model,
+                dimension,
+                storage,
+                keys,
+                text_search,
+                Jsonb(chunking) if chunking is not None else None,
+            ),
         ).fetchone()
         if row is None:
             existing = find_store(conn, name)
@@ -369,14 +385,19 @@ def name_taken(conn: Connection, name: str, except_store: str) -> bool:
 
 
 def update_store(
-    conn: Connection, store: Store, display_name: str, allowed_metadata_keys: Sequence[str] | None
+    conn: Connection,
+    store: Store,
+    display_name: str,
+    allowed_metadata_keys: Sequence[str] | None,
+    chunking: dict[str, Any] | None = None,
 ) -> Store:
-    """Set the store's display name and allowed metadata keys."""
+    """Set the store's display name, allowed metadata keys and, when given, its own chunking."""
     keys = list(allowed_metadata_keys) if allowed_metadata_keys is not None else None
     row = conn.execute(
-        f"""UPDATE stores SET display_name = %s, allowed_metadata_keys = %s, updated_at = now()
+        f"""UPDATE stores SET display_name = %s, allowed_metadata_keys = %s,
+                chunking = coalesce(%s, chunking), updated_at = now()
             WHERE id = %s RETURNING {STORE_COLUMNS}""",  # noqa: S608
-        (display_name, keys, store.id),
+        (display_name, keys, Jsonb(chunking) if chunking is not None else None, store.id),
     ).fetchone()
     if row is None:
         raise StoreNotFoundError(store.name)

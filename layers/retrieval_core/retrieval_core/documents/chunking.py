@@ -10,12 +10,51 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from retrieval_core.parsers.base import Block
 
 _SENTENCE_END = re.compile(r"[.!?…。！？]\s")
+
+# How a store cuts blocks into chunks: `fixed`, chunks of the block's text alone; `contextual`, the same
+# chunks, each embedded and keyword-indexed after a header naming where it sits (the section path or the
+# page), while the text returned stays the chunk's own.
+ChunkingStrategy = Literal["fixed", "contextual"]
+CHUNKING_STRATEGIES: tuple[ChunkingStrategy, ...] = ("fixed", "contextual")
+# A store's own chunking, as the HTTP API takes it; overlap at most half of the size.
+MIN_CHUNK_SIZE = 100
+MAX_CHUNK_SIZE = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class Chunking:
+    """A store's chunking: its strategy, the most characters a chunk holds, and how many of them the
+    next chunk of the same block repeats."""
+
+    strategy: ChunkingStrategy = "fixed"
+    size: int = 1_000
+    overlap: int = 150
+
+    def __post_init__(self) -> None:
+        if self.strategy not in CHUNKING_STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(CHUNKING_STRATEGIES)}")
+        # What the chunker needs; the HTTP API holds a store's own chunking to narrower bounds.
+        if self.size < 1 or not 0 <= self.overlap < self.size:
+            raise ValueError("size must be positive and overlap at least 0 and smaller than size")
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored and served form: `{"strategy", "size", "overlap"}`."""
+        return {"strategy": self.strategy, "size": self.size, "overlap": self.overlap}
+
+    @classmethod
+    def of_store(cls, value: tuple[str, int, int]) -> Chunking:
+        """A store row's chunking, (strategy, size, overlap)."""
+        strategy, size, overlap = value
+        for known in CHUNKING_STRATEGIES:
+            if strategy == known:
+                return cls(known, size, overlap)
+        raise ValueError(f"strategy must be one of {', '.join(CHUNKING_STRATEGIES)}")
 
 
 def chunk_text(text: str, max_chars: int, overlap: int) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from retrieval_core.backends.attached.definition import SourceRequest
 from retrieval_core.db.storage import Storage
+from retrieval_core.documents.chunking import Chunking
 from retrieval_core.parsers.tables import DEFAULT_TABLE_OPTIONS, TableOptions
 from retrieval_core.schemas.common import WriteStatus
 
@@ -42,6 +43,8 @@ class StoreDefinition:
     text_search: str | None = None
     # An attached store: the existing table it reads (docs/existing-tables.md); None: its own documents.
     source: SourceRequest | None = None
+    # The store's own chunking; None: unchanged for an existing store, the deployment's for a new one.
+    chunking: Chunking | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,8 @@ class StoreInfo:
     # An attached store: its source as shown (camelCase) and what it supports; None for our own stores.
     source: dict[str, Any] | None = None
     features: list[dict[str, Any]] | None = None
+    # The store's own chunking; None: it follows the deployment's CHUNK_SIZE and CHUNK_OVERLAP (fixed).
+    chunking: Chunking | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,12 +67,19 @@ class PreparedDocument:
     # sidecar and caller metadata are laid over it.
     metadata: dict[str, Any]
     chunks: list[Chunk]
+    # The store's chunking is contextual: each chunk's section path or page joins its title.
+    contextual: bool = False
 
     def embedding_texts(self) -> list[str]:
-        """What is embedded for each chunk (TITLE_CONVENTION)."""
-        if not self.title:
-            return [c.text for c in self.chunks]
-        return [f"{self.title}\n\n{c.text}" for c in self.chunks]
+        """What is embedded for each chunk (TITLE_CONVENTION): the title, with the contextual strategy the
+        chunk's section path or page (as the keyword text has them, migration 19), then its text."""
+        texts = []
+        for chunk in self.chunks:
+            header = [self.title] if self.title else []
+            if self.contextual and (where := chunk_place(chunk.metadata)):
+                header.append(where)
+            texts.append("\n".join(header) + "\n\n" + chunk.text if header else chunk.text)
+        return texts
 
     def chunk_metadata(self, document_metadata: dict[str, Any]) -> list[dict[str, Any]]:
         """Each chunk's metadata: the document's, its block's, and the title when there is one."""
@@ -97,15 +104,26 @@ class PreparedSource:
         return {**document.metadata, **(sidecar or {}), **self.caller_metadata}
 
 
+def chunk_place(metadata: dict[str, Any]) -> str:
+    """Where a chunk sits, for its contextual header: its section path, else `page N`, else ''."""
+    section = metadata.get("section")
+    if isinstance(section, str) and section:
+        return section
+    page = metadata.get("pageNumber")
+    return f"page {page}" if page is not None else ""
+
+
 def fingerprint(
     content_type: str,
     chunk_size: int,
     chunk_overlap: int,
     embedding_model: str,
     table: TableOptions = DEFAULT_TABLE_OPTIONS,
+    strategy: str = "fixed",
 ) -> str:
     """Hash of what shapes the stored chunks and vectors besides the content; a row format's
-    TableOptions count when they are not the defaults."""
+    TableOptions count when they are not the defaults, and the chunking strategy when it is not fixed
+    (so that documents written before strategies existed keep their fingerprints)."""
     parts: list[str | int] = [
         PARSER_VERSION,
         CHUNKING_VERSION,
@@ -117,6 +135,8 @@ def fingerprint(
     ]
     if content_type in (CSV, JSONL) and table.key():
         parts.append(table.key())
+    if strategy != "fixed":
+        parts.append(strategy)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -135,10 +155,12 @@ def prepare_source(
     budget: ParseBudget = DEFAULT_BUDGET,
     cancelled: threading.Event | None = None,
     ocr: OcrEngine | None = None,
+    strategy: str = "fixed",
 ) -> PreparedSource:
     """Parse and chunk `source` within `budget` (its time too), stopping once `cancelled` is set; a PDF's
-    scanned pages are read by `ocr` (None: not read). Raises the parser's errors (415, 422;
-    DocumentLimitError over the budget; OCR's), or a 422 for a bad id or metadata."""
+    scanned pages are read by `ocr` (None: not read); `strategy` is the store's chunking strategy. Raises
+    the parser's errors (415, 422; DocumentLimitError over the budget; OCR's), or a 422 for a bad id or
+    metadata."""
     check_document_id(source.source_id)
     check_metadata(source.metadata)
     meter = ParseMeter(budget, cancelled)
@@ -163,7 +185,10 @@ def prepare_source(
                 continue  # an empty record is skipped, as the ingest always did
             raise EmptyDocumentError(parsed.content_type)
         by_id.pop(doc_id, None)  # the same id twice in one file: the later record wins
-        by_id[doc_id] = PreparedDocument(doc_id, doc.title, content_sha256, {**known, **doc.metadata}, chunks)
+        metadata = {**known, **doc.metadata}
+        by_id[doc_id] = PreparedDocument(
+            doc_id, doc.title, content_sha256, metadata, chunks, contextual=strategy == "contextual"
+        )
     if not by_id:
         raise EmptyDocumentError(parsed.content_type)
     meter.check()
@@ -173,7 +198,7 @@ def prepare_source(
         source_sha256,
         source_key(source, source_sha256),
         parsed.content_type,
-        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model, source.table),
+        fingerprint(parsed.content_type, chunk_size, chunk_overlap, embedding_model, source.table, strategy),
         dict(source.metadata),
         list(by_id.values()),
     )

@@ -29,6 +29,7 @@ from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents import audit_trail, ingest_status
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
+from retrieval_core.documents.chunking import Chunking
 from retrieval_core.documents.cursors import (
     check_page_limit,
     chunk_cursor,
@@ -100,6 +101,8 @@ class DocumentService(StoreOperations):
         self.retrieval = retrieval
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        # What a store without its own chunking gets: the deployment's.
+        self.chunking = Chunking("fixed", chunk_size, chunk_overlap)
         self.budget = budget
         self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
         self.max_records = max_records
@@ -154,9 +157,10 @@ class DocumentService(StoreOperations):
             check_store_name(store)
         who = acting(actor, grant)
         try:
-            result = self._unchanged(store, source, sequence, who)
+            chunking = self._chunking(store, create)
+            result = self._unchanged(store, source, sequence, who, chunking)
             if result is None:
-                prepared = self._prepare(source, cancelled)
+                prepared = self._prepare(source, chunking, cancelled)
                 item = WriteItem(prepared, sequence)
                 [result] = self.writer.write(store, [item], create, who, into_table=True)
         except RetrievalError as exc:
@@ -184,15 +188,16 @@ class DocumentService(StoreOperations):
         if create is not None:
             check_store_name(store)
         actor = acting(actor, grant)
+        chunking = self._chunking(store, create)
         group: list[tuple[str, WriteItem | SourceWrite | RetrievalError]] = []
         texts = 0
         for source in sources:
             try:
-                unchanged = self._unchanged(store, source, None, actor)
+                unchanged = self._unchanged(store, source, None, actor, chunking)
                 if unchanged is not None:
                     group.append((source.source_id, unchanged))
                     continue
-                prepared = self._prepare(source)
+                prepared = self._prepare(source, chunking)
             except RetrievalError as exc:
                 group.append((source.source_id, exc))
                 continue
@@ -342,10 +347,11 @@ class DocumentService(StoreOperations):
         with database_errors("reading source hashes"), self._connection() as conn:
             found = self._documents_of(conn, store)
             rows = sql.source_fingerprints(conn, found)
+        chunking = Chunking.of_store(found.chunking) if found.chunking is not None else self.chunking
         hashes: dict[str, str] = {}
         for source, source_sha256, content_type, stored in rows:
             current = fingerprint(
-                content_type, self.chunk_size, self.chunk_overlap, found.embedding_model, table
+                content_type, chunking.size, chunking.overlap, found.embedding_model, table, chunking.strategy
             )
             value = source_sha256 if source_sha256 is not None and stored == current else ""
             # Documents of one source disagreeing (a write interrupted by an older ingest): changed.
@@ -379,10 +385,10 @@ class DocumentService(StoreOperations):
         with database_errors("reading ingestion status"), self._connection() as conn:
             return status_sql.counts(conn, self._store(conn, store))
 
-    def read_source(self, source: SourceInput) -> PreparedSource:
-        """Parse and chunk `source` as its write would, and write nothing (sync's dry run): the same
-        budget, parse slot and record limit, hence the same errors."""
-        return self._prepare(source)
+    def read_source(self, source: SourceInput, store: str | None = None) -> PreparedSource:
+        """Parse and chunk `source` as its write into `store` would, and write nothing (sync's dry run): the
+        same chunking, budget, parse slot and record limit, hence the same errors."""
+        return self._prepare(source, self._chunking(store, None) if store else self.chunking)
 
     def record_outcomes(
         self, store: str, outcomes: list[status_sql.Outcome], actor: Actor | None = None
@@ -395,26 +401,45 @@ class DocumentService(StoreOperations):
     def _record(self, store: str, source_id: str, result: SourceWrite | RetrievalError, actor: Actor) -> None:
         ingest_status.record(self.retrieval, store, [ingest_status.outcome_of(source_id, result)], actor)
 
+    def _chunking(self, store: str, create: StoreDefinition | None) -> Chunking:
+        """How `store` cuts its documents: its own chunking, else (a store to create) the definition's,
+        else the deployment's (CHUNK_SIZE, CHUNK_OVERLAP, fixed)."""
+        with database_errors("reading the store"), self._connection() as conn:
+            found = store_sql.find_store_named(conn, store)
+        if found is not None and found.chunking is not None:
+            return Chunking.of_store(found.chunking)
+        if found is None and create is not None and create.chunking is not None:
+            return create.chunking
+        return self.chunking
+
     def _unchanged(
-        self, store: str, source: SourceInput, sequence: Sequence | None, actor: Actor
+        self, store: str, source: SourceInput, sequence: Sequence | None, actor: Actor, chunking: Chunking
     ) -> SourceWrite | None:
         """The `unchanged` answer when `source` is stored as it is sent (nothing parsed); None otherwise."""
         check_document_id(source.source_id)
         check_metadata(source.metadata)
         source_sha256 = sha256_hex(source.data)
         key = source_key(source, source_sha256)
-        chunking = (self.chunk_size, self.chunk_overlap)
         return again_after_conflict(
             lambda: write_if_unchanged(
                 self.writer, store, source, key, source_sha256, chunking, self.max_records, sequence, actor
             )
         )
 
-    def _prepare(self, source: SourceInput, cancelled: threading.Event | None = None) -> PreparedSource:
+    def _prepare(
+        self, source: SourceInput, chunking: Chunking, cancelled: threading.Event | None = None
+    ) -> PreparedSource:
         model = self.retrieval.embedder.model
         with self.parse_slots.hold():
             prepared = prepare_source(
-                source, self.chunk_size, self.chunk_overlap, model, self.budget, cancelled, self.ocr
+                source,
+                chunking.size,
+                chunking.overlap,
+                model,
+                self.budget,
+                cancelled,
+                self.ocr,
+                strategy=chunking.strategy,
             )
         if self.max_records is not None and len(prepared.documents) > self.max_records:
             raise TooManyRecordsError(source.source_id, len(prepared.documents), self.max_records)

@@ -11,6 +11,7 @@ from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
+from retrieval_core.documents.chunking import Chunking
 from retrieval_core.documents.models import StoreDefinition, StoreInfo
 from retrieval_core.exceptions import ConflictError
 
@@ -31,6 +32,7 @@ def store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) -
         text_search=store.text_search,
         source=describe(source) if source is not None else None,
         features=features(source, exact_max_rows) if source is not None else None,
+        chunking=Chunking.of_store(store.chunking) if store.chunking is not None else None,
     )
 
 
@@ -49,11 +51,22 @@ def redefined(
             f"the store's keyword index uses the text search configuration '{store.text_search}';"
             " it cannot change (create a new store and write the documents again)",
         )
+    own = Chunking.of_store(store.chunking) if store.chunking is not None else None
+    chunking = definition.chunking
+    if chunking is not None and chunking != own and store.chunk_count:
+        cut = own.as_json() if own is not None else "the deployment chunks them (CHUNK_SIZE, CHUNK_OVERLAP)"
+        raise ConflictError.for_field(
+            "pipeline.chunking",
+            f"the store holds chunks cut as {cut}; changing that needs its documents chunked again, which "
+            "this release cannot do in place: create a new store with this chunking and write the "
+            "documents to it",
+        )
     keys = definition.allowed_metadata_keys
-    if (display_name, keys) == (store.display_name, store.allowed_metadata_keys):
+    unchanged_chunking = chunking is None or chunking == own
+    if (display_name, keys) == (store.display_name, store.allowed_metadata_keys) and unchanged_chunking:
         return store, False
     keys_changed = keys != store.allowed_metadata_keys
-    store = store_sql.update_store(conn, store, display_name, keys)
+    store = store_sql.update_store(conn, store, display_name, keys, chunking.as_json() if chunking else None)
     if keys_changed:
         store_sql.bump_version(conn, store)
     return store, True

@@ -82,6 +82,7 @@ class StoreOperations:
                     definition.storage,
                     definition.allowed_metadata_keys,
                     text_search or "english",
+                    definition.chunking.as_json() if definition.chunking is not None else None,
                 )
                 outcome = "created"
             else:

@@ -15,6 +15,7 @@ from retrieval_core.db import stores as store_sql
 from retrieval_core.db.documents import DocumentState
 from retrieval_core.db.errors import database_errors
 from retrieval_core.documents import audit_trail
+from retrieval_core.documents.chunking import Chunking
 from retrieval_core.documents.models import Actor, DocumentWrite, Sequence, SourceInput, SourceWrite
 from retrieval_core.documents.prepare import fingerprint, newer_sequencer
 from retrieval_core.documents.writer import SourceWriter, duplicates_of
@@ -26,7 +27,7 @@ def write_if_unchanged(
     source: SourceInput,
     key: str,
     source_sha256: str,
-    chunking: tuple[int, int],
+    chunking: Chunking,
     max_records: int | None,
     sequence: Sequence | None,
     actor: Actor,
@@ -35,7 +36,7 @@ def write_if_unchanged(
     the source's locks (with `sequence`, recorded as applied); None when it must be parsed and written,
     and for an event older than the last applied (the whole way answers it `stale`).
 
-    `key` is `prepare.source_key(source)`, `chunking` the service's (chunk size, overlap).
+    `key` is `prepare.source_key(source)`, `chunking` the store's.
     """
     database = writer.retrieval.database
     with database_errors("reading documents"), database.connection() as conn, conn.transaction():
@@ -79,13 +80,16 @@ def _would_stay(
     source: SourceInput,
     key: str,
     sidecar: dict[str, object] | None,
-    chunking: tuple[int, int],
+    chunking: Chunking,
     model: str,
 ) -> bool:
     """Whether writing `source` again would leave this document of it exactly as stored."""
     if state.source_key != key or state.file_metadata is None or state.caller_metadata is None:
         return False
-    if state.fingerprint != fingerprint(state.content_type, *chunking, model, source.table):
+    fingerprinted = fingerprint(
+        state.content_type, chunking.size, chunking.overlap, model, source.table, chunking.strategy
+    )
+    if state.fingerprint != fingerprinted:
         return False
     metadata = {**state.file_metadata, **(sidecar or {}), **source.metadata}
     return state.caller_metadata == source.metadata and state.metadata == metadata

@@ -257,6 +257,7 @@ class SourceWriter:
                 create.storage,
                 create.allowed_metadata_keys,
                 store_sql.text_search_config(conn, create.text_search) or "english",
+                create.chunking.as_json() if create.chunking is not None else None,
             )
         self.check_model(store)
         return store

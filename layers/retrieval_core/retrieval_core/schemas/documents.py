@@ -83,6 +83,67 @@ class SourceBlock(RequestModel):
     )
 
 
+# The strategies of documents/chunking.py (a unit test holds the two lists equal).
+ChunkingStrategy = Literal["fixed", "contextual"]
+
+
+class ChunkingOptions(RequestModel):
+    """How a store cuts each block (a PDF page, a heading's section) into chunks."""
+
+    strategy: ChunkingStrategy = Field(
+        default="fixed",
+        description="fixed: each chunk embedded and keyword-indexed as its document title and its text. "
+        "contextual: the same chunks, each embedded and keyword-indexed after a header with its section "
+        "path or page; the text returned is the chunk's own either way.",
+    )
+    size: int = Field(default=1000, ge=100, le=8000, description="The most characters a chunk holds.")
+    overlap: int = Field(
+        default=150,
+        ge=0,
+        le=4000,
+        description="Characters the next chunk of a block repeats; at most size / 2.",
+    )
+
+    @model_validator(mode="after")
+    def _overlap_within_size(self) -> ChunkingOptions:
+        if self.overlap > self.size // 2:
+            raise ValueError(f"overlap {self.overlap} is more than half of size {self.size}")
+        return self
+
+
+class PipelineOptions(RequestModel):
+    """How the store turns documents into chunks. Absent parts: the deployment's for a new store,
+    unchanged for an existing one."""
+
+    chunking: ChunkingOptions | None = None
+
+
+class ChunkingSettings(ResponseModel):
+    """A store's chunking as it applies."""
+
+    strategy: ChunkingStrategy
+    size: int
+    overlap: int
+    own: bool = Field(
+        description="true: the store's own; false: the deployment's CHUNK_SIZE and CHUNK_OVERLAP, which "
+        "the store follows until it is given its own."
+    )
+
+
+class EmbedderSettings(ResponseModel):
+    """The model that embedded the store's chunks and embeds its queries."""
+
+    model: str
+    dimension: int
+
+
+class PipelineSettings(ResponseModel):
+    """How the store turns documents into chunks."""
+
+    embedder: EmbedderSettings
+    chunking: ChunkingSettings
+
+
 class StorePutRequest(RequestModel):
     """A store definition. Dimension and embedding model come from the service's embedder."""
 
@@ -108,6 +169,11 @@ class StorePutRequest(RequestModel):
         description="Attach the store to an existing table or view (read-only unless `writable`; "
         "docs/existing-tables.md).",
     )
+    pipeline: PipelineOptions | None = Field(
+        default=None,
+        description="How documents become chunks (docs/documents-api.md, 'Pipeline'). A store that holds "
+        "chunks keeps its chunking: another one is a 409.",
+    )
 
 
 class StoreResponse(ResponseModel):
@@ -122,6 +188,11 @@ class StoreResponse(ResponseModel):
     text_search: str = Field(description="PostgreSQL text search configuration of the keyword index.")
     document_count: int
     chunk_count: int
+    pipeline: PipelineSettings | None = Field(
+        default=None,
+        exclude_if=absent_when_none,
+        description="How documents become chunks (absent for an attached store, whose rows are its own).",
+    )
     # A store of our own shows no source or features, as before attached stores existed.
     source: dict[str, Any] | None = Field(
         default=None,

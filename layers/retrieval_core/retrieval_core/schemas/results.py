@@ -21,6 +21,15 @@ MATCHED_TERMS_NOTE = (
 )
 
 
+class ExpandedSpan(ResponseModel):
+    """Where a result expanded with its neighbours comes from (request option `expand`)."""
+
+    first_chunk: int = Field(description="chunkIndex of the first chunk joined into content.")
+    last_chunk: int = Field(description="chunkIndex of the last chunk joined into content.")
+    match_start: int = Field(description="Offset in content (characters) where the matched chunk starts.")
+    match_end: int = Field(description="Offset in content where the matched chunk ends.")
+
+
 class ChunkResult(ResponseModel):
     """One retrieved chunk, with its metadata."""
 
@@ -51,6 +60,11 @@ class ChunkResult(ResponseModel):
     )
     matched_terms: list[str] | None = Field(
         default=None, exclude_if=absent_when_none, description=MATCHED_TERMS_NOTE
+    )
+    expanded: ExpandedSpan | None = Field(
+        default=None,
+        exclude_if=absent_when_none,
+        description="expand only: the chunks content spans and the matched chunk's place in it.",
     )
     formatted_content: str | None = Field(
         default=None,

@@ -66,6 +66,13 @@ class RerankOptions(RequestModel):
     )
 
 
+class ExpandOptions(RequestModel):
+    """How many neighbours of the same block join each returned chunk."""
+
+    before: int = Field(default=1, ge=0, le=5)
+    after: int = Field(default=1, ge=0, le=5)
+
+
 class RetrieveRequest(RequestModel):
     """POST /api/v1/rag/retrieve.
 
@@ -168,6 +175,15 @@ class RetrieveRequest(RequestModel):
         ge=0.0,
         le=1.0,
         description='Needs rerank.strategy "mmr". MMR trade-off: 1 is pure relevance, 0 pure diversity.',
+    )
+    expand: ExpandOptions | None = Field(
+        default=None,
+        description="Return each chunk with its neighbours: up to `before` chunks before it and `after` "
+        "after it, of the same block (page or section) of its document, joined into its content with each "
+        "overlap once; `expanded` then says which chunks the content spans and where the matched chunk sits "
+        "in it. A chunk already inside an earlier result's window is not returned again. Works on every "
+        "store of the service's own, without writing anything again; attached stores and Gemini File "
+        "Search: 422.",
     )
     collapse_duplicates: bool = Field(
         default=True,

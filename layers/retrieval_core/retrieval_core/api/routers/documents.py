@@ -23,6 +23,7 @@ from retrieval_core.api.dependencies import ActorDep, GrantDep
 from retrieval_core.api.docs import error_responses
 from retrieval_core.backends.attached.definition import SourceRequest, source_request
 from retrieval_core.container import get_document_service
+from retrieval_core.documents.chunking import Chunking
 from retrieval_core.documents.cursors import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE, MAX_STORE_PREFIX
 from retrieval_core.documents.models import (
     ChunkInfo,
@@ -38,6 +39,7 @@ from retrieval_core.parsers.detect import CSV, JSONL
 from retrieval_core.parsers.tables import TableOptions
 from retrieval_core.schemas.common import Text
 from retrieval_core.schemas.documents import (
+    ChunkingSettings,
     ChunkItem,
     ChunkListResponse,
     DocumentListResponse,
@@ -47,13 +49,17 @@ from retrieval_core.schemas.documents import (
     DocumentStatusListResponse,
     DocumentWriteItem,
     DocumentWriteResponse,
+    EmbedderSettings,
     IngestionOutcome,
     IngestionStatistics,
+    PipelineOptions,
+    PipelineSettings,
     SourceBlock,
     StoreListResponse,
     StorePutRequest,
     StoreResponse,
 )
+from retrieval_core.settings import get_settings
 
 
 def utf8_path(request: Request) -> None:
@@ -141,6 +147,10 @@ async def put_store(
     `displayName` may change, but not to another store's name or display name (409).
     `resolve` and names outside the store-name rule are refused (422).
     """
+    if body.source is not None and body.pipeline is not None:
+        raise InvalidRequestError.for_field(
+            "pipeline", "an attached store's rows are its own: it has no pipeline", "invalid_source"
+        )
     definition = StoreDefinition(
         display_name=body.display_name,
         storage=body.storage,
@@ -149,6 +159,7 @@ async def put_store(
         else None,
         text_search=body.text_search,
         source=_source_request(body.source) if body.source is not None else None,
+        chunking=_chunking(body.pipeline),
     )
     if body.source is not None and body.text_search is not None:
         raise InvalidRequestError.for_field(
@@ -357,6 +368,30 @@ def _source_request(block: SourceBlock) -> SourceRequest:
     )
 
 
+def _chunking(pipeline: PipelineOptions | None) -> Chunking | None:
+    """The store's own chunking a PUT names; None when it names none."""
+    if pipeline is None or pipeline.chunking is None:
+        return None
+    options = pipeline.chunking
+    return Chunking(options.strategy, options.size, options.overlap)
+
+
+def _pipeline(info: StoreInfo) -> PipelineSettings | None:
+    """The store's pipeline as it applies: its own chunking, or the deployment's; None when attached."""
+    if info.source is not None:
+        return None
+    if info.chunking is not None:
+        chunking = ChunkingSettings(**info.chunking.as_json(), own=True)
+    else:
+        settings = get_settings()
+        chunking = ChunkingSettings(
+            strategy="fixed", size=settings.chunk_size, overlap=settings.chunk_overlap, own=False
+        )
+    return PipelineSettings(
+        embedder=EmbedderSettings(model=info.embedding_model, dimension=info.dimension), chunking=chunking
+    )
+
+
 def _store_response(info: StoreInfo) -> StoreResponse:
     """A store as the service shows it, as the HTTP body."""
     keys = list(info.allowed_metadata_keys) if info.allowed_metadata_keys is not None else None
@@ -370,6 +405,7 @@ def _store_response(info: StoreInfo) -> StoreResponse:
         text_search=info.text_search,
         document_count=info.document_count,
         chunk_count=info.chunk_count,
+        pipeline=_pipeline(info),
         source=info.source,
         features=info.features,
     )

@@ -367,6 +367,9 @@ def refuse_unsupported_options(request: RetrieveRequest) -> None:
         else None,
         "engineName": "Gemini File Search is the engine" if "engine_name" in sent else None,
         "search": "the index knobs are pgvector's" if request.search is not None else None,
+        "expand": "Gemini returns its chunks without their neighbours"
+        if request.expand is not None
+        else None,
     }
     for field, hint in unsupported.items():
         if hint is not None:

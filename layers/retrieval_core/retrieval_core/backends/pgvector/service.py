@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.backends.pgvector import chunk_search
 from retrieval_core.backends.pgvector.caching import cache_slot
+from retrieval_core.backends.pgvector.neighbours import expanded
 from retrieval_core.backends.pgvector.reranking import Rerankers, rerank_strategy, reranked
 from retrieval_core.backends.pgvector.response_parts import (
     batch_item,
@@ -328,9 +329,10 @@ class RetrievalService:
                     distinct_candidates(search, count) if request.collapse_duplicates else search(count)
                 )
                 store = searched[-1]
-            return self._ranked(
+            ranked = self._ranked(
                 request, strategy, query_vector, store, candidates, timings, warnings, depth, keyword
             )
+            return expanded(self.database, store, request, ranked)
 
     def _ranked(
         self,
