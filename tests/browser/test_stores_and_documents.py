@@ -158,6 +158,8 @@ def test_deleting_a_stored_id_that_climbs_deletes_that_document_and_no_other_sto
     console.open("#/stores/console-alpha")
     documents = page.locator("tbody tr")
     expect(documents).to_have_count(2)
+    # The store page names its pipeline's chunking.
+    expect(page.get_by_text("fixed, 1,000 characters overlapping by 150 (the deployment's)")).to_be_visible()
 
     page.get_by_role("link", name="../../console-bravo").click()
     expect(page.get_by_role("heading", name="../../console-bravo")).to_be_visible()

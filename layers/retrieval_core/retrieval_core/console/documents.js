@@ -46,6 +46,13 @@ export async function storeView(view, params, store) {
   await loadPage(null);
 }
 
+/** A store's chunking in words: strategy, size and overlap, and whose it is. */
+function chunkingLabel(chunking) {
+  if (!chunking) return "— (rows of an attached table)";
+  const whose = chunking.own ? "the store's own" : "the deployment's";
+  return `${chunking.strategy}, ${count(chunking.size)} characters overlapping by ${count(chunking.overlap)} (${whose})`;
+}
+
 function storeSummary(info) {
   const rows = [
     ["Name", info.name],
@@ -54,6 +61,7 @@ function storeSummary(info) {
     ["Storage", `${info.storage}, ${info.dimension} dimensions`],
     ["Embedding model", info.embeddingModel],
     ["Text search configuration", info.textSearch],
+    ["Chunking", chunkingLabel(info.pipeline?.chunking)],
     ["Source", sourceLabel(info.source)],
     ["Metadata keys a filter may name", info.allowedMetadataKeys ? info.allowedMetadataKeys.join(", ") : "any"],
   ];
