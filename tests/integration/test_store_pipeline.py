@@ -62,6 +62,19 @@ def test_a_stores_own_chunking_cuts_every_document_and_is_fixed_once_it_holds_ch
     assert kept == {**chunking, "own": True}
 
 
+def test_a_store_that_follows_the_deployment_may_take_that_chunking_as_its_own(
+    client: TestClient, store: str
+) -> None:
+    assert client.put(doc_url(store, "long"), json={"text": LONG_TEXT}).status_code == 201
+    settings = get_settings()
+    same = {"strategy": "fixed", "size": settings.chunk_size, "overlap": settings.chunk_overlap}
+    pinned = client.put(f"{STORES}/{store}", json={"pipeline": {"chunking": same}})
+    assert pinned.status_code == 200 and pinned.json()["pipeline"]["chunking"] == {**same, "own": True}
+    assert client.put(doc_url(store, "long"), json={"text": LONG_TEXT}).json()["status"] == "unchanged"
+    other = {**same, "strategy": "contextual"}
+    assert client.put(f"{STORES}/{store}", json={"pipeline": {"chunking": other}}).status_code == 409
+
+
 def test_chunking_is_checked_before_anything_is_created(client: TestClient) -> None:
     for chunking, field in (
         ({"size": 50}, "size"),

@@ -102,7 +102,7 @@ class DocumentService(StoreOperations):
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         # What a store without its own chunking gets: the deployment's.
-        self.chunking = Chunking("fixed", chunk_size, chunk_overlap)
+        self.deployment_chunking = Chunking("fixed", chunk_size, chunk_overlap)
         self.budget = budget
         self.parse_slots = parse_slots or parse_slots_of(1, 0.5)
         self.max_records = max_records
@@ -347,7 +347,9 @@ class DocumentService(StoreOperations):
         with database_errors("reading source hashes"), self._connection() as conn:
             found = self._documents_of(conn, store)
             rows = sql.source_fingerprints(conn, found)
-        chunking = Chunking.of_store(found.chunking) if found.chunking is not None else self.chunking
+        chunking = (
+            Chunking.of_store(found.chunking) if found.chunking is not None else self.deployment_chunking
+        )
         hashes: dict[str, str] = {}
         for source, source_sha256, content_type, stored in rows:
             current = fingerprint(
@@ -388,7 +390,7 @@ class DocumentService(StoreOperations):
     def read_source(self, source: SourceInput, store: str | None = None) -> PreparedSource:
         """Parse and chunk `source` as its write into `store` would, and write nothing (sync's dry run): the
         same chunking, budget, parse slot and record limit, hence the same errors."""
-        return self._prepare(source, self._chunking(store, None) if store else self.chunking)
+        return self._prepare(source, self._chunking(store, None) if store else self.deployment_chunking)
 
     def record_outcomes(
         self, store: str, outcomes: list[status_sql.Outcome], actor: Actor | None = None
@@ -410,7 +412,7 @@ class DocumentService(StoreOperations):
             return Chunking.of_store(found.chunking)
         if found is None and create is not None and create.chunking is not None:
             return create.chunking
-        return self.chunking
+        return self.deployment_chunking
 
     def _unchanged(
         self, store: str, source: SourceInput, sequence: Sequence | None, actor: Actor, chunking: Chunking

@@ -37,10 +37,16 @@ def store_info(store: Store, counts: tuple[int, int], exact_max_rows: int = 0) -
 
 
 def redefined(
-    conn: Connection, store: Store, display_name: str, definition: StoreDefinition, text_search: str | None
+    conn: Connection,
+    store: Store,
+    display_name: str,
+    definition: StoreDefinition,
+    text_search: str | None,
+    deployment: Chunking,
 ) -> tuple[Store, bool]:
     """Apply `definition` to an existing store; the store, and whether anything changed (a new version too
-    when answers may change: they depend on which keys a filter may name)."""
+    when answers may change: they depend on which keys a filter may name). `deployment`: the chunking a
+    store without its own follows, which a definition may give it as its own whatever it holds."""
     if store.storage != definition.storage:
         raise ConflictError.for_field(
             "storage", f"the store holds {store.storage} embeddings; it cannot change"
@@ -53,8 +59,8 @@ def redefined(
         )
     own = Chunking.of_store(store.chunking) if store.chunking is not None else None
     chunking = definition.chunking
-    if chunking is not None and chunking != own and store.chunk_count:
-        cut = own.as_json() if own is not None else "the deployment chunks them (CHUNK_SIZE, CHUNK_OVERLAP)"
+    if chunking is not None and chunking != (own or deployment) and store.chunk_count:
+        cut = (own or deployment).as_json()
         raise ConflictError.for_field(
             "pipeline.chunking",
             f"the store holds chunks cut as {cut}; changing that needs its documents chunked again, which "

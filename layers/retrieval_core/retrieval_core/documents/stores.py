@@ -17,6 +17,7 @@ from retrieval_core.db.connection import Connection
 from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents import audit_trail
+from retrieval_core.documents.chunking import Chunking
 from retrieval_core.documents.cursors import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -36,6 +37,8 @@ class StoreOperations:
     """Stores: scope admin to change, read to see."""
 
     retrieval: RetrievalService
+    # The chunking of a store without its own (CHUNK_SIZE, CHUNK_OVERLAP, fixed).
+    deployment_chunking: Chunking
 
     def put_store(
         self,
@@ -86,7 +89,9 @@ class StoreOperations:
                 )
                 outcome = "created"
             else:
-                store, changed = redefined(conn, store, display_name, definition, text_search)
+                store, changed = redefined(
+                    conn, store, display_name, definition, text_search, self.deployment_chunking
+                )
                 outcome = "updated" if changed else "unchanged"
             audit_trail.record(conn, name, actor, AuditEntry("put_store", outcome))
             info = self._info(conn, store)
