@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import typing
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -87,30 +88,28 @@ def test_chunking_is_checked_before_anything_is_created(client: TestClient) -> N
     assert client.get(f"{STORES}/never-made").status_code == 404
 
 
+def keyword_hits(client: TestClient, store: str, strategy: str) -> list[dict[str, Any]]:
+    """The keyword results for "orchestrator" once the guide is written to `store` with `strategy`."""
+    client.put(f"{STORES}/{store}", json={"pipeline": {"chunking": {"strategy": strategy}}})
+    body = {"content": base64.b64encode(GUIDE.encode()).decode(), "fileName": "guide.md"}
+    assert client.put(doc_url(store, "guide.md"), json=body).status_code == 201
+    query = {"query": "orchestrator", "store": store, "searchMode": "keyword", "engineName": "naive"}
+    results: list[dict[str, Any]] = client.post(RETRIEVE, json=query).json()["results"]
+    return results
+
+
 def test_contextual_chunks_are_found_by_their_section_and_returned_as_written(
     client: TestClient, store: str
 ) -> None:
-    client.put(f"{STORES}/{store}", json={"pipeline": {"chunking": {"strategy": "contextual"}}})
-    body = {"content": base64.b64encode(GUIDE.encode()).decode(), "fileName": "guide.md"}
-    assert client.put(doc_url(store, "guide.md"), json=body).status_code == 201
     # "orchestrator" is only in the section path: neither the title nor the chunk's text holds it.
-    found = client.post(
-        RETRIEVE,
-        json={"query": "orchestrator", "store": store, "searchMode": "keyword", "engineName": "naive"},
-    ).json()["results"]
+    found = keyword_hits(client, store, "contextual")
     assert [r["metadata"]["section"] for r in found] == ["Operations guide > Orchestrator > Restoring"]
     assert "Stop the writers first." in found[0]["content"]
     assert "orchestrator" not in found[0]["content"].lower()
 
 
 def test_the_fixed_strategy_does_not_index_the_section(client: TestClient, store: str) -> None:
-    body = {"content": base64.b64encode(GUIDE.encode()).decode(), "fileName": "guide.md"}
-    assert client.put(doc_url(store, "guide.md"), json=body).status_code == 201
-    found = client.post(
-        RETRIEVE,
-        json={"query": "orchestrator", "store": store, "searchMode": "keyword", "engineName": "naive"},
-    ).json()["results"]
-    assert found == []
+    assert keyword_hits(client, store, "fixed") == []
 
 
 def test_an_attached_store_takes_no_pipeline(client: TestClient, attachable_table: str) -> None:

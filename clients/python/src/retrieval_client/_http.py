@@ -6,9 +6,10 @@ import email.utils
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 
@@ -90,6 +91,15 @@ def document_path(store: str, document_id: str) -> str:
             "prefix=...), read its chunks with list_chunks, delete it with delete_document"
         )
     return f"{store_path(store)}/documents/{segment(document_id)}"
+
+
+def address(base_url: str, path: str, params: Mapping[str, Any]) -> str:
+    """A request's URL with its query written here, each value percent-encoded whole, `%` included:
+    httpx before 0.28 sends a value's `%2e` as it is, so a document id holding one would arrive decoded
+    (another id); a list value repeats its parameter."""
+    if not params:
+        return base_url + path
+    return f"{base_url}{path}?{urlencode(params, doseq=True, quote_via=quote)}"
 
 
 def query(**params: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing_extensions import Unpack
 from retrieval_client import _calls as calls
 from retrieval_client._http import (
     Options,
+    address,
     api_error,
     attempt_timeout_s,
     out_of_time,
@@ -107,8 +108,7 @@ class RetrievalClient:
             timeout_s = attempt_timeout_s(self.options, deadline)
             request = self._http.build_request(
                 call.method,
-                self.options.base_url + call.path,
-                params=call.params,
+                address(self.options.base_url, call.path, call.params),
                 json=call.body,
                 headers={**self.options.headers(), **call.headers},
                 timeout=timeout_s,
