@@ -57,6 +57,12 @@ class Chunking:
         raise ValueError(f"strategy must be one of {', '.join(CHUNKING_STRATEGIES)}")
 
 
+def chunking_of(own: tuple[str, int, int] | None, deployment: Chunking) -> Chunking:
+    """The chunking a store applies: its own (a store row's (strategy, size, overlap)), else the
+    deployment's."""
+    return Chunking.of_store(own) if own is not None else deployment
+
+
 def chunk_text(text: str, max_chars: int, overlap: int) -> list[str]:
     """Return chunks of at most `max_chars` characters; consecutive chunks share about `overlap`."""
     text = text.replace("\r\n", "\n")

@@ -29,7 +29,7 @@ from retrieval_core.db.errors import database_errors
 from retrieval_core.db.stores import Store
 from retrieval_core.documents import audit_trail, ingest_status
 from retrieval_core.documents.attached import delete_attached, not_through_documents_api
-from retrieval_core.documents.chunking import Chunking
+from retrieval_core.documents.chunking import Chunking, chunking_of
 from retrieval_core.documents.cursors import (
     check_page_limit,
     chunk_cursor,
@@ -347,9 +347,7 @@ class DocumentService(StoreOperations):
         with database_errors("reading source hashes"), self._connection() as conn:
             found = self._documents_of(conn, store)
             rows = sql.source_fingerprints(conn, found)
-        chunking = (
-            Chunking.of_store(found.chunking) if found.chunking is not None else self.deployment_chunking
-        )
+        chunking = chunking_of(found.chunking, self.deployment_chunking)
         hashes: dict[str, str] = {}
         for source, source_sha256, content_type, stored in rows:
             current = fingerprint(
@@ -387,10 +385,10 @@ class DocumentService(StoreOperations):
         with database_errors("reading ingestion status"), self._connection() as conn:
             return status_sql.counts(conn, self._store(conn, store))
 
-    def read_source(self, source: SourceInput, store: str | None = None) -> PreparedSource:
-        """Parse and chunk `source` as its write into `store` would, and write nothing (sync's dry run): the
-        same chunking, budget, parse slot and record limit, hence the same errors."""
-        return self._prepare(source, self._chunking(store, None) if store else self.deployment_chunking)
+    def read_source(self, source: SourceInput) -> PreparedSource:
+        """Parse and chunk `source` as its write would, and write nothing (sync's dry run): the same budget,
+        parse slot and record limit, hence the same errors; chunked as the deployment chunks."""
+        return self._prepare(source, self.deployment_chunking)
 
     def record_outcomes(
         self, store: str, outcomes: list[status_sql.Outcome], actor: Actor | None = None
@@ -408,11 +406,9 @@ class DocumentService(StoreOperations):
         else the deployment's (CHUNK_SIZE, CHUNK_OVERLAP, fixed)."""
         with database_errors("reading the store"), self._connection() as conn:
             found = store_sql.find_store_named(conn, store)
-        if found is not None and found.chunking is not None:
-            return Chunking.of_store(found.chunking)
         if found is None and create is not None and create.chunking is not None:
             return create.chunking
-        return self.deployment_chunking
+        return chunking_of(found.chunking if found else None, self.deployment_chunking)
 
     def _unchanged(
         self, store: str, source: SourceInput, sequence: Sequence | None, actor: Actor, chunking: Chunking

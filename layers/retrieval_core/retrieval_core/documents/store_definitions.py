@@ -11,7 +11,7 @@ from retrieval_core.backends.attached.live import LiveSources
 from retrieval_core.db import stores as store_sql
 from retrieval_core.db.connection import Connection
 from retrieval_core.db.stores import Store
-from retrieval_core.documents.chunking import Chunking
+from retrieval_core.documents.chunking import Chunking, chunking_of
 from retrieval_core.documents.models import StoreDefinition, StoreInfo
 from retrieval_core.exceptions import ConflictError
 
@@ -59,8 +59,9 @@ def redefined(
         )
     own = Chunking.of_store(store.chunking) if store.chunking is not None else None
     chunking = definition.chunking
-    if chunking is not None and chunking != (own or deployment) and store.chunk_count:
-        cut = (own or deployment).as_json()
+    applied = chunking_of(store.chunking, deployment)
+    if chunking is not None and chunking != applied and store.chunk_count:
+        cut = applied.as_json()
         raise ConflictError.for_field(
             "pipeline.chunking",
             f"the store holds chunks cut as {cut}; changing that needs its documents chunked again, which "
